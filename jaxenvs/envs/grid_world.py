@@ -1,0 +1,125 @@
+"""GridWorld: Gymnasium's custom-environment tutorial ("Make your own custom environment").
+
+An agent walks on a ``size x size`` grid towards a target. Dynamics, as in the tutorial:
+
+* reset: the agent's cell is uniform over the grid, the target's uniform over the *other* cells
+  (the tutorial re-draws until they differ; here one draw of a cell index and an offset gives
+  the same distribution without a loop);
+* actions ``0 -> (+1, 0)`` right, ``1 -> (0, +1)`` up, ``2 -> (-1, 0)`` left, ``3 -> (0, -1)``
+  down; the new position is clipped to the grid;
+* reward 1.0 and ``terminated`` when the agent stands on the target, else 0.0;
+* observation ``{"agent": int32[2], "target": int32[2]}`` (x, y); ``info["distance"]`` is the
+  Manhattan distance between them (int32).
+
+Out-of-range actions are clipped into ``[0, 3]`` (documented behaviour; ``make(...,
+checked=True)`` with :func:`jaxenvs.checked` raises instead). The step itself draws no randomness.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxenvs import spaces
+from jaxenvs.core import Environment, Traits
+from jaxenvs.rendering import draw
+
+# rows: action index -> (dx, dy)
+ACTION_TO_DIRECTION = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int32)
+
+
+@struct.dataclass
+class EnvParams:
+    size: int = 5  # side length of the square grid (cells); >= 2
+
+
+@struct.dataclass
+class EnvState:
+    agent: jax.Array  # int32[2], (x, y)
+    target: jax.Array  # int32[2], (x, y)
+
+
+class GridWorld(Environment):
+    """Reach the target on a square grid (Gymnasium's custom-environment tutorial)."""
+
+    traits = Traits(
+        num_agents=1,
+        chance="deterministic",
+        information="perfect",
+        reward_style="terminal",
+    )
+    render_fps = 4
+
+    @property
+    def default_params(self) -> EnvParams:
+        return EnvParams()
+
+    def validate_params(self, params: EnvParams) -> None:
+        size = params.size
+        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 2:
+            raise ValueError(f"GridWorld size must be an integer >= 2, got {size!r}")
+
+    def reset_env(self, key, params):
+        n_cells = params.size * params.size
+        draw = jax.random.randint(key, (2,), 0, jnp.stack([n_cells, n_cells - 1]), dtype=jnp.int32)
+        agent_idx = draw[0]
+        target_idx = draw[1] + (draw[1] >= agent_idx)  # uniform over the cells other than agent_idx
+        state = EnvState(
+            agent=jnp.stack([agent_idx % params.size, agent_idx // params.size]).astype(jnp.int32),
+            target=jnp.stack([target_idx % params.size, target_idx // params.size]).astype(jnp.int32),
+        )
+        return self._obs(state), state
+
+    def step_env(self, key, state, action, params):
+        action = jnp.clip(action, 0, 3)
+        direction = jnp.asarray(ACTION_TO_DIRECTION)[action]
+        agent = jnp.clip(state.agent + direction, 0, params.size - 1)
+        state = state.replace(agent=agent)
+        terminated = jnp.all(agent == state.target)
+        reward = terminated.astype(jnp.float32)
+        truncated = jnp.zeros((), bool)
+        return self._obs(state), state, reward, terminated, truncated, self._info(state)
+
+    def _obs(self, state):
+        return {"agent": state.agent, "target": state.target}
+
+    def _info(self, state):
+        return {"distance": jnp.sum(jnp.abs(state.agent - state.target)).astype(jnp.int32)}
+
+    def render(self, state, params=None):
+        """uint8[512, 512, 3]: white board, grey grid lines, red target square, blue agent circle.
+
+        As in the tutorial, ``x`` grows to the right and ``y`` downwards in the picture.
+        """
+        params = self.default_params if params is None else params
+        window = 512
+        pix = window / params.size
+        frame = draw.canvas(window, window)
+        tx, ty = state.target[0] * pix, state.target[1] * pix
+        frame = draw.fill_rect(frame, tx, ty, tx + pix, ty + pix, draw.RED)
+        frame = draw.fill_circle(frame, (state.agent[0] + 0.5) * pix, (state.agent[1] + 0.5) * pix, pix / 3, draw.BLUE)
+        ys, xs = draw.pixel_grid(window, window)
+        on_line = (jnp.abs(xs - jnp.round(xs / pix) * pix) <= 1.5) | (jnp.abs(ys - jnp.round(ys / pix) * pix) <= 1.5)
+        return draw.paint(frame, on_line, draw.BLACK)
+
+    def render_text(self, state, params=None):
+        params = self.default_params if params is None else params
+        size = int(params.size)
+        agent, target = np.asarray(state.agent), np.asarray(state.target)
+        rows = []
+        for y in range(size):
+            row = ""
+            for x in range(size):
+                row += "A" if (x, y) == tuple(agent) else "T" if (x, y) == tuple(target) else "."
+            rows.append(row)
+        return "\n".join(rows)
+
+    def observation_space(self, params=None):
+        params = self.default_params if params is None else params
+        cell = spaces.Box(0, params.size - 1, (2,), np.int32)
+        return spaces.Dict({"agent": cell, "target": cell})
+
+    def action_space(self, params=None):
+        return spaces.Discrete(4)

@@ -1,0 +1,212 @@
+"""The environment registry: Gymnasium's ids, specs and ``make`` for functional environments.
+
+Ids are ``[namespace/]Name[-vN]``. An unversioned id resolves to the latest registered version;
+``"some.module:ns/Name-v0"`` imports ``some.module`` (which registers its envs) first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import inspect
+import re
+from typing import Any, Callable
+
+from jaxenvs.core import Environment
+from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
+from jaxenvs.wrappers.checked import CheckedActions
+
+__all__ = ["EnvSpec", "register", "make", "spec", "registry", "pprint_registry", "describe", "parse_env_id"]
+
+ENV_ID_RE = re.compile(r"^(?:(?P<namespace>[\w:.-]+)/)?(?P<name>[A-Za-z_][\w.-]*?)(?:-v(?P<version>\d+))?$")
+
+
+@dataclasses.dataclass
+class EnvSpec:
+    """What ``make`` needs to build an environment, and what it tells about it."""
+
+    id: str
+    entry_point: Callable[..., Environment] | str
+    max_episode_steps: int | None = None
+    reward_threshold: float | None = None
+    nondeterministic: bool = False
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    namespace: str | None = dataclasses.field(init=False)
+    name: str = dataclasses.field(init=False)
+    version: int | None = dataclasses.field(init=False)
+
+    def __post_init__(self):
+        self.namespace, self.name, self.version = parse_env_id(self.id)
+
+    def load(self) -> Callable[..., Environment]:
+        """The entry point as a callable (``"pkg.mod:Class"`` is imported)."""
+        if callable(self.entry_point):
+            return self.entry_point
+        mod_name, _, attr = self.entry_point.partition(":")
+        try:
+            return getattr(importlib.import_module(mod_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ImportError(f"entry point {self.entry_point!r} of {self.id!r} cannot be loaded: {e}") from e
+
+
+registry: dict[str, EnvSpec] = {}
+
+
+def parse_env_id(env_id: str) -> tuple[str | None, str, int | None]:
+    """Split ``[namespace/]Name[-vN]`` into ``(namespace, name, version)``; ValueError if malformed."""
+    if not isinstance(env_id, str):
+        raise TypeError(f"an environment id is a string, got {type(env_id).__name__}")
+    m = ENV_ID_RE.fullmatch(env_id)
+    if m is None:
+        raise ValueError(
+            f"malformed environment id {env_id!r}; expected '[namespace/]Name[-vN]', "
+            "e.g. 'GridWorld-v0' or 'mylab/Maze-v2'"
+        )
+    v = m.group("version")
+    return m.group("namespace"), m.group("name"), None if v is None else int(v)
+
+
+def register(
+    id: str,
+    entry_point: Callable[..., Environment] | str,
+    max_episode_steps: int | None = None,
+    reward_threshold: float | None = None,
+    nondeterministic: bool = False,
+    kwargs: dict | None = None,
+) -> EnvSpec:
+    """Register an environment under ``id``. Registering the same id twice is an error."""
+    ns, name, version = parse_env_id(id)
+    if id in registry:
+        raise ValueError(f"environment id {id!r} is already registered (entry point {registry[id].entry_point!r})")
+    if not (callable(entry_point) or (isinstance(entry_point, str) and ":" in entry_point)):
+        raise TypeError(f"entry_point must be a callable or 'package.module:Attribute', got {entry_point!r}")
+    if max_episode_steps is not None and (not isinstance(max_episode_steps, int) or max_episode_steps < 1):
+        raise ValueError(f"max_episode_steps must be None or an int >= 1, got {max_episode_steps!r}")
+    if version is None and any(
+        s.namespace == ns and s.name == name and s.version is not None for s in registry.values()
+    ):
+        raise ValueError(f"{id!r} has no version but versioned ids of {name!r} exist; add '-vN'")
+    spec_ = EnvSpec(id, entry_point, max_episode_steps, reward_threshold, nondeterministic, dict(kwargs or {}))
+    registry[id] = spec_
+    return spec_
+
+
+def _resolve(env_id: str) -> EnvSpec:
+    if isinstance(env_id, str) and ":" in env_id:
+        mod_name, _, env_id = env_id.partition(":")
+        try:
+            importlib.import_module(mod_name)
+        except ImportError as e:
+            raise ImportError(f"could not import module {mod_name!r} named in the environment id: {e}") from e
+    if env_id in registry:
+        return registry[env_id]
+    ns, name, version = parse_env_id(env_id)
+    if version is None:
+        versions = [s for s in registry.values() if s.namespace == ns and s.name == name]
+        if versions:
+            return max(versions, key=lambda s: -1 if s.version is None else s.version)
+    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.5)
+    same_name = [s.id for s in registry.values() if s.name == name and s.namespace == ns]
+    hint = same_name or close
+    msg = f"no environment registered as {env_id!r}"
+    msg += f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else f"; registered: {sorted(registry)}"
+    raise KeyError(msg)
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The :class:`EnvSpec` of ``env_id`` (unversioned ids resolve to the latest version)."""
+    return _resolve(env_id)
+
+
+def _constructor_kwargs(factory) -> list[str] | None:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return None
+    return [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: Any) -> Environment:
+    """Build a registered environment, wrapped as its spec says.
+
+    ``kwargs`` that name fields of the environment's params override ``env.default_params``; the
+    others go to the constructor. ``TimeLimit(max_episode_steps)`` is applied when the spec (or a
+    ``max_episode_steps`` kwarg) has one, then ``AutoReset`` unless ``autoreset=False``.
+    ``checked=True`` adds :class:`jaxenvs.wrappers.CheckedActions` so out-of-range actions raise
+    under :func:`jaxenvs.checked`.
+    """
+    spec_ = _resolve(env_id)
+    factory = spec_.load()
+    all_kwargs = {**spec_.kwargs, **kwargs}
+    max_steps = all_kwargs.pop("max_episode_steps", spec_.max_episode_steps)
+
+    ctor_names = _constructor_kwargs(factory)
+    # params fields are only known once we have an instance: build with the constructor kwargs
+    probe_ctor = {k: v for k, v in all_kwargs.items() if ctor_names is None or k in ctor_names}
+    env = factory(**probe_ctor)
+    if not isinstance(env, Environment):
+        raise TypeError(f"entry point of {spec_.id!r} returned {type(env).__name__}, not a jaxenvs Environment")
+    params = env.default_params
+    param_names = [f.name for f in dataclasses.fields(params)] if dataclasses.is_dataclass(params) else []
+    overrides = {k: v for k, v in all_kwargs.items() if k in param_names and k not in probe_ctor}
+    unknown = [k for k in all_kwargs if k not in probe_ctor and k not in overrides]
+    if unknown:
+        valid = sorted(set(ctor_names or []) | set(param_names) | {"max_episode_steps", "autoreset", "checked"})
+        raise TypeError(f"make({spec_.id!r}) got unknown keyword argument(s) {unknown}; valid: {valid}")
+    if overrides:
+        params = params.replace(**overrides)
+    env.validate_params(params)
+    if overrides:
+        env = WithParams(env, params)
+
+    env.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
+    if checked:
+        env = CheckedActions(env)
+    if max_steps is not None:
+        env = TimeLimit(env, max_steps)
+    if autoreset:
+        env = AutoReset(env)
+    env.spec = env.unwrapped.spec
+    return env
+
+
+def pprint_registry(print_output: bool = True) -> str | None:
+    """List the registered ids grouped by namespace, with their traits."""
+    groups: dict[str, list[EnvSpec]] = {}
+    for s in registry.values():
+        groups.setdefault(s.namespace or "(core)", []).append(s)
+    lines = []
+    for ns in sorted(groups):
+        lines.append(f"===== {ns} =====")
+        for s in sorted(groups[ns], key=lambda s: s.id):
+            lines.append(f"{s.id:<32} max_episode_steps={s.max_episode_steps}")
+    out = "\n".join(lines)
+    if print_output:
+        print(out)
+        return None
+    return out
+
+
+def describe(env_id: str) -> str:
+    """A human-readable description of ``env_id``: spec, spaces, params (with defaults), traits."""
+    env = make(env_id, autoreset=False)
+    base = env.unwrapped
+    params = env.default_params
+    lines = [f"{env.spec.id}  ({type(base).__module__}.{type(base).__name__})"]
+    doc = (type(base).__doc__ or "").strip().splitlines()
+    if doc:
+        lines.append("  " + doc[0])
+    lines.append(f"  observation_space: {env.observation_space(params)}")
+    lines.append(f"  action_space:      {env.action_space(params)}" + (" (per agent)" if env.multi_agent else ""))
+    if dataclasses.is_dataclass(params):
+        for f in dataclasses.fields(params):
+            lines.append(f"  param {f.name} = {getattr(params, f.name)!r}")
+    for k, v in base.traits.as_dict().items():
+        lines.append(f"  trait {k}: {v}")
+    lines.append(f"  max_episode_steps: {env.spec.max_episode_steps}")
+    lines.append(f"  reward_threshold: {env.spec.reward_threshold}")
+    lines.append(f"  agents: {env.agents}")
+    return "\n".join(lines)

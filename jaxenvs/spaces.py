@@ -1,0 +1,448 @@
+"""Observation and action spaces for pure-JAX environments.
+
+Every space is an immutable host-side description. ``sample(key)`` and ``contains(x)`` are pure
+JAX functions (jittable, vmappable); ``contains`` returns a scalar bool array. Spaces convert to
+and from Gymnasium spaces with :func:`to_gymnasium` / :func:`from_gymnasium`.
+
+``Dict`` keeps its keys sorted, as Gymnasium's ``Dict`` and JAX's pytree flattening both do, so
+``flatten`` orders the leaves the way Gymnasium's ``flatten`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "Space",
+    "Discrete",
+    "Box",
+    "MultiDiscrete",
+    "MultiBinary",
+    "Dict",
+    "Tuple",
+    "flatdim",
+    "flatten",
+    "unflatten",
+    "flatten_space",
+    "to_gymnasium",
+    "from_gymnasium",
+]
+
+_ALLOWED_DTYPES = ("int32", "float32", "uint8", "bool")
+
+
+def _check_dtype(dtype, allowed=_ALLOWED_DTYPES) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.name not in allowed:
+        raise TypeError(f"space dtype {dt.name!r} is not supported; allowed: {', '.join(allowed)}")
+    return dt
+
+
+class Space:
+    """Base class. Subclasses define ``shape``, ``dtype``, ``sample`` and ``contains``."""
+
+    shape: tuple[int, ...] = ()
+    dtype: Any = None
+
+    def sample(self, key: jax.Array, batch_shape: Sequence[int] = ()) -> Any:
+        """Draw a uniformly random element (or an array of ``batch_shape`` elements)."""
+        raise NotImplementedError
+
+    def contains(self, x: Any) -> jax.Array:
+        """Scalar bool array: whether ``x`` (shape and values) lies in the space."""
+        raise NotImplementedError
+
+    def __contains__(self, x: Any) -> bool:
+        try:
+            return bool(self.contains(x))
+        except (TypeError, ValueError):
+            return False
+
+
+def _shape_ok(x, shape) -> bool:
+    return tuple(jnp.shape(x)) == tuple(shape)
+
+
+class Discrete(Space):
+    """Integers ``{start, ..., start + n - 1}``; int32 scalars."""
+
+    def __init__(self, n: int, start: int = 0):
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"Discrete(n) needs an integer n >= 1, got {n!r}")
+        self.n = int(n)
+        self.start = int(start)
+        self.shape = ()
+        self.dtype = np.dtype("int32")
+
+    def sample(self, key, batch_shape=()):
+        return jax.random.randint(
+            key, tuple(batch_shape), self.start, self.start + self.n, dtype=jnp.int32
+        )
+
+    def contains(self, x):
+        x = jnp.asarray(x)
+        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(False)
+        return (x >= self.start) & (x < self.start + self.n)
+
+    def __repr__(self):
+        return f"Discrete({self.n})" if self.start == 0 else f"Discrete({self.n}, start={self.start})"
+
+    def __eq__(self, other):
+        return isinstance(other, Discrete) and (self.n, self.start) == (other.n, other.start)
+
+    __hash__ = None
+
+
+class Box(Space):
+    """A (possibly unbounded) box in R^n or Z^n: ``low <= x <= high`` elementwise.
+
+    ``low``/``high`` are scalars or arrays broadcast to ``shape``; ``dtype`` is float32 (default),
+    int32 or uint8. Sampling an unbounded float dimension draws from a standard normal, a
+    half-bounded one from a shifted exponential, as Gymnasium does.
+    """
+
+    def __init__(self, low, high, shape: Sequence[int] | None = None, dtype=np.float32):
+        self.dtype = _check_dtype(dtype, ("float32", "int32", "uint8"))
+        if shape is None:
+            shape = np.broadcast_shapes(np.shape(low), np.shape(high))
+        self.shape = tuple(int(s) for s in shape)
+        try:
+            low_a = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape)
+            high_a = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape)
+        except ValueError as e:
+            raise ValueError(
+                f"Box low {np.shape(low)} and high {np.shape(high)} do not broadcast to shape {self.shape}"
+            ) from e
+        if np.any(np.isnan(low_a)) or np.any(np.isnan(high_a)):
+            raise ValueError("Box bounds must not be NaN")
+        if np.any(low_a > high_a):
+            raise ValueError(f"Box needs low <= high elementwise, got low={low_a}, high={high_a}")
+        if self.dtype.kind == "f":
+            self.low, self.high = low_a.astype(self.dtype), high_a.astype(self.dtype)
+        else:
+            info = np.iinfo(self.dtype)
+            if not (np.all(np.isfinite(low_a)) and np.all(np.isfinite(high_a))):
+                raise ValueError(f"an integer Box needs finite bounds, got low={low_a}, high={high_a}")
+            if np.any(low_a < info.min) or np.any(high_a > info.max):
+                raise ValueError(f"Box bounds fall outside the range of {self.dtype.name}")
+            self.low, self.high = low_a.astype(self.dtype), high_a.astype(self.dtype)
+
+    @property
+    def bounded(self) -> bool:
+        return bool(np.all(np.isfinite(self.low)) and np.all(np.isfinite(self.high)))
+
+    def sample(self, key, batch_shape=()):
+        shape = tuple(batch_shape) + self.shape
+        if self.dtype.kind in "iu":
+            lo = jnp.asarray(self.low, jnp.int32)
+            hi = jnp.asarray(self.high, jnp.int32)
+            # randint's maxval is exclusive; draw in [lo, hi] without overflowing at int32 max
+            return (lo + jax.random.randint(key, shape, 0, hi - lo + 1, dtype=jnp.int32)).astype(self.dtype)
+        lo, hi = jnp.asarray(self.low), jnp.asarray(self.high)
+        if self.bounded:
+            return jax.random.uniform(key, shape, jnp.float32, lo, hi)
+        k1, k2 = jax.random.split(key)
+        u = jax.random.uniform(k1, shape, jnp.float32, jnp.where(jnp.isfinite(lo), lo, 0.0), jnp.where(jnp.isfinite(hi), hi, 1.0))
+        n = jax.random.normal(k2, shape, jnp.float32)
+        e = jnp.abs(n)
+        lo_f, hi_f = jnp.isfinite(lo), jnp.isfinite(hi)
+        return jnp.where(
+            lo_f & hi_f, u, jnp.where(lo_f, lo + e, jnp.where(hi_f, hi - e, n))
+        ).astype(jnp.float32)
+
+    def contains(self, x):
+        x = jnp.asarray(x)
+        if not _shape_ok(x, self.shape):
+            return jnp.asarray(False)
+        if self.dtype.kind == "f" and not jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.asarray(False)
+        if self.dtype.kind in "iu" and not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(False)
+        return jnp.all((x >= self.low) & (x <= self.high))
+
+    def clip(self, x):
+        """Clip ``x`` into the box (elementwise); NaN stays NaN."""
+        return jnp.clip(x, self.low, self.high)
+
+    def __repr__(self):
+        lo = self.low.flat[0] if np.all(self.low == self.low.flat[0]) else self.low
+        hi = self.high.flat[0] if np.all(self.high == self.high.flat[0]) else self.high
+        return f"Box({lo}, {hi}, {self.shape}, {self.dtype.name})"
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, Box)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+            and np.array_equal(self.low, other.low)
+            and np.array_equal(self.high, other.high)
+        )
+
+    __hash__ = None
+
+
+class MultiDiscrete(Space):
+    """A vector of Discrete values: ``0 <= x[i] < nvec[i]``; int32."""
+
+    def __init__(self, nvec: Sequence[int]):
+        nv = np.asarray(nvec)
+        if nv.ndim == 0 or not np.issubdtype(nv.dtype, np.integer) or np.any(nv < 1):
+            raise ValueError(f"MultiDiscrete needs a non-empty array of integers >= 1, got {nvec!r}")
+        self.nvec = nv.astype(np.int32)
+        self.shape = tuple(nv.shape)
+        self.dtype = np.dtype("int32")
+
+    def sample(self, key, batch_shape=()):
+        shape = tuple(batch_shape) + self.shape
+        return jax.random.randint(key, shape, 0, jnp.asarray(self.nvec), dtype=jnp.int32)
+
+    def contains(self, x):
+        x = jnp.asarray(x)
+        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(False)
+        return jnp.all((x >= 0) & (x < self.nvec))
+
+    def __repr__(self):
+        return f"MultiDiscrete({self.nvec.tolist()})"
+
+    def __eq__(self, other):
+        return isinstance(other, MultiDiscrete) and np.array_equal(self.nvec, other.nvec)
+
+    __hash__ = None
+
+
+class MultiBinary(Space):
+    """Binary vectors of length ``n`` (or an array shape); int32 values in {0, 1}."""
+
+    def __init__(self, n: int | Sequence[int]):
+        shape = (int(n),) if np.isscalar(n) else tuple(int(s) for s in n)
+        if any(s < 1 for s in shape):
+            raise ValueError(f"MultiBinary needs positive sizes, got {n!r}")
+        self.n = n
+        self.shape = shape
+        self.dtype = np.dtype("int32")
+
+    def sample(self, key, batch_shape=()):
+        return jax.random.bernoulli(key, 0.5, tuple(batch_shape) + self.shape).astype(jnp.int32)
+
+    def contains(self, x):
+        x = jnp.asarray(x)
+        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+            return jnp.asarray(False)
+        return jnp.all((x == 0) | (x == 1))
+
+    def __repr__(self):
+        return f"MultiBinary({self.n})"
+
+    def __eq__(self, other):
+        return isinstance(other, MultiBinary) and self.shape == other.shape
+
+    __hash__ = None
+
+
+class Dict(Space):
+    """A dict of named sub-spaces; keys are kept sorted (as Gymnasium and JAX pytrees do)."""
+
+    def __init__(self, spaces: Mapping[str, Space]):
+        if not isinstance(spaces, Mapping) or not spaces:
+            raise ValueError("Dict needs a non-empty mapping of names to spaces")
+        for k, s in spaces.items():
+            if not isinstance(s, Space):
+                raise TypeError(f"Dict entry {k!r} is {type(s).__name__}, not a jaxenvs Space")
+        self.spaces = dict(sorted(spaces.items()))
+        self.shape = None
+        self.dtype = None
+
+    def __getitem__(self, k):
+        return self.spaces[k]
+
+    def keys(self):
+        return self.spaces.keys()
+
+    def sample(self, key, batch_shape=()):
+        keys = jax.random.split(key, len(self.spaces))
+        return {k: s.sample(kk, batch_shape) for kk, (k, s) in zip(keys, self.spaces.items())}
+
+    def contains(self, x):
+        if not isinstance(x, Mapping) or set(x.keys()) != set(self.spaces):
+            return jnp.asarray(False)
+        out = jnp.asarray(True)
+        for k, s in self.spaces.items():
+            out = out & s.contains(x[k])
+        return out
+
+    def __repr__(self):
+        return "Dict(" + ", ".join(f"{k!r}: {s}" for k, s in self.spaces.items()) + ")"
+
+    def __eq__(self, other):
+        return isinstance(other, Dict) and self.spaces == other.spaces
+
+    __hash__ = None
+
+
+class Tuple(Space):
+    """A tuple of sub-spaces."""
+
+    def __init__(self, spaces: Sequence[Space]):
+        spaces = tuple(spaces)
+        if not spaces:
+            raise ValueError("Tuple needs at least one space")
+        for i, s in enumerate(spaces):
+            if not isinstance(s, Space):
+                raise TypeError(f"Tuple entry {i} is {type(s).__name__}, not a jaxenvs Space")
+        self.spaces = spaces
+        self.shape = None
+        self.dtype = None
+
+    def __getitem__(self, i):
+        return self.spaces[i]
+
+    def __len__(self):
+        return len(self.spaces)
+
+    def sample(self, key, batch_shape=()):
+        keys = jax.random.split(key, len(self.spaces))
+        return tuple(s.sample(k, batch_shape) for k, s in zip(keys, self.spaces))
+
+    def contains(self, x):
+        if not isinstance(x, (tuple, list)) or len(x) != len(self.spaces):
+            return jnp.asarray(False)
+        out = jnp.asarray(True)
+        for s, xi in zip(self.spaces, x):
+            out = out & s.contains(xi)
+        return out
+
+    def __repr__(self):
+        return "Tuple(" + ", ".join(map(repr, self.spaces)) + ")"
+
+    def __eq__(self, other):
+        return isinstance(other, Tuple) and self.spaces == other.spaces
+
+    __hash__ = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Flattening (Gymnasium semantics: Discrete -> one-hot, MultiDiscrete -> concatenated one-hots)
+# ---------------------------------------------------------------------------------------------
+
+
+def flatdim(space: Space) -> int:
+    """Length of the float32 vector :func:`flatten` produces for an element of ``space``."""
+    if isinstance(space, Discrete):
+        return space.n
+    if isinstance(space, MultiDiscrete):
+        return int(space.nvec.sum())
+    if isinstance(space, (Box, MultiBinary)):
+        return int(np.prod(space.shape))
+    if isinstance(space, Dict):
+        return sum(flatdim(s) for s in space.spaces.values())
+    if isinstance(space, Tuple):
+        return sum(flatdim(s) for s in space.spaces)
+    raise TypeError(f"cannot flatten space {space!r}")
+
+
+def flatten(space: Space, x) -> jax.Array:
+    """Flatten an element of ``space`` to float32[flatdim(space)] (jittable)."""
+    if isinstance(space, Discrete):
+        return jax.nn.one_hot(jnp.asarray(x) - space.start, space.n, dtype=jnp.float32)
+    if isinstance(space, MultiDiscrete):
+        x = jnp.asarray(x).reshape(-1)
+        return jnp.concatenate(
+            [jax.nn.one_hot(x[i], int(n), dtype=jnp.float32) for i, n in enumerate(space.nvec.reshape(-1))]
+        )
+    if isinstance(space, (Box, MultiBinary)):
+        return jnp.asarray(x, jnp.float32).reshape(-1)
+    if isinstance(space, Dict):
+        return jnp.concatenate([flatten(s, x[k]) for k, s in space.spaces.items()])
+    if isinstance(space, Tuple):
+        return jnp.concatenate([flatten(s, xi) for s, xi in zip(space.spaces, x)])
+    raise TypeError(f"cannot flatten space {space!r}")
+
+
+def unflatten(space: Space, v) -> Any:
+    """Inverse of :func:`flatten` (one-hots are decoded with argmax)."""
+    v = jnp.asarray(v)
+    if isinstance(space, Discrete):
+        return (jnp.argmax(v) + space.start).astype(jnp.int32)
+    if isinstance(space, MultiDiscrete):
+        parts, i = [], 0
+        for n in space.nvec.reshape(-1):
+            parts.append(jnp.argmax(v[i : i + int(n)]))
+            i += int(n)
+        return jnp.stack(parts).reshape(space.shape).astype(jnp.int32)
+    if isinstance(space, (Box, MultiBinary)):
+        return v.reshape(space.shape).astype(space.dtype)
+    if isinstance(space, (Dict, Tuple)):
+        subs = list(space.spaces.values()) if isinstance(space, Dict) else list(space.spaces)
+        out, i = [], 0
+        for s in subs:
+            d = flatdim(s)
+            out.append(unflatten(s, v[i : i + d]))
+            i += d
+        return dict(zip(space.spaces.keys(), out)) if isinstance(space, Dict) else tuple(out)
+    raise TypeError(f"cannot unflatten space {space!r}")
+
+
+def flatten_space(space: Space) -> Box:
+    """The Box that :func:`flatten` maps ``space`` into."""
+    if isinstance(space, Box):
+        return Box(space.low.reshape(-1), space.high.reshape(-1), (flatdim(space),), np.float32)
+    if isinstance(space, (Discrete, MultiDiscrete, MultiBinary)):
+        return Box(0.0, 1.0, (flatdim(space),), np.float32)
+    if isinstance(space, (Dict, Tuple)):
+        subs = list(space.spaces.values()) if isinstance(space, Dict) else list(space.spaces)
+        boxes = [flatten_space(s) for s in subs]
+        return Box(
+            np.concatenate([b.low for b in boxes]), np.concatenate([b.high for b in boxes]), None, np.float32
+        )
+    raise TypeError(f"cannot flatten space {space!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Gymnasium conversion (gymnasium is an optional dependency, imported lazily)
+# ---------------------------------------------------------------------------------------------
+
+
+def to_gymnasium(space: Space):
+    """The equivalent ``gymnasium.spaces`` object."""
+    from gymnasium import spaces as gs
+
+    if isinstance(space, Discrete):
+        return gs.Discrete(space.n, start=space.start)
+    if isinstance(space, Box):
+        return gs.Box(space.low, space.high, space.shape, space.dtype)
+    if isinstance(space, MultiDiscrete):
+        return gs.MultiDiscrete(space.nvec)
+    if isinstance(space, MultiBinary):
+        return gs.MultiBinary(space.n)
+    if isinstance(space, Dict):
+        return gs.Dict({k: to_gymnasium(s) for k, s in space.spaces.items()})
+    if isinstance(space, Tuple):
+        return gs.Tuple([to_gymnasium(s) for s in space.spaces])
+    raise TypeError(f"no Gymnasium equivalent for {space!r}")
+
+
+def from_gymnasium(space) -> Space:
+    """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32)."""
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Discrete):
+        return Discrete(int(space.n), start=int(space.start))
+    if isinstance(space, gs.Box):
+        dt = np.dtype(space.dtype)
+        dt = np.float32 if dt.kind == "f" else (np.uint8 if dt == np.uint8 else np.int32)
+        return Box(space.low, space.high, space.shape, dt)
+    if isinstance(space, gs.MultiDiscrete):
+        return MultiDiscrete(space.nvec)
+    if isinstance(space, gs.MultiBinary):
+        return MultiBinary(space.n)
+    if isinstance(space, gs.Dict):
+        return Dict({k: from_gymnasium(s) for k, s in space.spaces.items()})
+    if isinstance(space, gs.Tuple):
+        return Tuple([from_gymnasium(s) for s in space.spaces])
+    raise TypeError(f"no jaxenvs equivalent for Gymnasium space {space!r}")

@@ -1,0 +1,163 @@
+"""Wrapper base class and the two wrappers every registered environment gets from ``make``.
+
+A wrapper is itself an :class:`~jaxenvs.core.Environment`: it overrides ``reset_env``/``step_env``
+and calls the inner environment's ``reset_env``/``step_env`` (so the action check runs once, at
+the outermost ``step``). A wrapper that keeps extra state wraps the inner state in its own
+dataclass and overrides :meth:`Wrapper.inner_state`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxenvs.core import Environment
+
+__all__ = ["Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
+
+
+def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leafwise ``jnp.where(pred, on_true, on_false)``; ``pred`` is a scalar bool."""
+    return jax.tree.map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
+
+
+class Wrapper(Environment):
+    """Forwards everything to ``self.env``; subclasses override what they change."""
+
+    def __init__(self, env: Environment):
+        if not isinstance(env, Environment):
+            raise TypeError(f"{type(self).__name__} wraps a jaxenvs Environment, got {type(env).__name__}")
+        self.env = env
+
+    def __getattr__(self, name):
+        # only called when normal lookup fails: forward to the wrapped env
+        if name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    # the things a wrapper forwards unless it changes them
+    @property
+    def default_params(self):
+        return self.env.default_params
+
+    @property
+    def traits(self):
+        return self.env.traits
+
+    @property
+    def render_fps(self):
+        return self.env.render_fps
+
+    @property
+    def unwrapped(self) -> Environment:
+        return self.env.unwrapped
+
+    @property
+    def name(self) -> str:
+        return self.env.name
+
+    def reset_env(self, key, params):
+        return self.env.reset_env(key, params)
+
+    def step_env(self, key, state, action, params):
+        return self.env.step_env(key, state, action, params)
+
+    def observation_space(self, params=None):
+        return self.env.observation_space(params)
+
+    def action_space(self, params=None):
+        return self.env.action_space(params)
+
+    def validate_params(self, params):
+        return self.env.validate_params(params)
+
+    def inner_state(self, state):
+        """The wrapped environment's state inside this wrapper's ``state``."""
+        return state
+
+    def unwrapped_state(self, state):
+        """The base environment's state inside ``state`` (through every wrapper)."""
+        inner = self.inner_state(state)
+        return self.env.unwrapped_state(inner) if isinstance(self.env, Wrapper) else inner
+
+    def render(self, state, params=None):
+        return self.env.render(self.inner_state(state), params)
+
+    def render_text(self, state, params=None):
+        return self.env.render_text(self.inner_state(state), params)
+
+    def __repr__(self):
+        return f"<{type(self).__name__}{repr(self.env)}>"
+
+
+class WithParams(Wrapper):
+    """Gives ``env`` other ``default_params`` (what ``make``'s params keyword arguments set)."""
+
+    def __init__(self, env: Environment, params: Any):
+        super().__init__(env)
+        self._params = params
+
+    @property
+    def default_params(self):
+        return self._params
+
+
+@struct.dataclass
+class TimeLimitState:
+    env_state: Any
+    time: jax.Array  # int32 scalar: steps taken in this episode
+
+
+class TimeLimit(Wrapper):
+    """Sets ``truncated`` once ``max_episode_steps`` steps have been taken in an episode.
+
+    ``terminated`` is passed through untouched: hitting the limit is never a terminal state, so
+    learners can bootstrap from the final observation. As in Gymnasium, both flags are true when
+    the MDP terminates on the last allowed step.
+    """
+
+    def __init__(self, env: Environment, max_episode_steps: int):
+        super().__init__(env)
+        if not isinstance(max_episode_steps, int) or isinstance(max_episode_steps, bool) or max_episode_steps < 1:
+            raise ValueError(f"TimeLimit needs max_episode_steps as an int >= 1, got {max_episode_steps!r}")
+        self.max_episode_steps = max_episode_steps
+
+    def reset_env(self, key, params):
+        obs, state = self.env.reset_env(key, params)
+        return obs, TimeLimitState(state, jnp.zeros((), jnp.int32))
+
+    def step_env(self, key, state, action, params):
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
+        time = state.time + 1
+        truncated = truncated | (time >= self.max_episode_steps)
+        return obs, TimeLimitState(env_state, time), reward, terminated, truncated, info
+
+    def inner_state(self, state):
+        return state.env_state
+
+
+class AutoReset(Wrapper):
+    """Starts a new episode in the same ``step`` call that ended the previous one.
+
+    When ``terminated | truncated``, the returned ``obs``/``state`` belong to a freshly drawn
+    initial state (a new draw for every episode), while ``reward``, the flags and ``info`` are those
+    of the final transition. The observation the episode ended on is in ``info["final_obs"]``
+    (equal to ``obs`` on steps that did not end an episode), so a truncated episode can be
+    bootstrapped from it.
+
+    The step key is split once per step into the transition's key and the reset's key.
+    """
+
+    def step_env(self, key, state, action, params):
+        key_step, key_reset = jax.random.split(key)
+        obs, state, reward, terminated, truncated, info = self.env.step_env(key_step, state, action, params)
+        reset_obs, reset_state = self.env.reset_env(key_reset, params)
+        done = terminated | truncated
+        info = dict(info)
+        info["final_obs"] = obs
+        obs = tree_select(done, reset_obs, obs)
+        state = tree_select(done, reset_state, state)
+        return obs, state, reward, terminated, truncated, info
