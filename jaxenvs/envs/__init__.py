@@ -5,5 +5,5 @@ from jaxenvs.registration import register
 register("GridWorld-v0", "jaxenvs.envs.grid_world:GridWorld", max_episode_steps=300, reward_threshold=1.0)
 register("PointEnv-v0", "jaxenvs.envs.point_env:PointEnv", max_episode_steps=100)
 register("HurdleRace-v0", "jaxenvs.envs.hurdle_race:HurdleRace", max_episode_steps=50)
-register("Lottery-v0", "jaxenvs.envs.lottery:Lottery", max_episode_steps=1)
-register("RockPaperScissors-v0", "jaxenvs.envs.rock_paper_scissors:RockPaperScissors", max_episode_steps=1)
+register("Lottery-v0", "jaxenvs.envs.lottery:Lottery")
+register("RockPaperScissors-v0", "jaxenvs.envs.rock_paper_scissors:RockPaperScissors")
