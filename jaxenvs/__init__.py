@@ -9,6 +9,7 @@
 from jaxenvs import spaces, wrappers
 from jaxenvs.core import ActionError, EnvParams, EnvState, Environment, Traits
 from jaxenvs.registration import EnvSpec, describe, make, pprint_registry, register, registry, spec
+from jaxenvs.vector import VectorEnv
 from jaxenvs.wrappers.checked import checked
 
 from jaxenvs import envs  # noqa: E402  (registers the built-in environments)
@@ -29,6 +30,7 @@ __all__ = [
     "pprint_registry",
     "describe",
     "checked",
+    "VectorEnv",
     "spaces",
     "wrappers",
 ]

@@ -3,8 +3,8 @@
 An agent walks on a ``size x size`` grid towards a target. Dynamics, as in the tutorial:
 
 * reset: the agent's cell is uniform over the grid, the target's uniform over the *other* cells
-  (the tutorial re-draws until they differ; here one draw of a cell index and an offset gives
-  the same distribution without a loop);
+  (the tutorial re-draws until they differ; here one draw of a cell index and of an offset among
+  the remaining ``size**2 - 1`` cells gives the same distribution without a loop);
 * actions ``0 -> (+1, 0)`` right, ``1 -> (0, +1)`` up, ``2 -> (-1, 0)`` left, ``3 -> (0, -1)``
   down; the new position is clipped to the grid;
 * reward 1.0 and ``terminated`` when the agent stands on the target, else 0.0;
@@ -63,9 +63,11 @@ class GridWorld(Environment):
 
     def reset_env(self, key, params):
         n_cells = params.size * params.size
-        draw = jax.random.randint(key, (2,), 0, jnp.stack([n_cells, n_cells - 1]), dtype=jnp.int32)
-        agent_idx = draw[0]
-        target_idx = draw[1] + (draw[1] >= agent_idx)  # uniform over the cells other than agent_idx
+        # one draw of 64 random bits; modulo bias is below 2**-32 * n_cells (negligible)
+        bits = jax.random.bits(key, (2,), jnp.uint32)
+        agent_idx = (bits[0] % jnp.uint32(n_cells)).astype(jnp.int32)
+        offset = (bits[1] % jnp.uint32(n_cells - 1)).astype(jnp.int32)
+        target_idx = offset + (offset >= agent_idx)  # uniform over the cells other than agent_idx
         state = EnvState(
             agent=jnp.stack([agent_idx % params.size, agent_idx // params.size]).astype(jnp.int32),
             target=jnp.stack([target_idx % params.size, target_idx // params.size]).astype(jnp.int32),

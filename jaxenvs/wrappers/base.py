@@ -16,12 +16,18 @@ from flax import struct
 
 from jaxenvs.core import Environment
 
-__all__ = ["Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
+__all__ = ["step_draws_randomness", "Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
 
 
 def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     """Leafwise ``jnp.where(pred, on_true, on_false)``; ``pred`` is a scalar bool."""
     return jax.tree.map(lambda t, f: jnp.where(pred, t, f), on_true, on_false)
+
+
+def step_draws_randomness(env: Environment) -> bool:
+    """Whether ``env``'s ``step_env`` uses its key: false when the base env's traits say
+    ``chance="deterministic"`` (``jaxenvs.check_env`` verifies that such a step ignores its key)."""
+    return env.unwrapped.traits.chance != "deterministic"
 
 
 class Wrapper(Environment):
@@ -148,11 +154,16 @@ class AutoReset(Wrapper):
     (equal to ``obs`` on steps that did not end an episode), so a truncated episode can be
     bootstrapped from it.
 
-    The step key is split once per step into the transition's key and the reset's key.
+    The step key is split into the transition's key and the reset's key, except for environments
+    whose ``traits.chance`` is ``"deterministic"``: their ``step_env`` draws no randomness, so the
+    whole key goes to the reset (one split less per step).
     """
 
     def step_env(self, key, state, action, params):
-        key_step, key_reset = jax.random.split(key)
+        if step_draws_randomness(self.env):
+            key_step, key_reset = jax.random.split(key)
+        else:
+            key_step = key_reset = key
         obs, state, reward, terminated, truncated, info = self.env.step_env(key_step, state, action, params)
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         done = terminated | truncated
