@@ -180,10 +180,12 @@ class Environment:
         return lead + tuple(space.shape)
 
     def _check_action_structure(self, action, params):
-        space = self.action_space(params)
+        # shapes and dtypes never depend on params, so the default params' space serves (the
+        # given params may be traced, and a space is built from concrete values)
+        space = self.action_space(self.default_params)
         if not isinstance(space, (spaces.Discrete, spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
             return action  # composite action spaces: checked by the environment itself
-        expected = self.batched_action_shape(params)
+        expected = self.batched_action_shape()
         if isinstance(action, (bool, np.bool_)):
             raise ActionError(f"{self.name}: action {action!r} is a bool; expected {_describe(space, expected)}")
         a = jnp.asarray(action)

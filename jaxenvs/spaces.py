@@ -111,6 +111,13 @@ class Box(Space):
         if shape is None:
             shape = np.broadcast_shapes(np.shape(low), np.shape(high))
         self.shape = tuple(int(s) for s in shape)
+        if isinstance(low, jax.core.Tracer) or isinstance(high, jax.core.Tracer):
+            # bounds computed from traced params (inside jit/vmap): kept as arrays, checked by the
+            # caller's params validation instead of here; they must be finite
+            self._traced = True
+            self.low = jnp.broadcast_to(jnp.asarray(low, self.dtype), self.shape)
+            self.high = jnp.broadcast_to(jnp.asarray(high, self.dtype), self.shape)
+            return
         try:
             low_a = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape)
             high_a = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape)
@@ -132,8 +139,12 @@ class Box(Space):
                 raise ValueError(f"Box bounds fall outside the range of {self.dtype.name}")
             self.low, self.high = low_a.astype(self.dtype), high_a.astype(self.dtype)
 
+    _traced = False
+
     @property
     def bounded(self) -> bool:
+        if self._traced:
+            return True
         return bool(np.all(np.isfinite(self.low)) and np.all(np.isfinite(self.high)))
 
     def sample(self, key, batch_shape=()):
@@ -170,6 +181,8 @@ class Box(Space):
         return jnp.clip(x, self.low, self.high)
 
     def __repr__(self):
+        if self._traced:
+            return f"Box(<traced bounds>, {self.shape}, {self.dtype.name})"
         lo = self.low.flat[0] if np.all(self.low == self.low.flat[0]) else self.low
         hi = self.high.flat[0] if np.all(self.high == self.high.flat[0]) else self.high
         return f"Box({lo}, {hi}, {self.shape}, {self.dtype.name})"

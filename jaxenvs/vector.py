@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxenvs.core import Environment
-from jaxenvs.wrappers.base import AutoReset, step_draws_randomness
+from jaxenvs.wrappers.base import AutoReset, Wrapper, step_draws_randomness
 
 __all__ = ["VectorEnv"]
 
@@ -30,10 +30,20 @@ def _strip_autoreset(env: Environment) -> Environment:
     return env.env if isinstance(env, AutoReset) else env
 
 
+def _has_autoreset(env: Environment) -> bool:
+    while isinstance(env, Wrapper):
+        if isinstance(env, AutoReset):
+            return True
+        env = env.env
+    return False
+
+
 class VectorEnv:
     """``num_envs`` copies of ``env``: ``reset(key)`` and ``step(key, state, action)`` on a batch.
 
     ``state``, ``obs``, ``action``, ``reward`` and the flags carry a leading ``num_envs`` axis;
+    an ``env`` from ``make`` has its AutoReset replaced by the batch-level one, unless another
+    wrapper sits above it (then that env keeps resetting itself);
     ``params`` is shared by the batch (pass a batched params pytree and ``params_axis=0`` to give
     each env its own).
     """
@@ -43,7 +53,9 @@ class VectorEnv:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         self.env = _strip_autoreset(env)
         self.num_envs = num_envs
-        self.autoreset = autoreset
+        # an AutoReset below other wrappers (e.g. under NormalizeObservation, whose statistics
+        # must survive episode ends) already resets each env: the batch then leaves it to it
+        self.autoreset = autoreset and not _has_autoreset(self.env)
         self.params_axis = params_axis
         self._step_needs_key = step_draws_randomness(env)
 

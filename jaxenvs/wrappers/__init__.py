@@ -13,3 +13,34 @@ __all__ = [
     "checked",
     "tree_select",
 ]
+from jaxenvs.wrappers.action import ActionWrapper, ClipAction, RescaleAction, TransformAction
+from jaxenvs.wrappers.episode_statistics import EpisodeStatisticsState, RecordEpisodeStatistics
+from jaxenvs.wrappers.normalize import (
+    NormalizeObservation,
+    NormalizeObservationState,
+    NormalizeReward,
+    NormalizeRewardState,
+    RunningMeanStd,
+)
+from jaxenvs.wrappers.observation import FlattenObservation, ObservationWrapper, TransformObservation
+from jaxenvs.wrappers.relative_position import RelativePosition
+from jaxenvs.wrappers.reward import TransformReward
+
+__all__ += [
+    "RecordEpisodeStatistics",
+    "EpisodeStatisticsState",
+    "ObservationWrapper",
+    "FlattenObservation",
+    "TransformObservation",
+    "ActionWrapper",
+    "TransformAction",
+    "ClipAction",
+    "RescaleAction",
+    "TransformReward",
+    "NormalizeObservation",
+    "NormalizeObservationState",
+    "NormalizeReward",
+    "NormalizeRewardState",
+    "RunningMeanStd",
+    "RelativePosition",
+]

@@ -72,10 +72,10 @@ class Wrapper(Environment):
         return self.env.step_env(key, state, action, params)
 
     def observation_space(self, params=None):
-        return self.env.observation_space(params)
+        return self.env.observation_space(self.default_params if params is None else params)
 
     def action_space(self, params=None):
-        return self.env.action_space(params)
+        return self.env.action_space(self.default_params if params is None else params)
 
     def validate_params(self, params):
         return self.env.validate_params(params)

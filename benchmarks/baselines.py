@@ -1,0 +1,186 @@
+"""What users would otherwise write: tutorial-style Python object environments (numpy) and a lean
+hand-written JAX GridWorld with no API at all (the ceiling that shows what the jaxenvs API costs).
+
+The object envs follow the tutorials' code: Gymnasium's GridWorldEnv ("Make your own custom
+environment") and garage's PointEnv, as ``gymnasium.Env`` subclasses when gymnasium is installed
+(so Gymnasium's ``SyncVectorEnv`` can run them), plain classes with the same methods otherwise.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+try:
+    import gymnasium as gym
+    from gymnasium import spaces as gspaces
+
+    _Base = gym.Env
+except ImportError:  # the Python-loop baseline still runs without gymnasium
+    gym = None
+    _Base = object
+
+
+class GridWorldObjectEnv(_Base):
+    """Gymnasium's tutorial GridWorldEnv, as written there (numpy, one env per object)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, size: int = 5, max_episode_steps: int = 300):
+        self.size = size
+        self.max_episode_steps = max_episode_steps
+        self._action_to_direction = {
+            0: np.array([1, 0]),
+            1: np.array([0, 1]),
+            2: np.array([-1, 0]),
+            3: np.array([0, -1]),
+        }
+        if gym is not None:
+            self.observation_space = gspaces.Dict(
+                {
+                    "agent": gspaces.Box(0, size - 1, shape=(2,), dtype=int),
+                    "target": gspaces.Box(0, size - 1, shape=(2,), dtype=int),
+                }
+            )
+            self.action_space = gspaces.Discrete(4)
+        self.np_random_ = np.random.default_rng(0)
+
+    def _get_obs(self):
+        return {"agent": self._agent_location, "target": self._target_location}
+
+    def _get_info(self):
+        return {"distance": np.linalg.norm(self._agent_location - self._target_location, ord=1)}
+
+    def reset(self, seed=None, options=None):
+        if gym is not None:
+            super().reset(seed=seed)
+            rng = self.np_random
+        else:
+            rng = self.np_random_ = np.random.default_rng(seed) if seed is not None else self.np_random_
+        self._t = 0
+        self._agent_location = rng.integers(0, self.size, size=2, dtype=int)
+        self._target_location = self._agent_location
+        while np.array_equal(self._target_location, self._agent_location):
+            self._target_location = rng.integers(0, self.size, size=2, dtype=int)
+        return self._get_obs(), self._get_info()
+
+    def step(self, action):
+        direction = self._action_to_direction[int(action)]
+        self._agent_location = np.clip(self._agent_location + direction, 0, self.size - 1)
+        terminated = bool(np.array_equal(self._agent_location, self._target_location))
+        self._t += 1
+        truncated = self._t >= self.max_episode_steps
+        reward = 1.0 if terminated else 0.0
+        return self._get_obs(), reward, terminated, truncated, self._get_info()
+
+
+class PointObjectEnv(_Base):
+    """garage's tutorial PointEnv (numpy, one env per object)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, max_episode_steps: int = 100):
+        self.max_episode_steps = max_episode_steps
+        if gym is not None:
+            self.observation_space = gspaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float32)
+            self.action_space = gspaces.Box(-0.1, 0.1, shape=(2,), dtype=np.float32)
+        self.np_random_ = np.random.default_rng(0)
+
+    def reset(self, seed=None, options=None):
+        if gym is not None:
+            super().reset(seed=seed)
+            rng = self.np_random
+        else:
+            rng = self.np_random_
+        self._t = 0
+        self._point = rng.uniform(-1, 1, size=(2,)).astype(np.float32)
+        return np.copy(self._point), {}
+
+    def step(self, action):
+        self._point = self._point + np.clip(action, -0.1, 0.1).astype(np.float32)
+        x, y = self._point
+        reward = -((x**2 + y**2) ** 0.5)
+        terminated = bool(abs(x) < 0.01 and abs(y) < 0.01)
+        self._t += 1
+        truncated = self._t >= self.max_episode_steps
+        return np.copy(self._point), float(reward), terminated, truncated, {}
+
+
+OBJECT_ENVS = {"GridWorld-v0": GridWorldObjectEnv, "PointEnv-v0": PointObjectEnv}
+
+
+def python_loop_steps_per_sec(env_id: str, num_envs: int, total_steps: int, seed: int = 0) -> float:
+    """Steps/s of ``num_envs`` object envs stepped one by one in a Python loop, random actions."""
+    import time
+
+    envs = [OBJECT_ENVS[env_id]() for _ in range(num_envs)]
+    rng = np.random.default_rng(seed)
+    for i, e in enumerate(envs):
+        e.reset(seed=seed + i)
+    sample = (lambda: rng.integers(0, 4)) if env_id == "GridWorld-v0" else (lambda: rng.uniform(-0.1, 0.1, 2))
+    n_iters = max(1, total_steps // num_envs)
+    t0 = time.perf_counter()
+    for _ in range(n_iters):
+        for e in envs:
+            _, _, term, trunc, _ = e.step(sample())
+            if term or trunc:
+                e.reset()
+    return n_iters * num_envs / (time.perf_counter() - t0)
+
+
+def sync_vector_steps_per_sec(env_id: str, num_envs: int, total_steps: int, seed: int = 0) -> float | None:
+    """Steps/s of Gymnasium's SyncVectorEnv over the object env (None without gymnasium)."""
+    if gym is None:
+        return None
+    import time
+
+    venv = gym.vector.SyncVectorEnv([OBJECT_ENVS[env_id] for _ in range(num_envs)])
+    venv.reset(seed=seed)
+    venv.action_space.seed(seed)
+    n_iters = max(1, total_steps // num_envs)
+    t0 = time.perf_counter()
+    for _ in range(n_iters):
+        venv.step(venv.action_space.sample())
+    dt = time.perf_counter() - t0
+    venv.close()
+    return n_iters * num_envs / dt
+
+
+_DIRS = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], np.int32)
+
+
+def make_lean_grid_world(num_envs: int, num_steps: int, size: int = 5, max_episode_steps: int = 300):
+    """A hand-written GridWorld rollout with random actions: arrays of shape [num_envs, 2], one key
+    per batch step, same dynamics, time limit and same-step auto-reset as ``make("GridWorld-v0")``.
+    Returns ``run(key) -> total reward`` (not jitted)."""
+    n_cells = size * size
+
+    def reset(key):
+        bits = jax.random.bits(key, (num_envs, 2), jnp.uint32)
+        a = (bits[:, 0] % n_cells).astype(jnp.int32)
+        t = (bits[:, 1] % (n_cells - 1)).astype(jnp.int32)
+        t = t + (t >= a)
+        return jnp.stack([a % size, a // size], -1), jnp.stack([t % size, t // size], -1)
+
+    def body(carry, key):
+        agent, target, time = carry
+        k_act, k_reset = jax.random.split(key)
+        action = jax.random.randint(k_act, (num_envs,), 0, 4)
+        agent = jnp.clip(agent + jnp.asarray(_DIRS)[action], 0, size - 1)
+        terminated = jnp.all(agent == target, axis=-1)
+        time = time + 1
+        done = terminated | (time >= max_episode_steps)
+        new_agent, new_target = reset(k_reset)
+        agent = jnp.where(done[:, None], new_agent, agent)
+        target = jnp.where(done[:, None], new_target, target)
+        time = jnp.where(done, 0, time)
+        return (agent, target, time), terminated.sum()
+
+    def run(key):
+        agent, target = reset(key)
+        carry = (agent, target, jnp.zeros(num_envs, jnp.int32))
+        _, rewards = jax.lax.scan(body, carry, jax.random.split(key, num_steps))
+        return rewards.sum()
+
+    return run

@@ -1,0 +1,213 @@
+"""Random-policy environment steps per second, jaxenvs against what users would otherwise pick.
+
+For each environment and batch size, in one run:
+
+* ``jaxenvs vmap``: the plain path, ``jax.vmap(env.step)`` with one key per env per step, on
+  ``jaxenvs.make(id)`` (TimeLimit + AutoReset), inside ``jit`` + ``lax.scan``;
+* ``jaxenvs VectorEnv``: the batched path (:class:`jaxenvs.VectorEnv`, one key per batch step);
+* ``lean JAX`` (GridWorld only): a hand-written JAX GridWorld with no API, the ceiling;
+* ``python loop``: the tutorial-style numpy object env stepped in a Python loop;
+* ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
+
+Compile time is excluded from steps/s and reported apart; every timing is the median of
+``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG.
+
+    python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs
+    python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import jaxenvs  # noqa: E402
+from baselines import (  # noqa: E402
+    OBJECT_ENVS,
+    make_lean_grid_world,
+    python_loop_steps_per_sec,
+    sync_vector_steps_per_sec,
+)
+
+DEFAULT_ENVS = ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"]
+
+
+def device_name() -> str:
+    d = jax.devices()[0]
+    kind = getattr(d, "device_kind", d.platform)
+    if d.platform == "cpu":
+        kind = f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+    return f"{d.platform}: {kind} x{jax.device_count()}"
+
+
+def _random_actions(env, key, num_envs):
+    space = env.action_space()
+    lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
+    return space.sample(key, batch_shape=lead)
+
+
+def make_plain_rollout(env, num_envs, num_steps):
+    """``vmap(env.step)`` with one key per env, as users write it."""
+
+    def run(key):
+        obs, state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+
+        def body(state, k):
+            k_act, k_step = jax.random.split(k)
+            action = _random_actions(env, k_act, num_envs)
+            obs, state, reward, term, trunc, info = jax.vmap(env.step)(
+                jax.random.split(k_step, num_envs), state, action
+            )
+            return state, jnp.sum(reward)
+
+        _, rewards = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        return rewards.sum()
+
+    return run
+
+
+def make_vector_rollout(env, num_envs, num_steps):
+    """The batched path: one key per batch step."""
+    venv = jaxenvs.VectorEnv(env, num_envs)
+
+    def run(key):
+        obs, state = venv.reset(key)
+
+        def body(state, k):
+            k_act, k_step = jax.random.split(k)
+            obs, state, reward, term, trunc, info = venv.step(k_step, state, _random_actions(env, k_act, num_envs))
+            return state, jnp.sum(reward)
+
+        _, rewards = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        return rewards.sum()
+
+    return run
+
+
+def time_jax(run, steps_per_call, repeats):
+    """(steps/s as the median over repeats, compile seconds)."""
+    f = jax.jit(run)
+    t0 = time.perf_counter()
+    f(jax.random.key(0)).block_until_ready()
+    compile_s = time.perf_counter() - t0
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        f(jax.random.key(i + 1)).block_until_ready()
+        times.append(time.perf_counter() - t0)
+    return steps_per_call / float(np.median(times)), compile_s
+
+
+def num_steps_for(num_envs, target_steps):
+    return int(max(16, min(2000, target_steps // num_envs)))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", nargs="+", default=DEFAULT_ENVS)
+    p.add_argument("--num-envs", nargs="+", type=int, default=[1, 64, 1024, 4096, 16384])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--target-steps", type=int, default=4_000_000, help="env steps per timed call (approx.)")
+    p.add_argument("--python-steps", type=int, default=20_000, help="env steps per Python-loop timing")
+    p.add_argument("--python-max-envs", type=int, default=1024, help="largest batch for the Python baselines")
+    p.add_argument("--out", default="benchmarks/results/steps_per_sec")
+    p.add_argument("--no-plot", action="store_true")
+    args = p.parse_args(argv)
+    for env_id in args.envs:
+        jaxenvs.spec(env_id)  # unknown ids fail before any timing
+
+    dev = device_name()
+    print(f"device: {dev}   jax {jax.__version__}")
+    rows = []
+
+    def record(env_id, method, n, sps, compile_s=None):
+        rows.append({"env": env_id, "method": method, "num_envs": n, "steps_per_sec": sps, "compile_s": compile_s})
+
+    for env_id in args.envs:
+        env = jaxenvs.make(env_id)
+        for n in args.num_envs:
+            t = num_steps_for(n, args.target_steps)
+            sps, c = time_jax(make_plain_rollout(env, n, t), n * t, args.repeats)
+            record(env_id, "jaxenvs vmap", n, sps, c)
+            sps, c = time_jax(make_vector_rollout(env, n, t), n * t, args.repeats)
+            record(env_id, "jaxenvs VectorEnv", n, sps, c)
+            if env_id == "GridWorld-v0":
+                sps, c = time_jax(make_lean_grid_world(n, t), n * t, args.repeats)
+                record(env_id, "lean JAX", n, sps, c)
+            if env_id in OBJECT_ENVS and n <= args.python_max_envs:
+                record(env_id, "python loop", n, python_loop_steps_per_sec(env_id, n, args.python_steps))
+                sv = sync_vector_steps_per_sec(env_id, n, args.python_steps)
+                if sv is not None:
+                    record(env_id, "gymnasium SyncVectorEnv", n, sv)
+            print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
+
+    print("\n" + summary(rows))
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump({"device": dev, "jax": jax.__version__, "rows": rows}, f, indent=1)
+    print(f"wrote {args.out}.json")
+    if not args.no_plot:
+        plot(rows, dev, args.out + ".png")
+        print(f"wrote {args.out}.png")
+    return rows
+
+
+def print_rows(rows):
+    for r in rows:
+        c = f"  (compile {r['compile_s']:.2f}s)" if r["compile_s"] is not None else ""
+        print(f"{r['env']:<22} {r['method']:<24} {r['num_envs']:>6} envs {r['steps_per_sec']:>16,.0f} steps/s{c}")
+
+
+def summary(rows) -> str:
+    """A markdown table: steps/s per (env, num_envs) and ratios against the lean ceiling at the
+    same batch size and the Python loop."""
+    lines = [
+        "| env | num_envs | method | steps/s | vs lean JAX | vs python loop |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    index = {(r["env"], r["method"], r["num_envs"]): r["steps_per_sec"] for r in rows}
+    for r in rows:
+        lean = index.get(("GridWorld-v0", "lean JAX", r["num_envs"])) if r["env"] == "GridWorld-v0" else None
+        # the Python loop's per-step cost does not depend on the batch: beyond the largest batch
+        # it ran at, compare with that one
+        py_ns = [n for (e, m, n) in index if e == r["env"] and m == "python loop" and n <= r["num_envs"]]
+        py = index.get((r["env"], "python loop", max(py_ns))) if py_ns else None
+        f = lambda base: f"{r['steps_per_sec'] / base:.2f}x" if base else "-"  # noqa: E731
+        lines.append(
+            f"| {r['env']} | {r['num_envs']} | {r['method']} | {r['steps_per_sec']:,.0f} | {f(lean)} | {f(py)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(rows, dev, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    envs = sorted({r["env"] for r in rows})
+    fig, axes = plt.subplots(1, len(envs), figsize=(4.5 * len(envs), 4), squeeze=False)
+    for ax, env_id in zip(axes[0], envs):
+        for method in dict.fromkeys(r["method"] for r in rows if r["env"] == env_id):
+            pts = sorted((r["num_envs"], r["steps_per_sec"]) for r in rows if r["env"] == env_id and r["method"] == method)
+            ax.plot(*zip(*pts), marker="o", label=method)
+        ax.set(xscale="log", yscale="log", title=env_id, xlabel="num_envs", ylabel="steps/s")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"random-policy steps/s — {dev}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

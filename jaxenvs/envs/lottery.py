@@ -1,0 +1,124 @@
+"""Lottery: ReinforcementLearning.jl's ``LotteryEnv`` (its "How to write a customized
+environment?" example, after Monte Carlo Tree Search: A Tutorial, WSC 2018).
+
+With $10 in your pocket you play once. Dynamics, as in ReinforcementLearning.jl, with the
+payouts and probabilities as params fields:
+
+* actions ``0`` PowerRich: reward 100,000,000 with probability 0.01, else -10;
+  ``1`` MegaHaul: reward 1,000,000 with probability 0.05, else -10; ``2`` NoTicket: reward 0;
+* observation int32 scalar in ``Discrete(2)``: 0 before playing, 1 after (RL.jl's state,
+  whether the lottery has been played);
+* every step plays the lottery and sets ``terminated`` (a one-shot game; stepping a played state
+  again plays again); the reward is float32 (1e8 and 1e6 are exact in float32);
+* ``info``: ``{"won": bool, "action": int32}`` (``won`` is False for NoTicket; ``action`` is
+  the action played, after clipping).
+
+Out-of-range actions are clipped into ``[0, 2]`` (documented behaviour; ``make(...,
+checked=True)`` with :func:`jaxenvs.checked` raises instead). The step draws one uniform number.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxenvs import spaces
+from jaxenvs.core import Environment, Traits
+from jaxenvs.rendering import draw
+
+ACTION_NAMES = ("PowerRich", "MegaHaul", "NoTicket")
+# one colour per choice: PowerRich, MegaHaul, NoTicket
+CHOICE_COLORS = np.array([draw.YELLOW, draw.BLUE, draw.GREY], dtype=np.uint8)
+CELL = 64  # px per choice in the rendering
+
+
+@struct.dataclass
+class EnvParams:
+    power_rich_prize: float = 100_000_000.0  # reward of a winning PowerRich ticket
+    power_rich_prob: float = 0.01  # probability that a PowerRich ticket wins; in [0, 1]
+    mega_haul_prize: float = 1_000_000.0  # reward of a winning MegaHaul ticket
+    mega_haul_prob: float = 0.05  # probability that a MegaHaul ticket wins; in [0, 1]
+    losing_reward: float = -10.0  # reward of a losing ticket (the price of the ticket)
+
+
+@struct.dataclass
+class EnvState:
+    played: jax.Array  # int32 scalar: 0 before playing, 1 after
+    action: jax.Array  # int32 scalar: the last action played, -1 before playing
+    won: jax.Array  # bool scalar: the last ticket won
+    reward: jax.Array  # float32 scalar: the last reward (0 before playing)
+
+
+class Lottery(Environment):
+    """Buy a PowerRich or MegaHaul ticket, or none (ReinforcementLearning.jl's LotteryEnv)."""
+
+    traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="terminal")
+    render_fps = 2
+
+    @property
+    def default_params(self) -> EnvParams:
+        return EnvParams()
+
+    def validate_params(self, params: EnvParams) -> None:
+        for name in ("power_rich_prize", "power_rich_prob", "mega_haul_prize", "mega_haul_prob", "losing_reward"):
+            v = getattr(params, name)
+            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) or not np.isfinite(v):
+                raise ValueError(f"Lottery {name} must be a finite number, got {v!r}")
+            if name.endswith("_prob") and not 0.0 <= v <= 1.0:
+                raise ValueError(f"Lottery {name} must be a probability in [0, 1], got {v!r}")
+
+    def reset_env(self, key, params):
+        state = EnvState(
+            played=jnp.zeros((), jnp.int32),
+            action=jnp.full((), -1, jnp.int32),
+            won=jnp.zeros((), bool),
+            reward=jnp.zeros((), jnp.float32),
+        )
+        return state.played, state
+
+    def step_env(self, key, state, action, params):
+        action = jnp.clip(action, 0, 2).astype(jnp.int32)
+        win_prob = jnp.stack([params.power_rich_prob, params.mega_haul_prob, 0.0])[action]
+        prize = jnp.stack([params.power_rich_prize, params.mega_haul_prize, 0.0])[action]
+        won = (jax.random.uniform(key) < win_prob) & (action != 2)
+        reward = jnp.where(won, prize, jnp.where(action == 2, 0.0, params.losing_reward)).astype(jnp.float32)
+        state = EnvState(played=jnp.ones((), jnp.int32), action=action, won=won, reward=reward)
+        terminated = jnp.ones((), bool)
+        truncated = jnp.zeros((), bool)
+        return state.played, state, reward, terminated, truncated, {"won": won, "action": action}
+
+    def render(self, state, params=None):
+        """uint8[96, 192, 3]: the three choices left to right, and the outcome bar below.
+
+        PowerRich is a yellow disc, MegaHaul a blue square, NoTicket a grey bar; after playing,
+        the chosen one gets a black frame. Rows 68 to 95 show the outcome: green for a win,
+        red for a losing ticket, grey for NoTicket, white before playing.
+        """
+        frame = draw.canvas(3 * CELL // 2, 3 * CELL)
+        shape = frame.shape[:2]
+        x0 = state.action * CELL  # -CELL before playing: the frame falls outside the picture
+        frame = draw.paint(frame, draw.rect_mask(shape, x0, 0, x0 + CELL, CELL), draw.BLACK)
+        frame = draw.fill_rect(frame, x0 + 4, 4, x0 + CELL - 4, CELL - 4, draw.WHITE)
+        q = CELL / 4
+        frame = draw.fill_circle(frame, 2 * q, 2 * q, q, CHOICE_COLORS[0])
+        frame = draw.fill_rect(frame, CELL + q, q, CELL + 3 * q, 3 * q, CHOICE_COLORS[1])
+        frame = draw.fill_rect(frame, 2 * CELL + q, 1.75 * q, 2 * CELL + 3 * q, 2.25 * q, CHOICE_COLORS[2])
+        outcome = jnp.where(state.won, 1, jnp.where(state.action == 2, 3, 2))
+        outcome = jnp.where(state.played == 1, outcome, 0)
+        colors = jnp.asarray([draw.WHITE, draw.GREEN, draw.RED, draw.GREY], jnp.uint8)
+        return draw.fill_rect(frame, 0, CELL + 4, 3 * CELL, 3 * CELL // 2, colors[outcome])
+
+    def render_text(self, state, params=None):
+        if int(state.played) == 0:
+            return "Lottery: not played yet"
+        name = ACTION_NAMES[int(state.action)]
+        result = "won" if bool(state.won) else "no ticket" if int(state.action) == 2 else "lost"
+        return f"Lottery: {name} -> {result}, reward {float(state.reward):,.0f}"
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(3)

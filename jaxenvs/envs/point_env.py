@@ -1,0 +1,118 @@
+"""PointEnv: garage's "Adding a New Environment" tutorial (``garage.envs.PointEnv``).
+
+A point robot in the plane is steered to the origin by choosing its velocity. Dynamics, as in
+the tutorial, with its constants as params fields:
+
+* reset: position uniform in ``[-reset_bound, reset_bound]^2`` (``[-1, 1]^2`` by default);
+* action: velocity float32[2] in ``Box(-action_bound, action_bound)`` (0.1 by default); it is
+  clipped to those bounds (documented behaviour: the tutorial only declares the box; ``make(...,
+  checked=True)`` with :func:`jaxenvs.checked` raises on an out-of-range action instead);
+* ``position += clipped action``; reward ``-sqrt(x^2 + y^2)`` of the new position (float32);
+* ``terminated`` when ``|x| < goal_tolerance`` and ``|y| < goal_tolerance`` (strict, 0.01);
+* observation float32[2] = position (unbounded); ``info["distance"]`` = ``-reward`` (float32).
+
+The step draws no randomness and is differentiable: ``jax.grad`` of the reward or the next
+position with respect to the action, the state or the params flows through ``step``. Clipping
+has zero gradient in an action component outside ``[-action_bound, action_bound]`` (exactly on
+a bound ``jnp.clip`` gives 0.5); at the exact origin the distance's gradient is taken as 0.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxenvs import spaces
+from jaxenvs.core import Environment, Traits
+from jaxenvs.rendering import draw
+
+LIGHT_GREY = (225, 225, 225)
+
+
+@struct.dataclass
+class EnvParams:
+    action_bound: float = 0.1  # largest |velocity| per axis and step; > 0
+    goal_tolerance: float = 0.01  # terminal when |x| and |y| are both below it; > 0
+    reset_bound: float = 1.0  # initial position uniform in [-reset_bound, reset_bound]^2; > 0
+
+
+@struct.dataclass
+class EnvState:
+    position: jax.Array  # float32[2], (x, y)
+
+
+def _distance(position):
+    """Euclidean norm of ``position`` with a zero (not NaN) gradient at the origin."""
+    sq = jnp.sum(position * position)
+    safe = jnp.where(sq > 0, sq, 1.0)
+    return jnp.where(sq > 0, jnp.sqrt(safe), 0.0)
+
+
+class PointEnv(Environment):
+    """Steer a point in the plane to the origin (garage's environment tutorial)."""
+
+    traits = Traits(num_agents=1, chance="deterministic", information="perfect", reward_style="step")
+    render_fps = 10
+
+    @property
+    def default_params(self) -> EnvParams:
+        return EnvParams()
+
+    def validate_params(self, params: EnvParams) -> None:
+        for name in ("action_bound", "goal_tolerance", "reset_bound"):
+            v = getattr(params, name)
+            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+            if not ok or not np.isfinite(v) or v <= 0:
+                raise ValueError(f"PointEnv {name} must be a finite number > 0, got {v!r}")
+
+    def reset_env(self, key, params):
+        b = params.reset_bound
+        position = jax.random.uniform(key, (2,), jnp.float32, -b, b)
+        state = EnvState(position=position)
+        return state.position, state
+
+    def step_env(self, key, state, action, params):
+        action = jnp.clip(action, -params.action_bound, params.action_bound)
+        position = (state.position + action).astype(jnp.float32)
+        distance = _distance(position).astype(jnp.float32)
+        terminated = jnp.all(jnp.abs(position) < params.goal_tolerance)
+        state = state.replace(position=position)
+        truncated = jnp.zeros((), bool)
+        return position, state, -distance, terminated, truncated, {"distance": distance}
+
+    def render(self, state, params=None):
+        """uint8[256, 256, 3] view of ``[-2 * reset_bound, 2 * reset_bound]^2``, y upwards.
+
+        White background, the reset region as a light grey square, grey axes through the origin,
+        the goal region as a green square (at least 7 px wide so that it stays visible) and the
+        point as a blue disc of radius 6 px; a point outside the view is drawn at its edge.
+        """
+        params = self.default_params if params is None else params
+        size = 256
+        half_view = 2.0 * params.reset_bound
+        scale = size / (2.0 * half_view)  # pixels per unit
+        centre = size / 2.0
+        frame = draw.canvas(size, size)
+        r = params.reset_bound * scale
+        frame = draw.fill_rect(frame, centre - r, centre - r, centre + r, centre + r, LIGHT_GREY)
+        frame = draw.paint(frame, draw.hline_mask((size, size), centre, 1.0), draw.GREY)
+        frame = draw.paint(frame, draw.vline_mask((size, size), centre, 1.0), draw.GREY)
+        g = jnp.maximum(params.goal_tolerance * scale, 3.5)
+        frame = draw.fill_rect(frame, centre - g, centre - g, centre + g, centre + g, draw.GREEN)
+        px = jnp.clip(centre + state.position[0] * scale, 0.0, size)
+        py = jnp.clip(centre - state.position[1] * scale, 0.0, size)
+        return draw.fill_circle(frame, px, py, 6.0, draw.BLUE)
+
+    def render_text(self, state, params=None):
+        x, y = (float(v) for v in np.asarray(state.position))
+        return f"position=({x:+.4f}, {y:+.4f}) distance={float(np.hypot(x, y)):.4f}"
+
+    def observation_space(self, params=None):
+        return spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def action_space(self, params=None):
+        """``Box(-action_bound, action_bound, (2,))`` float32 (bounds may be traced)."""
+        params = self.default_params if params is None else params
+        return spaces.Box(-params.action_bound, params.action_bound, (2,), np.float32)

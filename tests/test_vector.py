@@ -1,0 +1,86 @@
+"""VectorEnv: the batched path has exactly the semantics of TimeLimit + same-step AutoReset."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxenvs
+from jaxenvs.wrappers import NormalizeObservation, FlattenObservation
+
+N = 8
+
+
+def _manual_step(inner, key, state, action, stochastic):
+    """What VectorEnv.step must compute, spelt out with the unbatched, non-resetting env."""
+    key_step, key_reset = jax.random.split(key)
+    step_keys = jax.random.split(key_step, N) if stochastic else jnp.stack([key_step] * N)
+    obs, st, r, term, trunc, info = jax.vmap(inner.step)(step_keys, state, action)
+    reset_obs, reset_state = jax.vmap(inner.reset)(jax.random.split(key_reset, N))
+    done = term | trunc
+    sel = lambda new, old: jnp.where(done.reshape(done.shape + (1,) * (old.ndim - 1)), new, old)  # noqa: E731
+    return jax.tree.map(sel, reset_obs, obs), jax.tree.map(sel, reset_state, st), r, term, trunc, obs
+
+
+@pytest.mark.parametrize("env_id,stochastic", [("GridWorld-v0", False), ("HurdleRace-v0", True)])
+def test_vector_env_matches_manual_autoreset(env_id, stochastic):
+    env = jaxenvs.make(env_id, max_episode_steps=6)
+    inner = jaxenvs.make(env_id, max_episode_steps=6, autoreset=False)
+    venv = jaxenvs.VectorEnv(env, N)
+    assert venv.autoreset and venv._step_needs_key == stochastic
+    obs, state = venv.reset(jax.random.key(0))
+    space = env.action_space()
+    shape = (N, env.num_agents) if env.multi_agent else (N,)
+    step, manual = jax.jit(venv.step), jax.jit(lambda k, s, a: _manual_step(inner, k, s, a, stochastic))
+    resets = 0
+    for t in range(20):
+        key = jax.random.key(100 + t)
+        action = space.sample(jax.random.key(t), batch_shape=shape)
+        o, s, r, term, trunc, info = step(key, state, action)
+        mo, ms, mr, mterm, mtrunc, mfinal = manual(key, state, action)
+        for a, b in zip(jax.tree.leaves((o, s, r, term, trunc, info["final_obs"])), jax.tree.leaves((mo, ms, mr, mterm, mtrunc, mfinal))):
+            np.testing.assert_array_equal(a, b)
+        resets += int((term | trunc).sum())
+        state = s
+    assert resets >= N  # the 6-step limit forces every env through at least one reset
+
+
+def test_vector_env_keeps_an_inner_autoreset():
+    """Statistics of NormalizeObservation above AutoReset must survive episode ends."""
+    env = NormalizeObservation(FlattenObservation(jaxenvs.make("GridWorld-v0", max_episode_steps=3)))
+    venv = jaxenvs.VectorEnv(env, N)
+    assert not venv.autoreset
+    obs, state = venv.reset(jax.random.key(0))
+    step = jax.jit(venv.step)
+    for t in range(7):
+        obs, state, *_ = step(jax.random.key(t), state, jnp.zeros(N, jnp.int32))
+    # 7 updates after reset's: a count reset at an episode end would leave it at most 3 + 1
+    assert np.all(np.asarray(state.obs_rms.count) > 7)
+
+
+def test_vector_env_per_env_params():
+    env = jaxenvs.make("GridWorld-v0")
+    sizes = jnp.array([2, 3, 4, 5, 6, 7, 8, 9])
+    params = jax.vmap(lambda s: env.default_params.replace(size=s))(sizes)
+    venv = jaxenvs.VectorEnv(env, N, params_axis=0)
+    obs, state = jax.jit(venv.reset)(jax.random.key(0), params)
+    for t in range(30):
+        obs, state, *_ = venv.step(jax.random.key(t), state, jnp.full((N,), t % 4, jnp.int32), params)
+        assert np.all(np.asarray(obs["agent"]).max(axis=1) < np.asarray(sizes))
+        assert np.all(np.asarray(obs["target"]).max(axis=1) < np.asarray(sizes))
+
+
+def test_vector_env_rejects_bad_num_envs():
+    with pytest.raises(ValueError, match="num_envs"):
+        jaxenvs.VectorEnv(jaxenvs.make("GridWorld-v0"), 0)
+
+
+def test_checked_mode_uses_traced_param_bounds():
+    """A Box built from vmapped params checks each env's own bound."""
+    env = jaxenvs.make("PointEnv-v0", checked=True)
+    obs, state = env.reset(jax.random.key(0))
+    params = jax.vmap(lambda b: env.default_params.replace(action_bound=b))(jnp.array([0.1, 0.5]))
+    step = jaxenvs.checked(jax.vmap(env.step, in_axes=(None, None, 0, 0)))
+    step(jax.random.key(1), state, jnp.array([[0.05, 0.0], [0.3, 0.0]]), params)  # both legal
+    with pytest.raises(Exception, match="action out of the action space"):
+        step(jax.random.key(1), state, jnp.array([[0.3, 0.0], [0.3, 0.0]]), params)  # 0.3 > 0.1
