@@ -159,18 +159,16 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     if overrides:
         params = params.replace(**overrides)
     env.validate_params(params)
+    env.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
     if overrides:
         env = WithParams(env, params)
-
-    env.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
     if checked:
         env = CheckedActions(env)
     if max_steps is not None:
         env = TimeLimit(env, max_steps)
     if autoreset:
         env = AutoReset(env)
-    env.spec = env.unwrapped.spec
-    return env
+    return env  # wrappers forward ``spec`` to the base env, which holds it
 
 
 def pprint_registry(print_output: bool = True) -> str | None:

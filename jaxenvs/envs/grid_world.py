@@ -102,9 +102,12 @@ class GridWorld(Environment):
         tx, ty = state.target[0] * pix, state.target[1] * pix
         frame = draw.fill_rect(frame, tx, ty, tx + pix, ty + pix, draw.RED)
         frame = draw.fill_circle(frame, (state.agent[0] + 0.5) * pix, (state.agent[1] + 0.5) * pix, pix / 3, draw.BLUE)
-        ys, xs = draw.pixel_grid(window, window)
-        on_line = (jnp.abs(xs - jnp.round(xs / pix) * pix) <= 1.5) | (jnp.abs(ys - jnp.round(ys / pix) * pix) <= 1.5)
-        return draw.paint(frame, on_line, draw.BLACK)
+        # grid lines: pixel centres within 1.5 px of a multiple of window/size, in exact integer
+        # arithmetic (2 * size * distance = |(2c + 1) * size - 2 * k * window|)
+        c = jnp.arange(window, dtype=jnp.int32)
+        r = ((2 * c + 1) * params.size) % (2 * window)
+        line = jnp.minimum(r, 2 * window - r) <= 3 * params.size
+        return draw.paint(frame, line[None, :] | line[:, None], draw.BLACK)
 
     def render_text(self, state, params=None):
         params = self.default_params if params is None else params

@@ -58,6 +58,10 @@ class Wrapper(Environment):
         return self.env.render_fps
 
     @property
+    def spec(self):
+        return self.env.spec
+
+    @property
     def unwrapped(self) -> Environment:
         return self.env.unwrapped
 
@@ -90,10 +94,10 @@ class Wrapper(Environment):
         return self.env.unwrapped_state(inner) if isinstance(self.env, Wrapper) else inner
 
     def render(self, state, params=None):
-        return self.env.render(self.inner_state(state), params)
+        return self.env.render(self.inner_state(state), self.default_params if params is None else params)
 
     def render_text(self, state, params=None):
-        return self.env.render_text(self.inner_state(state), params)
+        return self.env.render_text(self.inner_state(state), self.default_params if params is None else params)
 
     def __repr__(self):
         return f"<{type(self).__name__}{repr(self.env)}>"

@@ -1,0 +1,212 @@
+"""Turning rollouts into pictures: batched rendering, GIF/MP4 files and a pygame window.
+
+    traj = jaxenvs.rollout.rollout(env, key, policy, num_steps=100)
+    frames = render_frames(env, traj.state)           # uint8[T, H, W, 3] numpy array
+    save_video(frames, "episode.gif", fps=env.render_fps)
+
+GIFs need only ``imageio`` (its Pillow writer); MP4 needs ``imageio-ffmpeg`` as well; the window
+needs ``pygame`` (``pip install jaxenvs[render]``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["render_frames", "save_gif", "save_mp4", "save_video", "check_video_path", "play_human", "VIDEO_SUFFIXES"]
+
+RENDER_EXTRA = "pip install 'jaxenvs[render]'"
+_HEADLESS_DRIVERS = ("offscreen", "dummy")  # SDL video drivers that show nothing
+
+
+@partial(jax.jit, static_argnums=0)
+def _render_batch(env, states, params):
+    return jax.vmap(env.render, in_axes=(0, None))(states, params)
+
+
+def render_frames(env, states: Any, params: Any = None) -> np.ndarray:
+    """uint8[*batch, H, W, 3] frames of a batch of ``states`` in one jitted, vmapped call.
+
+    ``states`` is any stack of the env's states (e.g. ``Trajectory.state``, ``[T]`` or
+    ``[T, num_envs]``); the batch axes are found by comparing with the shape of one state, so a
+    single unbatched state gives one ``[H, W, 3]`` frame. For a wrapped env, ``env.render`` reaches
+    the base state through each wrapper's ``inner_state``.
+    """
+    params = env.default_params if params is None else params
+    one = jax.eval_shape(env.reset, jax.random.key(0), params)[1]
+    leaves, one_leaves = jax.tree.leaves(states), jax.tree.leaves(one)
+    if len(leaves) != len(one_leaves) or not leaves:
+        raise ValueError(f"states do not have the structure of {env.name}'s state {jax.tree.structure(one)}")
+    nbatch = np.ndim(leaves[0]) - len(one_leaves[0].shape)
+    batch = tuple(np.shape(leaves[0])[:nbatch])
+    for leaf, ref in zip(leaves, one_leaves):
+        if nbatch < 0 or tuple(np.shape(leaf)) != batch + tuple(ref.shape):
+            raise ValueError(
+                f"state leaf of shape {np.shape(leaf)} does not fit {env.name}'s state leaf shape "
+                f"{tuple(ref.shape)} with common batch axes {batch}"
+            )
+    flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *np.shape(x)[nbatch:])), states)
+    frames = np.asarray(_render_batch(env, flat, params))
+    return frames.reshape(batch + frames.shape[1:])
+
+
+def _check_frames(frames) -> np.ndarray:
+    frames = np.asarray(frames)
+    if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8 or frames.shape[0] == 0:
+        raise ValueError(
+            f"frames must be a non-empty uint8[T, H, W, 3] array, got {frames.dtype}{list(frames.shape)}"
+        )
+    return frames
+
+
+def _check_fps(fps) -> float:
+    if isinstance(fps, bool) or not isinstance(fps, (int, float, np.integer, np.floating)) or not fps > 0:
+        raise ValueError(f"fps must be a positive number, got {fps!r}")
+    return float(fps)
+
+
+def save_gif(frames, path: str | os.PathLike, fps: float = 4) -> Path:
+    """Write uint8[T, H, W, 3] ``frames`` as a looping GIF (imageio's Pillow writer, no ffmpeg).
+
+    GIF stores frame durations in hundredths of a second, so ``1 / fps`` is rounded to 10 ms.
+    Identical consecutive frames are stored once with their durations added: playback time is
+    exact while the stored frame count may be lower than ``T``. Colours are quantised to a
+    256-colour palette; frames with at most 256 distinct colours are stored exactly.
+    """
+    frames, fps = _check_frames(frames), _check_fps(fps)
+    import imageio.v3 as iio
+
+    path = Path(path)
+    iio.imwrite(path, frames, extension=".gif", duration=1000.0 / fps, loop=0)
+    return path
+
+
+def _require_ffmpeg():
+    try:
+        importlib.import_module("imageio_ffmpeg")
+    except ImportError as e:
+        raise ImportError(
+            "saving MP4 needs the imageio-ffmpeg package: pip install imageio-ffmpeg (or save a .gif)"
+        ) from e
+
+
+def save_mp4(frames, path: str | os.PathLike, fps: float = 4) -> Path:
+    """Write uint8[T, H, W, 3] ``frames`` as an H.264 MP4 (needs ``imageio-ffmpeg``).
+
+    Frames whose height or width is not a multiple of 16 are resized up by imageio, as most
+    players require. Raises ImportError naming the package to install when ffmpeg is missing.
+    """
+    frames, fps = _check_frames(frames), _check_fps(fps)
+    _require_ffmpeg()
+    import imageio.v2 as iio2
+
+    path = Path(path)
+    with warnings.catch_warnings():
+        # the ffmpeg subprocess is forked and exec'd at once, which is safe next to JAX's threads
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        with iio2.get_writer(path, format="FFMPEG", mode="I", fps=fps, codec="libx264") as writer:
+            for frame in frames:
+                writer.append_data(frame)
+    return path
+
+
+VIDEO_SUFFIXES = {".gif": save_gif, ".mp4": save_mp4}
+
+
+def check_video_path(path: str | os.PathLike) -> Path:
+    """``path`` as a Path if a video can be written there, checked before any frame is rendered.
+
+    Raises ValueError for an unknown suffix, ImportError when the writer's package is missing and
+    OSError when the folder does not exist or is not writable (or ``path`` is a folder).
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ValueError(
+            f"cannot save a video as {str(path)!r}: unknown suffix {suffix or '(none)'!r}; "
+            f"use one of {', '.join(VIDEO_SUFFIXES)}"
+        )
+    if suffix == ".mp4":
+        _require_ffmpeg()
+    folder = path.parent
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot save a video as {str(path)!r}: it is a folder")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} is not writable")
+    return path
+
+
+def save_video(frames, path: str | os.PathLike, fps: float = 4) -> Path:
+    """:func:`save_gif` or :func:`save_mp4`, chosen by the suffix of ``path`` (checked first by
+    :func:`check_video_path`)."""
+    path = check_video_path(path)
+    return VIDEO_SUFFIXES[path.suffix.lower()](frames, path, fps)
+
+
+def _import_pygame():
+    try:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        return importlib.import_module("pygame")
+    except ImportError as e:
+        raise ImportError(f"showing frames in a window needs pygame: {RENDER_EXTRA}") from e
+
+
+def play_human(env, frames_or_states, fps: float | None = None, params: Any = None) -> int:
+    """Show frames in a pygame window at ``fps`` (default ``env.render_fps``); returns frames shown.
+
+    ``frames_or_states`` is uint8[T, H, W, 3] frames or a ``[T]`` stack of the env's states
+    (rendered first with :func:`render_frames`). Closing the window or pressing Escape stops early.
+    The window is closed on return. Raises OSError when there is no display, unless
+    ``SDL_VIDEODRIVER`` names a driver explicitly (``dummy`` for tests).
+    """
+    pygame = _import_pygame()
+    if isinstance(frames_or_states, (np.ndarray, jax.Array)):
+        frames = _check_frames(frames_or_states)
+    else:
+        frames = _check_frames(render_frames(env, frames_or_states, params))
+    fps = _check_fps(env.render_fps if fps is None else fps)
+    height, width = frames.shape[1:3]
+    if sys.platform.startswith("linux") and not any(
+        os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER")
+    ):
+        raise OSError("no display to open a window on (DISPLAY is not set); save a file instead, e.g. as a .gif")
+    pygame.display.init()
+    try:
+        try:
+            screen = pygame.display.set_mode((width, height))
+        except pygame.error as e:
+            raise OSError(f"cannot open a window ({e}); save a file instead, e.g. as a .gif") from e
+        driver = pygame.display.get_driver()
+        if driver in _HEADLESS_DRIVERS and "SDL_VIDEODRIVER" not in os.environ:
+            raise OSError(
+                f"no display to open a window on (SDL fell back to its {driver!r} video driver); "
+                "save a file instead, e.g. as a .gif"
+            )
+        pygame.display.set_caption(getattr(env, "name", "jaxenvs"))
+        clock = pygame.time.Clock()
+        shown = 0
+        for frame in frames:
+            if any(
+                ev.type == pygame.QUIT or (ev.type == pygame.KEYDOWN and ev.key == pygame.K_ESCAPE)
+                for ev in pygame.event.get()
+            ):
+                break
+            pygame.surfarray.blit_array(screen, np.ascontiguousarray(frame.transpose(1, 0, 2)))
+            pygame.display.flip()
+            shown += 1
+            clock.tick(fps)
+        return shown
+    finally:
+        pygame.display.quit()
+

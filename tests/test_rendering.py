@@ -1,0 +1,293 @@
+"""Rendering and saving rollouts: GridWorld's exact pixels, batched rendering, GIF/MP4 round trips,
+the pygame window (dummy video driver), text pictures, every registered env's render under
+jit + vmap, and the rollout utility that feeds them (jaxenvs.rollout)."""
+
+import importlib.util
+import sys
+
+import imageio.v3 as iio
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxenvs
+from jaxenvs.envs.grid_world import EnvParams, EnvState, GridWorld
+from jaxenvs.rendering import check_video_path, play_human, render_frames, save_gif, save_mp4, save_video
+from jaxenvs.rollout import Episode, Trajectory, episode_stats, random_policy, rollout
+
+WHITE, BLACK, RED, BLUE = (255, 255, 255), (0, 0, 0), (255, 0, 0), (0, 0, 255)
+HAS_FFMPEG = importlib.util.find_spec("imageio_ffmpeg") is not None
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return GridWorld()
+
+
+@pytest.fixture(scope="module")
+def grid_rollout():
+    """A 24-step auto-resetting 2x2 GridWorld rollout (several episodes end in it) and its frames."""
+    env = jaxenvs.make("GridWorld-v0", size=2)
+    traj = rollout(env, jax.random.key(3), random_policy(env), 24)
+    return env, traj, render_frames(env, traj.state)
+
+
+def gw_state(agent, target):
+    return EnvState(agent=jnp.asarray(agent, jnp.int32), target=jnp.asarray(target, jnp.int32))
+
+
+def cell_centre(cell, size, window=512):
+    """(row, col) of the pixel at the centre of grid cell (x, y)."""
+    pix = window / size
+    return int((cell[1] + 0.5) * pix), int((cell[0] + 0.5) * pix)
+
+
+# ---- GridWorld's picture ---------------------------------------------------------------------
+@pytest.mark.parametrize("size", [5, 7])
+def test_grid_world_pixels(grid, size):
+    params = EnvParams(size=size)
+    agent, target = (1, size - 2), (size - 1, 0)
+    frame = np.asarray(jax.jit(grid.render)(gw_state(agent, target), params))
+    assert frame.shape == (512, 512, 3) and frame.dtype == np.uint8
+    pix = 512 / size
+    assert tuple(frame[cell_centre(agent, size)]) == BLUE
+    assert tuple(frame[cell_centre(target, size)]) == RED
+    # the target square fills its cell up to the grid lines; the agent is a circle of radius pix/3
+    assert tuple(frame[int(target[1] * pix + 4), int(target[0] * pix + 4)]) == RED
+    ay, ax = cell_centre(agent, size)
+    assert tuple(frame[ay, int(ax + pix / 3 - 2)]) == BLUE
+    assert tuple(frame[ay, int(ax + pix / 3 + 2)]) == WHITE
+    assert tuple(frame[int(agent[1] * pix + 4), int(agent[0] * pix + 4)]) == WHITE  # cell corner
+    # an empty cell is white; every grid line (at multiples of pix) is black over the whole board
+    assert tuple(frame[cell_centre((size // 2, size // 2 + 1), size)]) == WHITE
+    for k in range(1, size):
+        line = int(k * pix)
+        assert (frame[:, line] == 0).all() and (frame[line, :] == 0).all(), k
+    colours = {tuple(c) for c in frame.reshape(-1, 3)}
+    assert colours == {WHITE, BLACK, RED, BLUE}
+
+
+def test_render_1024_states_in_one_call(grid):
+    keys = jax.random.split(jax.random.key(0), 1024)
+    _, states = jax.vmap(grid.reset, in_axes=(0, None))(keys, grid.default_params)
+    frames = render_frames(grid, states)
+    assert frames.shape == (1024, 512, 512, 3) and frames.dtype == np.uint8
+    agent, target = np.asarray(states.agent), np.asarray(states.target)
+    idx = np.arange(1024)
+    a_rc = np.array([cell_centre(a, 5) for a in agent])
+    t_rc = np.array([cell_centre(t, 5) for t in target])
+    np.testing.assert_array_equal(frames[idx, a_rc[:, 0], a_rc[:, 1]], np.broadcast_to(BLUE, (1024, 3)))
+    np.testing.assert_array_equal(frames[idx, t_rc[:, 0], t_rc[:, 1]], np.broadcast_to(RED, (1024, 3)))
+    render_one = jax.jit(grid.render)
+    for i in (0, 511, 1023):  # whole frames equal one-at-a-time (jitted) renders
+        np.testing.assert_array_equal(frames[i], np.asarray(render_one(jax.tree.map(lambda x: x[i], states))))
+
+
+def test_render_frames_batch_axes_and_wrapped_states(grid_rollout):
+    env, traj, frames = grid_rollout
+    assert frames.shape == (24, 512, 512, 3)
+    # a wrapped env's states render through inner_state: same picture as the base env's state
+    base_states = env.unwrapped_state(traj.state)
+    np.testing.assert_array_equal(frames, render_frames(env.unwrapped, base_states, env.default_params))
+    # no batch axis -> one frame; two batch axes -> [T, B, H, W, 3]
+    one = jax.tree.map(lambda x: x[5], traj.state)
+    np.testing.assert_array_equal(render_frames(env, one), frames[5])
+    two = jax.tree.map(lambda x: x[:6].reshape(2, 3, *x.shape[1:]), traj.state)
+    np.testing.assert_array_equal(render_frames(env, two), frames[:6].reshape(2, 3, 512, 512, 3))
+    with pytest.raises(ValueError, match="does not fit GridWorld's state leaf shape"):
+        render_frames(env.unwrapped, gw_state(np.zeros((4, 2)), np.zeros((3, 2))))
+
+
+# ---- files -----------------------------------------------------------------------------------
+def test_gif_round_trip(grid_rollout, tmp_path):
+    _, _, frames = grid_rollout
+    path = save_video(frames, tmp_path / "run.gif", fps=4)
+    back = iio.imread(path, index=None)
+    durations = [iio.immeta(path, index=i)["duration"] for i in range(len(back))]
+    assert back.shape[1:] == (512, 512, 3) and back.dtype == np.uint8
+    # pure colours survive the palette exactly; identical consecutive frames are stored once with
+    # their durations added (250 ms per frame at 4 fps), so expanding by duration gives all frames
+    np.testing.assert_array_equal(back[0], frames[0])
+    assert all(d % 250 == 0 for d in durations), durations
+    np.testing.assert_array_equal(np.repeat(back, np.array(durations) // 250, axis=0), frames)
+    assert iio.immeta(path)["loop"] == 0
+
+
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # imageio-ffmpeg reading back
+def test_mp4_or_clear_error(grid_rollout, tmp_path):
+    _, _, frames = grid_rollout
+    if not HAS_FFMPEG:
+        for call in (lambda: save_mp4(frames, tmp_path / "a.mp4"), lambda: check_video_path(tmp_path / "a.mp4")):
+            with pytest.raises(ImportError, match="pip install imageio-ffmpeg"):
+                call()
+        assert not (tmp_path / "a.mp4").exists()
+        return
+    path = save_video(frames[:8], tmp_path / "a.mp4", fps=4)
+    back = iio.imread(path, index=None, plugin="FFMPEG")
+    assert back.shape == (8, 512, 512, 3)
+    assert np.abs(back.astype(int) - frames[:8].astype(int)).mean() < 8  # lossy H.264
+
+
+def test_video_argument_errors(tmp_path):
+    frames = np.zeros((2, 8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"unknown suffix '\.avi'; use one of \.gif, \.mp4"):
+        save_video(frames, tmp_path / "x.avi")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        save_video(frames, tmp_path / "missing" / "x.gif")
+    (tmp_path / "dir.gif").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        check_video_path(tmp_path / "dir.gif")
+    with pytest.raises(ValueError, match=r"uint8\[T, H, W, 3\].*float32\[2, 8, 8, 3\]"):
+        save_gif(frames.astype(np.float32), tmp_path / "x.gif")
+    with pytest.raises(ValueError, match=r"uint8\[T, H, W, 3\].*uint8\[8, 8, 3\]"):
+        save_gif(frames[0], tmp_path / "x.gif")
+    with pytest.raises(ValueError, match="fps must be a positive number, got 0"):
+        save_gif(frames, tmp_path / "x.gif", fps=0)
+    assert not (tmp_path / "x.gif").exists()
+
+
+# ---- window ----------------------------------------------------------------------------------
+def test_play_human_shows_every_frame(grid, monkeypatch):
+    pygame = pytest.importorskip("pygame")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    shown = []
+    flip = pygame.display.flip
+    monkeypatch.setattr(
+        pygame.display, "flip", lambda: (shown.append(pygame.surfarray.array3d(pygame.display.get_surface())), flip())
+    )
+    # a non-square picture catches a row/column mix-up
+    frames = np.zeros((3, 20, 30, 3), np.uint8)
+    frames[0, 2, 25] = RED
+    frames[1, 15, 3] = BLUE
+    frames[2] = 200
+    assert play_human(grid, frames, fps=1000) == 3
+    np.testing.assert_array_equal(np.stack(shown).transpose(0, 2, 1, 3), frames)
+    # states are rendered first
+    shown.clear()
+    states = jax.tree.map(lambda *x: jnp.stack(x), gw_state((0, 0), (4, 4)), gw_state((1, 0), (4, 4)))
+    assert play_human(grid, states, fps=1000) == 2
+    np.testing.assert_array_equal(np.stack(shown).transpose(0, 2, 1, 3), render_frames(grid, states))
+
+
+def test_play_human_errors(grid, monkeypatch):
+    frames = np.zeros((1, 4, 4, 3), np.uint8)
+    for var in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    with pytest.raises(OSError, match="no display to open a window on"):
+        play_human(grid, frames)
+    monkeypatch.setitem(sys.modules, "pygame", None)  # as if pygame were not installed
+    with pytest.raises(ImportError, match=r"needs pygame: pip install 'jaxenvs\[render\]'"):
+        play_human(grid, frames)
+
+
+# ---- text ------------------------------------------------------------------------------------
+def test_render_text_grid_world(grid):
+    assert grid.render_text(gw_state((1, 2), (3, 0)), EnvParams(size=4)) == "...T\n....\n.A..\n...."
+    env = jaxenvs.make("GridWorld-v0", size=4)  # through WithParams, TimeLimit and AutoReset
+    obs, state = env.reset(jax.random.key(0))
+    rows = env.render_text(state, env.default_params).split("\n")
+    (ax, ay), (tx, ty) = np.asarray(obs["agent"]), np.asarray(obs["target"])
+    assert len(rows) == 4 and rows[ay][ax] == "A" and rows[ty][tx] == "T"
+    assert "".join(rows).count(".") == 14
+
+
+# ---- every registered environment ------------------------------------------------------------
+def _make_or_skip(env_id):
+    spec = jaxenvs.spec(env_id)
+    module = spec.entry_point.partition(":")[0] if isinstance(spec.entry_point, str) else None
+    try:
+        return jaxenvs.make(env_id)
+    except ImportError as e:
+        cause = e.__cause__
+        if isinstance(cause, ModuleNotFoundError) and cause.name == module:
+            pytest.skip(f"{module} is not written yet")
+        raise
+
+
+@pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
+def test_every_env_renders_under_jit_and_vmap(env_id):
+    env = _make_or_skip(env_id)
+    params = env.default_params
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), params)
+    one = jax.tree.map(lambda x: x[0], states)
+    try:
+        frame = np.asarray(jax.jit(env.render)(one, params))
+    except NotImplementedError:
+        pytest.skip(f"{env_id} has no render() yet")
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3, frame.shape
+    frames = np.asarray(jax.jit(jax.vmap(env.render, in_axes=(0, None)))(states, params))
+    assert frames.shape == (3, *frame.shape)
+    np.testing.assert_array_equal(frames[0], frame)
+    for i in (1, 2):
+        one_i = jax.tree.map(lambda x: x[i], states)
+        np.testing.assert_array_equal(frames[i], np.asarray(jax.jit(env.render)(one_i, params)))
+    assert frame.min() < frame.max()  # not a blank picture
+    text = env.render_text(one, params)
+    assert isinstance(text, str) and text.strip()
+
+
+# ---- the rollout utility ---------------------------------------------------------------------
+def _traj(reward, terminated, truncated):
+    n = None
+    return Trajectory(n, n, n, np.asarray(reward, np.float32), np.asarray(terminated), np.asarray(truncated), {}, n, n)
+
+
+def test_episode_stats_exact():
+    f, t = False, True
+    # one env: episodes end at steps 1 (terminated), 4 (truncated and terminated), then one runs on
+    traj = _traj([0, 1, 0.5, 0.5, 2, 3], [f, t, f, f, t, f], [f, f, f, f, t, f])
+    assert episode_stats(traj) == [Episode(0, 0, 2, 1.0, "terminated"), Episode(0, 2, 3, 3.0, "terminated")]
+    assert episode_stats(traj, include_unfinished=True)[-1] == Episode(0, 5, 1, 3.0, "unfinished")
+    # two envs x two agents: reward [T, B, N]
+    reward = np.arange(3 * 2 * 2, dtype=np.float32).reshape(3, 2, 2)
+    traj = _traj(reward, [[f, f], [t, f], [f, f]], [[f, f], [f, f], [f, t]])
+    eps = episode_stats(traj)
+    expected = [(0, 0, 2, "terminated"), (1, 0, 3, "truncated")]
+    assert [(e.env_index, e.start, e.length, e.outcome) for e in eps] == expected
+    np.testing.assert_array_equal(eps[0].returns, reward[:2, 0].sum(0))
+    np.testing.assert_array_equal(eps[1].returns, reward[:, 1].sum(0))
+    with pytest.raises(ValueError, match=r"expected \[T\] or \[T, num_envs\]"):
+        episode_stats(_traj(np.zeros((2, 2, 2)), np.zeros((2, 2, 2), bool), np.zeros((2, 2, 2), bool)))
+
+
+def test_rollout_grid_world_invariants(grid_rollout):
+    env, traj, _ = grid_rollout
+    assert traj.reward.shape == (24,) and traj.terminated.dtype == jnp.bool_
+    obs, state = traj.obs, env.unwrapped_state(traj.state)
+    np.testing.assert_array_equal(obs["agent"], state.agent)  # obs is the state's observation
+    # an action moves the agent by its direction, clipped, except where an episode ended
+    d = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]])
+    moved = np.clip(np.asarray(obs["agent"][:-1]) + d[np.asarray(traj.action[:-1])], 0, 1)
+    done = np.asarray(traj.terminated | traj.truncated)
+    np.testing.assert_array_equal(moved[~done[:-1]], np.asarray(obs["agent"][1:])[~done[:-1]])
+    final = jax.tree.map(np.asarray, traj.info["final_obs"])
+    np.testing.assert_array_equal(final["agent"][done], final["target"][done])  # ended on the target
+    np.testing.assert_array_equal(traj.reward, traj.terminated.astype(np.float32))
+    eps = episode_stats(traj)
+    assert len(eps) == int(done.sum()) >= 1 and all(e.returns == 1.0 and e.outcome == "terminated" for e in eps)
+    # continuing from where it stopped
+    more = rollout(
+        env, jax.random.key(4), random_policy(env), 24, initial=(traj.last_obs, traj.last_state), record_states=False
+    )
+    np.testing.assert_array_equal(more.obs["agent"][0], traj.last_obs["agent"])
+    assert more.state is None and more.reward.shape == (24,)
+
+
+def test_random_policy_is_uniform_and_per_agent():
+    env = jaxenvs.make("GridWorld-v0")
+    keys = jax.random.split(jax.random.key(0), 2000)
+    acts = np.asarray(jax.vmap(random_policy(env), in_axes=(0, None))(keys, None))
+    assert acts.shape == (2000,) and acts.dtype == np.int32
+    counts = np.bincount(acts, minlength=4)
+    assert ((counts - 500) ** 2 / 500).sum() < 16.27, counts  # chi-square, 3 dof, p = 0.001
+    ma = jaxenvs.make("RockPaperScissors-v0")
+    acts = np.asarray(jax.vmap(random_policy(ma), in_axes=(0, None))(keys[:900], None))
+    assert acts.shape == (900, 2)
+    joint = np.bincount(acts[:, 0] * 3 + acts[:, 1], minlength=9)  # agents draw independently
+    assert ((joint - 100) ** 2 / 100).sum() < 26.12, joint  # chi-square, 8 dof, p = 0.001
+    with pytest.raises(ValueError, match="num_steps must be an int >= 1, got 0"):
+        rollout(env, jax.random.key(0), random_policy(env), 0)
+    with pytest.raises(ValueError, match="num_envs must be None or an int >= 1, got 0"):
+        rollout(env, jax.random.key(0), random_policy(env), 3, num_envs=0)
