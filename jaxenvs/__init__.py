@@ -11,6 +11,7 @@ from jaxenvs.core import ActionError, EnvParams, EnvState, Environment, Traits
 from jaxenvs.registration import EnvSpec, describe, make, pprint_registry, register, registry, spec
 from jaxenvs.vector import VectorEnv
 from jaxenvs.wrappers.checked import checked
+from jaxenvs.checker import check_env
 
 from jaxenvs import envs  # noqa: E402  (registers the built-in environments)
 
@@ -30,6 +31,7 @@ __all__ = [
     "pprint_registry",
     "describe",
     "checked",
+    "check_env",
     "VectorEnv",
     "spaces",
     "wrappers",

@@ -13,7 +13,7 @@ import inspect
 import re
 from typing import Any, Callable
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
 
@@ -180,7 +180,13 @@ def pprint_registry(print_output: bool = True) -> str | None:
     for ns in sorted(groups):
         lines.append(f"===== {ns} =====")
         for s in sorted(groups[ns], key=lambda s: s.id):
-            lines.append(f"{s.id:<32} max_episode_steps={s.max_episode_steps}")
+            traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
+            t = (
+                f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
+                if isinstance(traits, Traits)
+                else ""
+            )
+            lines.append(f"{s.id:<32} max_episode_steps={str(s.max_episode_steps):<5} {t}".rstrip())
     out = "\n".join(lines)
     if print_output:
         print(out)

@@ -73,6 +73,8 @@ class Discrete(Space):
     def __init__(self, n: int, start: int = 0):
         if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
             raise ValueError(f"Discrete(n) needs an integer n >= 1, got {n!r}")
+        if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
+            raise ValueError(f"Discrete start must be an integer, got {start!r}")
         self.n = int(n)
         self.start = int(start)
         self.shape = ()
@@ -150,10 +152,12 @@ class Box(Space):
     def sample(self, key, batch_shape=()):
         shape = tuple(batch_shape) + self.shape
         if self.dtype.kind in "iu":
-            lo = jnp.asarray(self.low, jnp.int32)
-            hi = jnp.asarray(self.high, jnp.int32)
-            # randint's maxval is exclusive; draw in [lo, hi] without overflowing at int32 max
-            return (lo + jax.random.randint(key, shape, 0, hi - lo + 1, dtype=jnp.int32)).astype(self.dtype)
+            # uniform on [low, high] from 32 random bits, in uint32 arithmetic so spans up to the
+            # full int32 range do not overflow (span 0 stands for 2**32); modulo bias < span / 2**32
+            span = (np.asarray(self.high, np.int64) - np.asarray(self.low, np.int64) + 1).astype(np.uint32)
+            bits = jax.random.bits(key, shape, jnp.uint32)
+            offset = jnp.where(span == 0, bits, bits % jnp.asarray(np.maximum(span, 1)))
+            return (jnp.asarray(self.low).astype(jnp.uint32) + offset).astype(self.dtype)
         lo, hi = jnp.asarray(self.low), jnp.asarray(self.high)
         if self.bounded:
             return jax.random.uniform(key, shape, jnp.float32, lo, hi)

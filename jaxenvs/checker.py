@@ -1,0 +1,773 @@
+"""Conformance checker for functional environments: ``check_env(env)``.
+
+Runs an environment the way learners do (``jit``, ``vmap``, ``lax.scan``) and checks the contract
+of :mod:`jaxenvs.core` (after Stable-Baselines3's ``check_env``, Jumanji's smoke checks and Pgx's
+``api_test``). Every violation raises :class:`EnvCheckError`, whose message starts with a stable
+rule id and names the offending leaf (paths as :func:`jax.tree_util.keystr` writes them, rooted at
+``obs``, ``state``, ``reward``, ``terminated``, ``truncated``, ``info``, ``action``)::
+
+    [dtype-stable] state.t: int32 after reset but float32 after step; ...
+
+Rules (ids of :data:`RULES`), roughly in the order they are checked::
+
+    traits           env.traits is a jaxenvs.Traits; num_agents/agents agree
+    spaces           observation_space/action_space return jaxenvs.spaces.Space objects
+    params           env.validate_params(params) accepts the params under test
+    action-shape     batched_action_shape is (num_agents, *space.shape) (no agent axis if single)
+    jit              reset/step trace and run under jax.jit
+    reset-structure  reset returns (obs, state)
+    step-structure   step returns (obs, state, reward, terminated, truncated, info)
+    action-sample    a sample of the action space lies in it and step accepts it
+    obs-structure    the observation's pytree matches the observation space (Dict keys, Tuple lengths)
+    obs-dtype        observation leaves are float32, int32 or uint8, and have their space's dtype
+    obs-shape        observation leaves have the space's shape (after a leading agent axis if multi-agent)
+    obs-in-space     observations (reset, step, info["final_obs"]) lie in the observation space
+    structure-stable obs and state have the same pytree structure after reset and after step
+    shape-stable     ... the same leaf shapes
+    dtype-stable     ... the same leaf dtypes (a lax.scan carry must type-check)
+    reward-dtype     reward is float32
+    reward-shape     reward is a scalar, or float32[num_agents] for multi-agent environments
+    flag-dtype       terminated/truncated are bool
+    flag-shape       terminated/truncated are scalars (episode-level, also for multi-agent)
+    info-structure   info is a flat dict of arrays with string keys (final_obs may be an obs tree)
+    retrace          repeated jit calls of reset/step trace once (no weak-type or static drift)
+    vmap             reset/step run under jax.vmap over a batch of keys
+    params-vmap      reset/step run under jax.vmap over a batch of params
+    scan             a lax.scan rollout of step runs
+    no-callbacks     the compiled rollout contains no host callbacks (pure_callback, jax.debug...)
+    info-stable      info keys, shapes and dtypes never change (across calls, traces, params)
+    reward-finite    rewards are finite along the rollout
+    deterministic    the same keys give the same trajectory (across runs and separate compilations)
+    key-sensitivity  for traits.chance == "stochastic": another step key changes the trajectory
+    step-ignores-key for traits.chance == "deterministic": the base env's step gives the same result
+                     for any key (AutoReset and VectorEnv rely on it to skip a key split per step)
+
+An environment made with ``checked=True`` only runs under :func:`jaxenvs.checked`; check it without.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from typing import Any, Iterable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
+
+from jaxenvs import spaces
+from jaxenvs.core import ActionError, Traits
+
+__all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "SKIPPABLE_RULES"]
+
+RULES = (
+    "traits",
+    "spaces",
+    "params",
+    "action-shape",
+    "jit",
+    "reset-structure",
+    "step-structure",
+    "action-sample",
+    "obs-structure",
+    "obs-dtype",
+    "obs-shape",
+    "obs-in-space",
+    "structure-stable",
+    "shape-stable",
+    "dtype-stable",
+    "reward-dtype",
+    "reward-shape",
+    "flag-dtype",
+    "flag-shape",
+    "info-structure",
+    "retrace",
+    "vmap",
+    "params-vmap",
+    "scan",
+    "no-callbacks",
+    "info-stable",
+    "reward-finite",
+    "deterministic",
+    "key-sensitivity",
+    "step-ignores-key",
+)
+# rules whose failure leaves the rest of the check meaningful, so they may be skipped
+SKIPPABLE_RULES = ("no-callbacks", "params-vmap", "key-sensitivity", "obs-in-space", "reward-finite", "retrace")
+
+OBS_DTYPES = ("float32", "int32", "uint8")
+CALLBACK_PRIMITIVES = ("pure_callback", "io_callback", "callback", "debug_callback", "debug_print")
+_PYTHON_LOOP_STEPS = 3  # single-env jitted steps compared against the scanned rollout
+# the checked programs run for microseconds: compile them with XLA's cheapest backend passes
+_FAST_COMPILE = {"xla_backend_optimization_level": 0}
+
+
+class EnvCheckError(AssertionError):
+    """A violated rule of the environment contract.
+
+    ``rule`` is the stable rule id (one of :data:`RULES`), ``path`` the offending leaf ("" when
+    the rule concerns no single leaf). ``str(err)`` is ``"[rule] path: message"``.
+    """
+
+    def __init__(self, rule: str, message: str, path: str = ""):
+        self.rule = rule
+        self.path = path
+        super().__init__(f"[{rule}] {path}: {message}" if path else f"[{rule}] {message}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckReport:
+    """What :func:`check_env` ran: the rules it checked and what the random rollout saw."""
+
+    env: str
+    num_envs: int
+    num_steps: int
+    rules: tuple[str, ...]
+    skipped: tuple[str, ...]
+    terminated: int  # number of (env, step) transitions with terminated=True in the rollout
+    truncated: int  # ... with truncated=True
+
+
+def check_env(
+    env,
+    params: Any = None,
+    *,
+    key: jax.Array | None = None,
+    num_steps: int = 100,
+    num_envs: int = 8,
+    skip: Iterable[str] = (),
+) -> CheckReport:
+    """Check that ``env`` keeps the jaxenvs environment contract; raise :class:`EnvCheckError` if not.
+
+    ``params`` defaults to ``env.default_params``; ``key`` (typed ``jax.random.key`` or raw
+    ``PRNGKey``) to ``jax.random.key(0)``. A rollout of ``num_envs`` environments (vmapped) takes
+    ``num_steps`` uniformly random actions inside one ``lax.scan``; raise both for environments
+    whose randomness or failures are rare. ``skip`` names rules of :data:`SKIPPABLE_RULES` to
+    leave out. Takes about a second for a small environment (most of it compiling).
+    """
+    skip = tuple(skip)
+    bad = [r for r in skip if r not in SKIPPABLE_RULES]
+    if bad:
+        raise ValueError(f"check_env cannot skip {bad}; skippable rules: {list(SKIPPABLE_RULES)}")
+    for name, v, lo in (("num_steps", num_steps, _PYTHON_LOOP_STEPS), ("num_envs", num_envs, 1)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"check_env needs {name} as an int >= {lo}, got {v!r}")
+    return _Checker(env, params, key, num_steps, num_envs, skip).run()
+
+
+# ---------------------------------------------------------------------------------------------
+# pytree helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _leaves(tree, root: str) -> list[tuple[str, Any]]:
+    return [(root + keystr(p), x) for p, x in tree_flatten_with_path(tree)[0]]
+
+
+def _is_key(x) -> bool:
+    return jnp.issubdtype(jnp.result_type(x), jax.dtypes.prng_key)
+
+
+def _host(x) -> np.ndarray:
+    return np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+
+
+def _aval(x) -> tuple[tuple[int, ...], str, bool]:
+    t = jax.typeof(x)
+    return tuple(t.shape), str(t.dtype), bool(getattr(t, "weak_type", False))
+
+
+def _structure_difference(a, b, root: str) -> str:
+    """Where pytrees ``a`` and ``b`` (with different treedefs) differ, as a path."""
+    pa = dict(_leaves(a, root))
+    pb = dict(_leaves(b, root))
+    missing, extra = [p for p in pa if p not in pb], [p for p in pb if p not in pa]
+    if missing:
+        return missing[0]
+    if extra:
+        return extra[0]
+    return _static_difference(a, b, root) or root
+
+
+def _static_difference(a, b, path: str) -> str | None:
+    """Path of the first differing node type or static (non-pytree) dataclass field."""
+    if type(a) is not type(b):
+        return path
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            va, vb = getattr(a, f.name), getattr(b, f.name)
+            if not f.metadata.get("pytree_node", True):
+                try:
+                    same = bool(va == vb)
+                except Exception:
+                    same = va is vb
+                if not same:
+                    return f"{path}.{f.name}"
+            else:
+                found = _static_difference(va, vb, f"{path}.{f.name}")
+                if found:
+                    return found
+    elif isinstance(a, Mapping):
+        for k in a:
+            if k in b:
+                found = _static_difference(a[k], b[k], path + keystr((DictKey(k),)))
+                if found:
+                    return found
+    elif isinstance(a, (tuple, list)):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _static_difference(x, y, path + keystr((SequenceKey(i),)))
+            if found:
+                return found
+    return None
+
+
+def _index_label(flat_index: int, lead_shape: tuple[int, ...], names: tuple[str, ...]) -> str:
+    idx = np.unravel_index(flat_index, lead_shape) if lead_shape else ()
+    return ", ".join(f"{n} {int(i)}" for n, i in zip(names, idx))
+
+
+def _first_difference(a: dict, b: dict, exact: bool) -> tuple[str, int] | None:
+    """(path, flat index) of the first leaf element where the named trees ``a`` and ``b`` differ.
+
+    Floats compare with ``rtol=1e-5, atol=1e-6`` unless ``exact`` (separately compiled programs
+    may round differently); everything else exactly.
+    """
+    for root in a:
+        for (path, x), (_, y) in zip(_leaves(a[root], root), _leaves(b[root], root)):
+            x, y = _host(x), _host(y)
+            if x.dtype.kind == "f" and not exact:
+                same = np.isclose(x, y, rtol=1e-5, atol=1e-6, equal_nan=True)
+            elif x.dtype.kind == "f":
+                same = (x == y) | (np.isnan(x) & np.isnan(y))
+            else:
+                same = x == y
+            same = np.broadcast_to(same, x.shape)
+            if not same.all():
+                return path, int(np.argmin(same.reshape(-1)))
+    return None
+
+
+def _callback_primitives(jaxpr) -> list[str]:
+    found = []
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in CALLBACK_PRIMITIVES or name.endswith("_callback"):
+            found.append(name)
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    found += _callback_primitives(sub)
+    return found
+
+
+def _space_leaves(space, obs, path: tuple = ()):
+    """Yield ``(path, leaf_space, obs_subtree)``, descending into Dict and Tuple spaces."""
+    if isinstance(space, spaces.Dict):
+        if not isinstance(obs, Mapping) or set(obs) != set(space.spaces):
+            got = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise EnvCheckError(
+                "obs-structure", f"observation has {got}, the space has keys {sorted(space.spaces)}", "obs" + keystr(path)
+            )
+        for k, s in space.spaces.items():
+            yield from _space_leaves(s, obs[k], path + (DictKey(k),))
+    elif isinstance(space, spaces.Tuple):
+        if not isinstance(obs, (tuple, list)) or len(obs) != len(space.spaces):
+            raise EnvCheckError(
+                "obs-structure",
+                f"observation is {type(obs).__name__} of length {len(obs) if isinstance(obs, (tuple, list)) else '-'}, "
+                f"the space is a Tuple of {len(space.spaces)}",
+                "obs" + keystr(path),
+            )
+        for i, s in enumerate(space.spaces):
+            yield from _space_leaves(s, obs[i], path + (SequenceKey(i),))
+    else:
+        yield path, space, obs
+
+
+def _contains_each(space, x, n_lead: int) -> np.ndarray:
+    """bool[prod(lead)]: ``space.contains`` of every element of ``x`` (``n_lead`` leading axes)."""
+    flat = jax.tree.map(lambda a: jnp.reshape(a, (-1,) + tuple(a.shape[n_lead:])), x)
+    return np.asarray(jax.vmap(space.contains)(flat)).reshape(-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_options(backend: str) -> dict | None:
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=_FAST_COMPILE)(jnp.int32(0))
+        return _FAST_COMPILE
+    except Exception:
+        return None
+
+
+def _jit(fn):
+    return jax.jit(fn, compiler_options=_compiler_options(jax.default_backend()))
+
+
+def _first_leaf(x):
+    return jax.tree.leaves(x)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the checker
+# ---------------------------------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self, env, params, key, num_steps, num_envs, skip):
+        self.env = env
+        self.params = params
+        self.key = jax.random.key(0) if key is None else key
+        self.T = num_steps
+        self.B = num_envs
+        self.skip = skip
+        self.name = getattr(env, "name", type(env).__name__)
+
+    # -- small helpers ------------------------------------------------------------------------
+    def on(self, rule: str) -> bool:
+        return rule not in self.skip
+
+    def call(self, rule: str, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except EnvCheckError:
+            raise
+        except ActionError as e:
+            raise EnvCheckError("action-sample", f"{what} rejected an action sampled from {self.act_space}: {e}") from e
+        except Exception as e:
+            raise EnvCheckError(rule, f"{what} raised {type(e).__name__}: {e}") from e
+
+    # -- static checks ------------------------------------------------------------------------
+    def check_static(self):
+        env = self.env
+        traits = getattr(env, "traits", None)
+        if not isinstance(traits, Traits):
+            raise EnvCheckError("traits", f"env.traits is {type(traits).__name__}, expected a jaxenvs.Traits instance")
+        n = getattr(env, "num_agents", traits.num_agents)
+        if n != traits.num_agents:
+            raise EnvCheckError("traits", f"env.num_agents={n!r} but traits.num_agents={traits.num_agents}")
+        agents = tuple(getattr(env, "agents", tuple(str(i) for i in range(n))))
+        if len(agents) != n or len(set(agents)) != n or not all(isinstance(a, str) for a in agents):
+            raise EnvCheckError("traits", f"env.agents={agents!r} must be {n} distinct strings (num_agents={n})")
+        self.traits, self.num_agents = traits, n
+        self.agent_lead = (n,) if n > 1 else ()
+
+        if self.params is None:
+            self.params = env.default_params
+        validate = getattr(env, "validate_params", None)
+        if validate is not None:
+            try:
+                validate(self.params)
+            except Exception as e:
+                raise EnvCheckError("params", f"validate_params rejected the params under test: {e}") from e
+
+        for attr in ("observation_space", "action_space"):
+            try:
+                space = getattr(env, attr)(self.params)
+            except Exception as e:
+                raise EnvCheckError("spaces", f"env.{attr}(params) raised {type(e).__name__}: {e}") from e
+            if not isinstance(space, spaces.Space):
+                raise EnvCheckError("spaces", f"env.{attr}(params) returned {type(space).__name__}, not a jaxenvs Space")
+        self.obs_space = env.observation_space(self.params)
+        self.act_space = env.action_space(self.params)
+
+        shape_fn = getattr(env, "batched_action_shape", None)
+        if shape_fn is not None and self.act_space.shape is not None:
+            want = self.agent_lead + tuple(self.act_space.shape)
+            got = tuple(shape_fn(self.params))
+            if got != want:
+                raise EnvCheckError(
+                    "action-shape",
+                    f"batched_action_shape is {got}, expected {want} for {n} agent(s) of {self.act_space}",
+                    "action",
+                )
+
+    # -- observation checks ---------------------------------------------------------------------
+    def check_obs(self, obs, n_batch: int, where: str, names: tuple[str, ...], root: str = "obs"):
+        """Dtype, shape and containment of ``obs`` with ``n_batch`` leading batch axes."""
+        n_lead = n_batch + len(self.agent_lead)
+        for path, space, sub in _space_leaves(self.obs_space, obs):
+            label = root + keystr(path)
+            for leaf_path, leaf in _leaves(sub, label):
+                dt = str(jnp.result_type(leaf))
+                if dt not in OBS_DTYPES:
+                    raise EnvCheckError("obs-dtype", f"{dt} {where}; observations are {'/'.join(OBS_DTYPES)}", leaf_path)
+            if space.shape is not None:
+                if not isinstance(sub, jax.Array):
+                    raise EnvCheckError("obs-structure", f"{type(sub).__name__} {where}, but its space is {space}", label)
+                leaf = sub
+                if space.dtype is not None and str(jnp.result_type(leaf)) != np.dtype(space.dtype).name:
+                    raise EnvCheckError(
+                        "obs-dtype",
+                        f"{jnp.result_type(leaf)} {where} but its space {space} has {np.dtype(space.dtype).name}",
+                        label,
+                    )
+                want = tuple(self.agent_lead) + tuple(space.shape)
+                got = tuple(jnp.shape(leaf))[n_batch:]
+                if got != want:
+                    extra = f" (leading axis of {self.num_agents} agents)" if self.agent_lead else ""
+                    raise EnvCheckError("obs-shape", f"shape {got} {where}, expected {want}{extra} for {space}", label)
+            if self.on("obs-in-space"):
+                lead_shape = tuple(jnp.shape(_first_leaf(sub)))[:n_lead]
+                ok = _contains_each(space, sub, n_lead)
+                if not ok.all():
+                    i = int(np.argmin(ok))
+                    at = _index_label(i, lead_shape, names + ("agent",))
+                    value = jax.tree.map(lambda a: np.asarray(a).reshape((-1,) + a.shape[n_lead:])[i], sub)
+                    raise EnvCheckError(
+                        "obs-in-space", f"{value} {where}{' (' + at + ')' if at else ''} is not in {space}", label
+                    )
+
+    # -- reset/step output checks ---------------------------------------------------------------
+    def check_reset_output(self, out):
+        if not (isinstance(out, tuple) and len(out) == 2):
+            got = f"a {type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+            raise EnvCheckError("reset-structure", f"reset returned {got}; expected the tuple (obs, state)")
+        return out
+
+    def check_step_output(self, out, obs0, state0):
+        if not (isinstance(out, tuple) and len(out) == 6):
+            got = f"a {type(out).__name__}" + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+            raise EnvCheckError(
+                "step-structure", f"step returned {got}; expected (obs, state, reward, terminated, truncated, info)"
+            )
+        obs, state, reward, terminated, truncated, info = out
+        for root, a, b in (("obs", obs0, obs), ("state", state0, state)):
+            if jax.tree.structure(a) != jax.tree.structure(b):
+                path = _structure_difference(a, b, root)
+                raise EnvCheckError(
+                    "structure-stable",
+                    f"pytree structure differs between reset and step:\n  reset: {jax.tree.structure(a)}\n"
+                    f"  step:  {jax.tree.structure(b)}",
+                    path,
+                )
+            for (path, x), (_, y) in zip(_leaves(a, root), _leaves(b, root)):
+                (sx, dx, _), (sy, dy, _) = _aval(x), _aval(y)
+                if sx != sy:
+                    raise EnvCheckError("shape-stable", f"shape {sx} after reset but {sy} after step", path)
+                if dx != dy:
+                    raise EnvCheckError(
+                        "dtype-stable",
+                        f"{dx} after reset but {dy} after step; a lax.scan carry needs identical dtypes",
+                        path,
+                    )
+        rdt, rshape = str(jnp.result_type(reward)), tuple(jnp.shape(reward))
+        if rdt != "float32":
+            raise EnvCheckError("reward-dtype", f"reward has dtype {rdt}, expected float32", "reward")
+        if rshape != self.agent_lead:
+            want = f"float32{list(self.agent_lead)} (one per agent)" if self.agent_lead else "a float32 scalar"
+            raise EnvCheckError("reward-shape", f"reward has shape {rshape}, expected {want}", "reward")
+        for name, flag in (("terminated", terminated), ("truncated", truncated)):
+            fdt = str(jnp.result_type(flag))
+            if fdt != "bool":
+                raise EnvCheckError("flag-dtype", f"{name} has dtype {fdt}, expected bool", name)
+            if tuple(jnp.shape(flag)) != ():
+                raise EnvCheckError(
+                    "flag-shape",
+                    f"{name} has shape {tuple(jnp.shape(flag))}, expected a scalar (flags are per episode, not per agent)",
+                    name,
+                )
+        self.check_info_structure(info, obs)
+        return out
+
+    def check_info_structure(self, info, obs):
+        if not isinstance(info, Mapping):
+            raise EnvCheckError("info-structure", f"info is {type(info).__name__}, expected a dict", "info")
+        for k, v in info.items():
+            path = "info" + keystr((DictKey(k),))
+            if not isinstance(k, str):
+                raise EnvCheckError("info-structure", f"info key {k!r} is not a string", path)
+            if k == "final_obs":
+                if jax.tree.structure(v) != jax.tree.structure(obs):
+                    msg = "info['final_obs'] does not have the observation's structure"
+                    raise EnvCheckError("info-structure", msg, path)
+            elif not isinstance(v, jax.Array):
+                raise EnvCheckError(
+                    "info-structure", f"info values are arrays (info is a flat dict), got {type(v).__name__}", path
+                )
+
+    def info_signature(self, info, n_lead: int = 0) -> dict:
+        return {p: (a[0][n_lead:], a[1]) for p, a in ((p, _aval(x)) for p, x in _leaves(info, "info"))}
+
+    def check_info_same(self, ref: dict, other: dict, what: str):
+        for p in list(ref) + [p for p in other if p not in ref]:
+            if p not in other:
+                raise EnvCheckError("info-stable", f"key present in the first step's info but missing {what}", p)
+            if p not in ref:
+                raise EnvCheckError("info-stable", f"key absent from the first step's info but present {what}", p)
+            if ref[p] != other[p]:
+                msg = f"(shape, dtype) {ref[p]} in the first step's info but {other[p]} {what}"
+                raise EnvCheckError("info-stable", msg, p)
+
+    # -- phases ---------------------------------------------------------------------------------
+    def make_inputs(self):
+        """Keys and random actions of the rollout, drawn once (outside the checked programs).
+
+        Env ``b`` resets with ``reset_keys[b]`` and takes ``actions[t, b]`` with ``step_keys[t, b]``;
+        ``alt_step_keys`` replaces ``step_keys`` in the key-sensitivity run.
+        """
+        k_reset, k_step, k_act, k_alt = jax.random.split(self.key, 4)
+        self.reset_keys = jax.random.split(k_reset, self.B)
+        self.step_keys = jax.random.split(k_step, (self.T, self.B))
+        self.alt_step_keys = jax.random.split(k_alt, (self.T, self.B))
+        self.actions = self.act_space.sample(k_act, (self.T, self.B) + self.agent_lead)
+
+    def check_single(self):
+        """Jitted single-env reset and a few steps: structure, dtypes, trace counts."""
+        env, params = self.env, self.params
+        traces = {"reset": 0, "step": 0}
+
+        def reset_fn(key, params):
+            traces["reset"] += 1
+            return env.reset(key, params)
+
+        def step_fn(key, state, action, params):
+            traces["step"] += 1
+            return env.step(key, state, action, params)
+
+        jreset, jstep = _jit(reset_fn), _jit(step_fn)
+        obs0, state0 = self.check_reset_output(self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[0], params))
+        self.check_obs(obs0, 0, "after reset", ())
+        for path, x in _leaves(state0, "state"):
+            if not isinstance(x, jax.Array):
+                raise EnvCheckError("reset-structure", f"state leaves are arrays, got {type(x).__name__}", path)
+
+        ok = _contains_each(self.act_space, self.actions, 2 + len(self.agent_lead))
+        if not ok.all():
+            bad = jax.tree.map(lambda a: np.asarray(a).reshape((-1,) + a.shape[2 + len(self.agent_lead) :]), self.actions)
+            bad = jax.tree.map(lambda a: a[int(np.argmin(ok))], bad)
+            raise EnvCheckError("action-sample", f"{bad} sampled from {self.act_space} is not contained in it", "action")
+
+        loop, state, first_state_out = [], state0, None
+        for t in range(_PYTHON_LOOP_STEPS):
+            k, a = self.step_keys[t, 0], jax.tree.map(lambda x: x[t, 0], self.actions)
+            out = self.check_step_output(self.call("jit", "jax.jit(env.step)", jstep, k, state, a, params), obs0, state0)
+            self.check_obs(out[0], 0, f"after step {t}", ())
+            loop.append(out)
+            state = out[1]
+            first_state_out = out[1] if first_state_out is None else first_state_out
+        self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[-1], params)
+
+        info_ref = self.info_signature(loop[0][5])
+        for t, out in enumerate(loop[1:], 1):
+            self.check_info_same(info_ref, self.info_signature(out[5]), f"in step {t}'s info")
+
+        if self.on("retrace"):
+            calls = {"reset": 2, "step": len(loop)}
+            for name, n in traces.items():
+                if n == 1:
+                    continue
+                what = f"jax.jit(env.{name}) traced {n} times in {calls[name]} calls with the same shapes"
+                if name == "step":  # the usual cause: a state leaf whose weak type changes
+                    for (path, x), (_, y) in zip(_leaves(state0, "state"), _leaves(first_state_out, "state")):
+                        wx, wy = ("weakly typed" if _aval(v)[2] else "strongly typed" for v in (x, y))
+                        if wx != wy:
+                            raise EnvCheckError(
+                                "retrace",
+                                f"{what}: the leaf is {wx} after reset but {wy} after step (give it an explicit "
+                                "dtype in both, e.g. jnp.int32(0) or .astype)",
+                                path,
+                            )
+                raise EnvCheckError("retrace", what)
+        return obs0, state0, loop, info_ref
+
+    def check_vmap(self):
+        """Trace reset and step vmapped over a batch of keys, then over a batch of params."""
+        env, params, B = self.env, self.params, self.B
+        actions = jax.tree.map(lambda x: x[0], self.actions)
+
+        def reset_step(key, params, action):
+            obs, state = env.reset(key, params)
+            return env.step(key, state, action, params)
+
+        self.call(
+            "vmap",
+            f"jax.vmap over {B} keys of (reset, step)",
+            jax.eval_shape,
+            jax.vmap(reset_step, (0, None, 0)),
+            self.reset_keys,
+            params,
+            actions,
+        )
+        if self.on("params-vmap"):
+            batch = jax.tree.map(lambda x: jnp.stack([jnp.asarray(x)] * 2), params)
+            self.call(
+                "params-vmap",
+                "jax.vmap over a batch of 2 params of (reset, step)",
+                jax.eval_shape,
+                jax.vmap(reset_step, (0, 0, None)),
+                jax.random.split(self.reset_keys[0], 2),
+                batch,
+                jax.tree.map(lambda x: x[0], actions),
+            )
+
+    def rollout_fn(self):
+        env = self.env
+
+        def rollout(reset_keys, step_keys, actions, params):
+            """reset_keys [B], step_keys [T, B], actions [T, B, ...] -> first obs/state, trajectory."""
+            obs0, state0 = jax.vmap(env.reset, (0, None))(reset_keys, params)
+
+            def body(carry, xs):
+                obs, state = carry
+                keys, actions = xs
+                obs, state, reward, terminated, truncated, info = jax.vmap(env.step, (0, 0, 0, None))(
+                    keys, state, actions, params
+                )
+                out = {
+                    "obs": obs,
+                    "state": state,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "info": info,
+                }
+                return (obs, state), out
+
+            _, traj = jax.lax.scan(body, (obs0, state0), (step_keys, actions))
+            return {"obs": obs0, "state": state0}, traj
+
+        return rollout
+
+    def check_rollout(self, obs0, state0, loop, info_ref):
+        env, params, B, T = self.env, self.params, self.B, self.T
+        inputs = (self.reset_keys, self.step_keys, self.actions, params)
+        rollout = self.rollout_fn()
+        try:
+            traced = _jit(rollout).trace(*inputs)
+        except EnvCheckError:
+            raise
+        except Exception as e:
+            raise EnvCheckError("scan", f"a lax.scan rollout of env.step raised {type(e).__name__}: {e}") from e
+        if self.on("no-callbacks"):
+            found = _callback_primitives(traced.jaxpr)
+            if found:
+                raise EnvCheckError(
+                    "no-callbacks",
+                    f"reset/step contain host callbacks {sorted(set(found))}; environments run entirely on the device",
+                )
+        compiled = self.call(
+            "jit", "compiling the rollout", lambda: traced.lower().compile(_compiler_options(jax.default_backend()))
+        )
+        first, traj = compiled(*inputs)
+
+        # batched shapes are the single-env shapes behind a batch axis
+        for root, single, batched in (("obs", obs0, first["obs"]), ("state", state0, first["state"])):
+            for (path, x), (_, y) in zip(_leaves(single, root), _leaves(batched, root)):
+                if (B,) + _aval(x)[0] != _aval(y)[0] or _aval(x)[1] != _aval(y)[1]:
+                    msg = f"{_aval(x)[:2]} unbatched but {_aval(y)[:2]} under vmap over {B} keys"
+                    raise EnvCheckError("vmap", msg, path)
+
+        self.check_obs(first["obs"], 1, "after reset", ("env",))
+        self.check_obs(traj["obs"], 2, "along the rollout", ("step", "env"))
+        if "final_obs" in traj["info"]:
+            self.check_obs(traj["info"]["final_obs"], 2, "along the rollout", ("step", "env"), root="info['final_obs']")
+
+        self.check_info_same(info_ref, self.info_signature(traj["info"], 2), "inside lax.scan under vmap")
+        default = getattr(env, "default_params", None)
+        if default is not None and default is not params:
+            action = jax.tree.map(lambda x: x[0, 0], self.actions)
+
+            def step_default(key):
+                _, state = env.reset(key, default)
+                return env.step(key, state, action, default)[5]
+
+            info_default = self.call(
+                "jit", "env.step with env.default_params", jax.eval_shape, step_default, self.reset_keys[0]
+            )
+            self.check_info_same(self.info_signature(info_default), info_ref, "with the params under test")
+
+        if self.on("reward-finite"):
+            r = np.asarray(traj["reward"])
+            ok = np.isfinite(r).reshape(-1)
+            if not ok.all():
+                i = int(np.argmin(ok))
+                at = _index_label(i, r.shape, ("step", "env", "agent"))
+                raise EnvCheckError("reward-finite", f"reward {r.reshape(-1)[i]} at ({at}) is not finite", "reward")
+
+        # determinism: rerun the same program, and compare with the separately compiled single steps
+        _, traj2 = compiled(*inputs)
+        diff = _first_difference(traj, traj2, exact=True)
+        if diff:
+            raise EnvCheckError(
+                "deterministic",
+                f"two runs of the same compiled rollout with the same keys differ at element {diff[1]} (host "
+                "callbacks or other randomness outside jax.random?)",
+                diff[0],
+            )
+        names = ("obs", "state", "reward", "terminated", "truncated", "info")
+        pairs = [("reset", {"obs": obs0, "state": state0}, jax.tree.map(lambda x: x[0], first))]
+        pairs += [(f"step {t}", dict(zip(names, out)), jax.tree.map(lambda x: x[t, 0], traj)) for t, out in enumerate(loop)]
+        for when, single, batched in pairs:
+            diff = _first_difference(single, batched, exact=False)
+            if diff:
+                raise EnvCheckError(
+                    "deterministic",
+                    f"the same keys gave different values at {when} (element {diff[1]}) in a jitted single-env call "
+                    "and in the vmapped lax.scan rollout (randomness drawn at trace time, e.g. with numpy or "
+                    "Python's random?)",
+                    diff[0],
+                )
+
+        if self.traits.chance == "deterministic":
+            self.check_step_ignores_key(params)
+
+        if self.on("key-sensitivity") and self.traits.chance == "stochastic":
+            _, traj3 = compiled(self.reset_keys, self.alt_step_keys, self.actions, params)
+            if _first_difference(traj, traj3, exact=True) is None:
+                raise EnvCheckError(
+                    "key-sensitivity",
+                    f"traits.chance is 'stochastic' but {B} envs x {T} steps gave the same trajectory for two different "
+                    "step keys (does step ignore its key? If only reset is random, the chance trait is 'deterministic'; "
+                    "for rare events raise num_steps/num_envs)",
+                )
+        return int(np.sum(traj["terminated"])), int(np.sum(traj["truncated"]))
+
+    def check_step_ignores_key(self, params):
+        """The base env's ``step_env`` under two different key sequences, same actions."""
+        base = self.env.unwrapped
+
+        def rollout(step_keys):
+            _, state = jax.vmap(base.reset_env, in_axes=(0, None))(self.reset_keys, params)
+
+            def body(state, xs):
+                keys, action = xs
+                out = jax.vmap(base.step_env, in_axes=(0, 0, 0, None))(keys, state, action, params)
+                return out[1], out
+
+            return jax.lax.scan(body, state, (step_keys, self.actions))[1]
+
+        traj = _jit(rollout)(self.step_keys), _jit(rollout)(self.alt_step_keys)
+        names = ("obs", "state", "reward", "terminated", "truncated", "info")
+        diff = _first_difference(dict(zip(names, traj[0])), dict(zip(names, traj[1])), exact=True)
+        if diff:
+            raise EnvCheckError(
+                "step-ignores-key",
+                f"traits.chance is 'deterministic' but the step's result changed with its key (element {diff[1]}); "
+                "a step that draws randomness has chance='stochastic'",
+                diff[0],
+            )
+
+    def run(self) -> CheckReport:
+        self.check_static()
+        self.make_inputs()
+        obs0, state0, loop, info_ref = self.check_single()
+        self.check_vmap()
+        terminated, truncated = self.check_rollout(obs0, state0, loop, info_ref)
+        return CheckReport(
+            env=self.name,
+            num_envs=self.B,
+            num_steps=self.T,
+            rules=tuple(
+                r
+                for r in RULES
+                if r not in self.skip
+                and (r != "key-sensitivity" or self.traits.chance == "stochastic")
+                and (r != "step-ignores-key" or self.traits.chance == "deterministic")
+            ),
+            skipped=self.skip,
+            terminated=terminated,
+            truncated=truncated,
+        )
