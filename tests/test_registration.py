@@ -238,7 +238,9 @@ def test_pprint_registry(registry, capsys):
     out = jaxenvs.pprint_registry(print_output=False)
     lines = out.splitlines()
     assert lines[0] == "===== (core) ====="
-    assert any(line.startswith("GridWorld-v0") and line.endswith("max_episode_steps=300") for line in lines)
+    grid = [line for line in lines if line.startswith("GridWorld-v0")]
+    assert len(grid) == 1 and "max_episode_steps=300" in grid[0]
+    assert grid[0].endswith("agents=1 simultaneous deterministic general_sum")  # traits, from the class
     assert "===== test =====" in lines
     assert lines[lines.index("===== test =====") + 1].split() == ["test/Line-v0", "max_episode_steps=7"]
     assert jaxenvs.pprint_registry() is None
