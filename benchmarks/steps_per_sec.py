@@ -14,6 +14,7 @@ Compile time is excluded from steps/s and reported apart; every timing is the me
 
     python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
+    python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 4096 16384 --devices 1 2 4
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ import platform
 import sys
 import time
 
+
+def _force_cpu_devices(argv):
+    """``--devices N`` on a CPU: XLA must be told before JAX starts to expose N host devices."""
+    if "--devices" in argv:
+        counts = []
+        for a in argv[argv.index("--devices") + 1 :]:
+            if not a.isdigit():
+                break
+            counts.append(int(a))
+        flags = os.environ.get("XLA_FLAGS", "")
+        if counts and "xla_force_host_platform_device_count" not in flags and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={max(counts)}".strip()
+
+
+if __name__ == "__main__":
+    _force_cpu_devices(sys.argv)
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +50,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
+from jaxenvs.parallel import env_mesh  # noqa: E402
+from jaxenvs.rollout import benchmark  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
     make_lean_grid_world,
@@ -54,26 +74,6 @@ def _random_actions(env, key, num_envs):
     space = env.action_space()
     lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
     return space.sample(key, batch_shape=lead)
-
-
-def make_plain_rollout(env, num_envs, num_steps):
-    """``vmap(env.step)`` with one key per env, as users write it."""
-
-    def run(key):
-        obs, state = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-
-        def body(state, k):
-            k_act, k_step = jax.random.split(k)
-            action = _random_actions(env, k_act, num_envs)
-            obs, state, reward, term, trunc, info = jax.vmap(env.step)(
-                jax.random.split(k_step, num_envs), state, action
-            )
-            return state, jnp.sum(reward)
-
-        _, rewards = jax.lax.scan(body, state, jax.random.split(key, num_steps))
-        return rewards.sum()
-
-    return run
 
 
 def make_vector_rollout(env, num_envs, num_steps):
@@ -122,7 +122,14 @@ def main(argv=None):
     p.add_argument("--python-max-envs", type=int, default=1024, help="largest batch for the Python baselines")
     p.add_argument("--out", default="benchmarks/results/steps_per_sec")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument(
+        "--devices", type=int, nargs="+", default=None, metavar="N",
+        help="measure scaling: the plain path with the env batch split over each N devices "
+        "(on a CPU, max(N) host devices are forced)",
+    )
     args = p.parse_args(argv)
+    for d in args.devices or ():
+        env_mesh(d)  # a clear error when fewer devices are visible
     for env_id in args.envs:
         jaxenvs.spec(env_id)  # unknown ids fail before any timing
 
@@ -137,8 +144,16 @@ def main(argv=None):
         env = jaxenvs.make(env_id)
         for n in args.num_envs:
             t = num_steps_for(n, args.target_steps)
-            sps, c = time_jax(make_plain_rollout(env, n, t), n * t, args.repeats)
-            record(env_id, "jaxenvs vmap", n, sps, c)
+            # the plain path, as users write it: vmap(env.step) with one key per env per step
+            if args.devices:
+                for d in args.devices:  # the env batch split over d devices
+                    if n % d == 0:
+                        res = benchmark(env, n, t, repeats=args.repeats, mesh=env_mesh(d))
+                        record(env_id, f"jaxenvs vmap, {d} devices", n, res.steps_per_s, res.compile_s)
+                print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
+                continue  # --devices measures scaling only
+            res = benchmark(env, n, t, repeats=args.repeats)
+            record(env_id, "jaxenvs vmap", n, res.steps_per_s, res.compile_s)
             sps, c = time_jax(make_vector_rollout(env, n, t), n * t, args.repeats)
             record(env_id, "jaxenvs VectorEnv", n, sps, c)
             if env_id == "GridWorld-v0":

@@ -6,7 +6,7 @@
     obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 0)
 """
 
-from jaxenvs import spaces, wrappers
+from jaxenvs import parallel, rendering, rollout, spaces, wrappers
 from jaxenvs.core import ActionError, EnvParams, EnvState, Environment, Traits
 from jaxenvs.registration import EnvSpec, describe, make, pprint_registry, register, registry, spec
 from jaxenvs.vector import VectorEnv
@@ -35,4 +35,7 @@ __all__ = [
     "VectorEnv",
     "spaces",
     "wrappers",
+    "rollout",
+    "rendering",
+    "parallel",
 ]

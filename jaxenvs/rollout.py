@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs.core import Environment
+from jaxenvs.parallel import constrain_batch
 
 __all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult"]
 
@@ -79,15 +80,15 @@ def random_policy(env: Environment, params: Any = None) -> Policy:
     return policy
 
 
-def _per_env(key, num_envs):
-    return key if num_envs is None else jax.random.split(key, num_envs)
+def _per_env(key, num_envs, mesh=None):
+    return key if num_envs is None else constrain_batch(jax.random.split(key, num_envs), mesh)
 
 
 def _vmap_if(fn, num_envs, in_axes):
     return fn if num_envs is None else jax.vmap(fn, in_axes=in_axes)
 
 
-def _policy_step(env, policy, num_envs):
+def _policy_step(env, policy, num_envs, mesh=None):
     """Scan body ``((obs, state), key) -> ((obs, state), (obs, state, action, reward, ...))``."""
     act = _vmap_if(policy, num_envs, (0, 0))
     step = _vmap_if(env.step, num_envs, (0, 0, 0, None))
@@ -95,24 +96,24 @@ def _policy_step(env, policy, num_envs):
     def body(carry, key, params):
         obs, state = carry
         key_act, key_step = jax.random.split(key)
-        action = act(_per_env(key_act, num_envs), obs)
+        action = act(_per_env(key_act, num_envs, mesh), obs)
         next_obs, next_state, reward, terminated, truncated, info = step(
-            _per_env(key_step, num_envs), state, action, params
+            _per_env(key_step, num_envs, mesh), state, action, params
         )
         return (next_obs, next_state), (obs, state, action, reward, terminated, truncated, info)
 
     return body
 
 
-def _reset(env, key, params, num_envs):
-    return _vmap_if(env.reset, num_envs, (0, None))(_per_env(key, num_envs), params)
+def _reset(env, key, params, num_envs, mesh=None):
+    return _vmap_if(env.reset, num_envs, (0, None))(_per_env(key, num_envs, mesh), params)
 
 
-@partial(jax.jit, static_argnames=("env", "policy", "num_steps", "num_envs", "record_states"))
-def _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial):
+@partial(jax.jit, static_argnames=("env", "policy", "num_steps", "num_envs", "record_states", "mesh"))
+def _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial, mesh=None):
     key_reset, key_run = jax.random.split(key)
-    carry = _reset(env, key_reset, params, num_envs) if initial is None else initial
-    body = _policy_step(env, policy, num_envs)
+    carry = _reset(env, key_reset, params, num_envs, mesh) if initial is None else initial
+    body = _policy_step(env, policy, num_envs, mesh)
 
     def scan_body(carry, key):
         carry, (obs, state, *rest) = body(carry, key, params)
@@ -131,6 +132,7 @@ def rollout(
     num_envs: int | None = None,
     initial: tuple[Any, Any] | None = None,
     record_states: bool = True,
+    mesh: Any = None,
 ) -> Trajectory:
     """Run ``policy`` for ``num_steps`` steps in one jitted ``lax.scan``; see :class:`Trajectory`.
 
@@ -138,14 +140,17 @@ def rollout(
     ``params``). The episode starts from ``env.reset`` unless ``initial=(obs, state)`` (e.g. a
     previous trajectory's ``last_obs, last_state``) is given. ``key`` may be a typed key or a raw
     ``PRNGKey``. The compiled function is cached per ``(env, policy, num_steps, num_envs)``: keep
-    the same policy object to avoid recompiling.
+    the same policy object to avoid recompiling. ``mesh`` (:func:`jaxenvs.parallel.env_mesh`)
+    splits the env batch over its devices; the result equals the single-device one.
     """
     if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
         raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
     if num_envs is not None and (not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1):
         raise ValueError(f"num_envs must be None or an int >= 1, got {num_envs!r}")
     params = env.default_params if params is None else params
-    return _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial)
+    if mesh is not None and num_envs is None:
+        raise ValueError("a mesh splits the env batch: pass num_envs too")
+    return _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial, mesh)
 
 
 def episode_stats(traj: Trajectory, include_unfinished: bool = False) -> list[Episode]:
@@ -201,23 +206,25 @@ def benchmark(
     repeats: int = 3,
     params: Any = None,
     policy: Policy | None = None,
+    mesh: Any = None,
 ) -> BenchResult:
     """Environment steps per second under ``jit(vmap)`` + ``scan`` with a random policy.
 
     Reset and step of ``num_envs`` envs for ``num_steps`` steps run as one compiled function that
     records nothing but a reward sum; compile time is measured apart and excluded. Each of the
-    ``repeats`` runs uses a fresh key and waits for the result (``block_until_ready``).
+    ``repeats`` runs uses a fresh key and waits for the result (``block_until_ready``). ``mesh``
+    splits the env batch over its devices.
     """
     for name, v in (("num_envs", num_envs), ("num_steps", num_steps), ("repeats", repeats)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     params = env.default_params if params is None else params
     policy = random_policy(env, params) if policy is None else policy
-    body = _policy_step(env, policy, num_envs)
+    body = _policy_step(env, policy, num_envs, mesh)
 
     def run(key, params):
         key_reset, key_run = jax.random.split(key)
-        carry = _reset(env, key_reset, params, num_envs)
+        carry = _reset(env, key_reset, params, num_envs, mesh)
 
         def scan_body(c, key):
             carry, total = c
