@@ -27,7 +27,7 @@ from flax import struct
 
 from jaxenvs import spaces
 
-__all__ = ["Environment", "Traits", "EnvParams", "EnvState", "Obs", "StepResult", "ActionError"]
+__all__ = ["Environment", "Traits", "EnvParams", "EnvState", "Obs", "StepResult", "ActionError", "require_param"]
 
 Obs = Any
 StepResult = tuple  # (obs, state, reward, terminated, truncated, info)
@@ -45,6 +45,39 @@ class EnvState:
 
 class ActionError(TypeError):
     """An action whose shape or dtype does not fit the environment's action space."""
+
+
+def require_param(
+    owner: str,
+    name: str,
+    value: Any,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+) -> None:
+    """Raise ValueError unless ``value`` (a scalar or an array of them, e.g. stacked params) is a
+    finite number, an integer when ``integer``, within ``[low, high]`` (``(low, high]`` when
+    ``low_open``). For ``validate_params``: the message names ``owner``, ``name`` and the range."""
+    if integer:
+        what = "an integer" + (f" >= {low:g}" if low is not None else "")
+    elif (low, high) == (0, 1) and not low_open:
+        what = "a probability in [0, 1]"
+    else:
+        what = "a finite number" + (f" {'>' if low_open else '>='} {low:g}" if low is not None else "")
+        what += f" <= {high:g}" if high is not None else ""
+    try:
+        a = np.asarray(value)
+        ok = not isinstance(value, bool) and a.dtype != bool and a.dtype.kind in ("iu" if integer else "iuf")
+        a = a.astype(np.float64) if ok else a
+        ok = ok and bool(np.all(np.isfinite(a)))
+        ok = ok and (low is None or bool(np.all(a > low if low_open else a >= low)))
+        ok = ok and (high is None or bool(np.all(a <= high)))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{owner} {name} must be {what}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ import numpy as np
 from flax import struct
 
 from jaxenvs import spaces
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
 # rows: action index -> (dx, dy)
@@ -57,9 +57,7 @@ class GridWorld(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        size = params.size
-        if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 2:
-            raise ValueError(f"GridWorld size must be an integer >= 2, got {size!r}")
+        require_param("GridWorld", "size", params.size, integer=True, low=2)
 
     def reset_env(self, key, params):
         n_cells = params.size * params.size

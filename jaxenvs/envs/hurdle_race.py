@@ -43,7 +43,7 @@ import numpy as np
 from flax import struct
 
 from jaxenvs import spaces
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
 RUN = 0
@@ -125,8 +125,7 @@ class HurdleRace(Environment):
     render_fps = 4
 
     def __init__(self, track_length: int = 10, hurdle_slots: Sequence[Sequence[int]] = DEFAULT_HURDLE_SLOTS):
-        if not _is_int(track_length) or track_length < 2:
-            raise ValueError(f"HurdleRace track_length must be an integer >= 2, got {track_length!r}")
+        require_param("HurdleRace", "track_length", track_length, integer=True, low=2)
         self.track_length = int(track_length)
         try:
             ok = len(hurdle_slots) > 0 and all(len(s) > 0 and all(map(_is_int, s)) for s in hurdle_slots)
@@ -157,13 +156,7 @@ class HurdleRace(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        p = params.jump_success_rate
-        try:
-            a = np.asarray(p, dtype=np.float64)
-        except (TypeError, ValueError):
-            a = None
-        if a is None or isinstance(p, bool) or not np.all(np.isfinite(a)) or np.any((a < 0) | (a > 1)):
-            raise ValueError(f"HurdleRace jump_success_rate must be a probability in [0, 1], got {p!r}")
+        require_param("HurdleRace", "jump_success_rate", params.jump_success_rate, low=0, high=1)
 
     def reset_env(self, key, params):
         choice = jax.random.randint(key, self._slot_sizes.shape, 0, jnp.asarray(self._slot_sizes), dtype=jnp.int32)

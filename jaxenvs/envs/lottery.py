@@ -25,7 +25,7 @@ import numpy as np
 from flax import struct
 
 from jaxenvs import spaces
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
 ACTION_NAMES = ("PowerRich", "MegaHaul", "NoTicket")
@@ -62,12 +62,10 @@ class Lottery(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        for name in ("power_rich_prize", "power_rich_prob", "mega_haul_prize", "mega_haul_prob", "losing_reward"):
-            v = getattr(params, name)
-            if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool) or not np.isfinite(v):
-                raise ValueError(f"Lottery {name} must be a finite number, got {v!r}")
-            if name.endswith("_prob") and not 0.0 <= v <= 1.0:
-                raise ValueError(f"Lottery {name} must be a probability in [0, 1], got {v!r}")
+        for name in ("power_rich_prize", "mega_haul_prize", "losing_reward"):
+            require_param("Lottery", name, getattr(params, name))
+        for name in ("power_rich_prob", "mega_haul_prob"):
+            require_param("Lottery", name, getattr(params, name), low=0, high=1)
 
     def reset_env(self, key, params):
         state = EnvState(

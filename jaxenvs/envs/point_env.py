@@ -25,7 +25,7 @@ import numpy as np
 from flax import struct
 
 from jaxenvs import spaces
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
 LIGHT_GREY = (225, 225, 225)
@@ -62,10 +62,7 @@ class PointEnv(Environment):
 
     def validate_params(self, params: EnvParams) -> None:
         for name in ("action_bound", "goal_tolerance", "reset_bound"):
-            v = getattr(params, name)
-            ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-            if not ok or not np.isfinite(v) or v <= 0:
-                raise ValueError(f"PointEnv {name} must be a finite number > 0, got {v!r}")
+            require_param("PointEnv", name, getattr(params, name), low=0, low_open=True)
 
     def reset_env(self, key, params):
         b = params.reset_bound
