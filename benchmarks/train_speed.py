@@ -1,0 +1,189 @@
+"""PPO training speed: jaxenvs' jitted PPO against Stable-Baselines3's PPO, in the same run.
+
+For each environment:
+
+* ``jaxenvs PPO``: the tuned defaults (``train.configs``), one seed. The run is split into
+  chunks of updates (one jitted call each); after each chunk the policy is evaluated with the
+  env's solve criterion (``train.evaluate``), so the wall time to the threshold is measured
+  (compile time reported apart, evaluation time excluded). Env-steps/s over the whole run.
+* ``jaxenvs PPO, N seeds``: the same run vmapped over ``--seeds`` seeds in one program: the total
+  env-steps/s against one seed's.
+* ``SB3 PPO`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO with the same
+  rollout shape on the same env through :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with
+  the same criterion every chunk, up to ``--sb3-timesteps``.
+
+    python benchmarks/train_speed.py                         # GridWorld-v0
+    python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxenvs  # noqa: E402
+from train.configs import get_config  # noqa: E402
+from train.evaluate import evaluate_params  # noqa: E402
+from train.ppo import make_trainer  # noqa: E402
+
+
+def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0) -> dict:
+    """Train one seed in ``num_chunks`` jitted calls, evaluating after each."""
+    cfg = get_config(env_id, seed=seed)
+    trainer = make_trainer(cfg)
+    per_chunk = max(1, cfg.num_updates // num_chunks)
+    steps_per_update = cfg.num_envs * cfg.num_steps
+    t0 = time.perf_counter()
+    runner = jax.block_until_ready(trainer.init(jax.random.key(seed)))
+    jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))  # compiles (and runs once)
+    compile_s = time.perf_counter() - t0
+    runner = trainer.init(jax.random.key(seed))  # start again: the timed run excludes compilation
+    train_s, steps, solved_at, metrics = 0.0, 0, None, None
+    for _ in range(-(-cfg.num_updates // per_chunk)):
+        t0 = time.perf_counter()
+        runner, _ = jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))
+        train_s += time.perf_counter() - t0
+        steps += per_chunk * steps_per_update
+        metrics = evaluate_params(trainer, runner.params)
+        if metrics.get("solved") and solved_at is None:
+            solved_at = (train_s, steps)
+            break
+    return {
+        "compile_s": compile_s,
+        "train_s": train_s,
+        "env_steps": steps,
+        "steps_per_sec": steps / train_s,
+        "solved": solved_at is not None,
+        "time_to_solve_s": solved_at[0] if solved_at else None,
+        "steps_to_solve": solved_at[1] if solved_at else None,
+        "final_metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))},
+    }
+
+
+def jaxenvs_seeds_speed(env_id: str, num_seeds: int) -> dict:
+    """Env-steps/s of the full default run for 1 seed and for ``num_seeds`` vmapped seeds."""
+    cfg = get_config(env_id)
+    trainer = make_trainer(cfg)
+    out = {}
+    for n in (1, num_seeds):
+        f = jax.jit(jax.vmap(trainer._train))
+        keys = jax.random.split(jax.random.key(0), n)
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(keys))
+        compile_and_run = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(jax.random.split(jax.random.key(1), n)))
+        run_s = time.perf_counter() - t0
+        out[n] = {"steps_per_sec": n * cfg.num_updates * cfg.num_envs * cfg.num_steps / run_s,
+                  "run_s": run_s, "compile_s": compile_and_run - run_s}
+    return out
+
+
+def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0) -> dict | None:
+    """SB3 PPO on the env through the SB3 adapter, same rollout shape as jaxenvs' config."""
+    try:
+        import gymnasium
+        import torch
+        from stable_baselines3 import PPO
+
+        from jaxenvs.adapters.sb3 import SB3VecEnv
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    cfg = get_config(env_id)
+    venv = SB3VecEnv(env_id, num_envs=cfg.num_envs, seed=seed)
+    policy_kind = "MultiInputPolicy" if isinstance(venv.observation_space, gymnasium.spaces.Dict) else "MlpPolicy"
+    model = PPO(policy_kind, venv, n_steps=cfg.num_steps, batch_size=cfg.num_envs * cfg.num_steps // cfg.num_minibatches,
+                n_epochs=cfg.update_epochs, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+                ent_coef=cfg.ent_coef, seed=seed, device="cpu", verbose=0)
+    chunk = max(cfg.num_envs * cfg.num_steps, budget // num_chunks)
+    train_s, steps, solved_at, metrics = 0.0, 0, None, {}
+    while steps < budget:
+        t0 = time.perf_counter()
+        model.learn(chunk, reset_num_timesteps=False)
+        train_s += time.perf_counter() - t0
+        steps = model.num_timesteps
+        metrics = sb3_evaluate(model, env_id)
+        if metrics["solved"]:
+            solved_at = (train_s, steps)
+            break
+    return {"train_s": train_s, "env_steps": steps, "steps_per_sec": steps / train_s, "solved": solved_at is not None,
+            "time_to_solve_s": solved_at[0] if solved_at else None, "steps_to_solve": solved_at[1] if solved_at else None,
+            "final_metrics": metrics}
+
+
+def sb3_evaluate(model, env_id: str, num_episodes: int = 200) -> dict:
+    """Success rate of SB3's deterministic policy over ``num_episodes`` first episodes; solved as
+    ``train.evaluate`` defines it for GridWorld and PointEnv (success rate 1.0 and >= 0.95)."""
+    from jaxenvs.adapters.sb3 import SB3VecEnv
+
+    venv = SB3VecEnv(env_id, num_envs=num_episodes, seed=12345)
+    obs = venv.reset()
+    done_once = np.zeros(num_episodes, bool)
+    success = np.zeros(num_episodes, bool)
+    while not done_once.all():
+        action, _ = model.predict(obs, deterministic=True)
+        obs, _, dones, infos = venv.step(action)
+        for i in np.flatnonzero(dones & ~done_once):
+            success[i] = not infos[i].get("TimeLimit.truncated", False)
+        done_once |= dones
+    rate = float(success.mean())
+    need = 1.0 if env_id.startswith("GridWorld") else 0.95
+    return {"success_rate": rate, "solved": rate >= need}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", nargs="+", default=["GridWorld-v0"])
+    p.add_argument("--seeds", type=int, default=8, help="seeds vmapped in one program for the seeds comparison")
+    p.add_argument("--chunks", type=int, default=20, help="evaluations along a run (time-to-solve resolution)")
+    p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
+    p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--out", default="benchmarks/results/train_speed.json")
+    args = p.parse_args(argv)
+    for env_id in args.envs:
+        jaxenvs.spec(env_id)
+    dev = jax.devices()[0]
+    print(f"device: {dev.platform} ({getattr(dev, 'device_kind', '')}), jax {jax.__version__}")
+    results = {}
+    for env_id in args.envs:
+        r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks)}
+        r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds)
+        single_agent = not jaxenvs.make(env_id).multi_agent
+        if single_agent and not args.no_sb3:
+            r["sb3"] = sb3_time_to_solve(env_id, args.sb3_timesteps, args.chunks)
+        results[env_id] = r
+        print_env(env_id, r, args.seeds)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"device": f"{dev.platform}", "jax": jax.__version__, "results": results}, f, indent=1, default=str)
+    print(f"wrote {args.out}")
+    return results
+
+
+def print_env(env_id, r, num_seeds):
+    j, s = r["jaxenvs"], r.get("sb3")
+    t = lambda x: "not solved" if x is None else f"{x:.2f} s"  # noqa: E731
+    print(f"\n{env_id}")
+    print(f"  jaxenvs PPO : {j['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(j['time_to_solve_s'])}"
+          f" ({j['steps_to_solve']} steps; compile {j['compile_s']:.1f} s apart)")
+    one, many = r["seeds"][1], r["seeds"][num_seeds]
+    print(f"  {num_seeds} seeds vmapped: {many['steps_per_sec']:>12,.0f} env-steps/s  vs 1 seed "
+          f"{one['steps_per_sec']:,.0f}  ({many['steps_per_sec'] / one['steps_per_sec']:.2f}x)")
+    if s:
+        print(f"  SB3 PPO     : {s['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(s['time_to_solve_s'])}"
+              f" ({s['steps_to_solve']} steps)")
+        print(f"  jaxenvs / SB3 env-steps/s: {j['steps_per_sec'] / s['steps_per_sec']:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

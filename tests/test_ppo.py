@@ -1,0 +1,156 @@
+"""PPO (train.ppo): one compilation, determinism per key, vmap over seeds and hyperparameters,
+learning on small budgets, Box-bounded continuous actions, checkpoints and resuming."""
+
+import train  # noqa: F401  (sets XLA flags before JAX starts)
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from train.checkpoint import load_checkpoint, save_checkpoint
+from train.configs import PPOConfig, get_config
+from train.evaluate import _payoff_matrix, evaluate_params
+from train.networks import Gaussian
+from train.ppo import make_trainer, stack_hparams
+
+# GridWorld, 16 envs x 16 steps per update, 48 updates (12,288 env steps)
+GRID = dict(num_envs=16, num_steps=16, total_timesteps=12_288, lr=1e-3)
+
+
+def tree_equal(a, b) -> bool:
+    return all(jax.tree.leaves(jax.tree.map(lambda x, y: bool(jnp.array_equal(x, y)), a, b)))
+
+
+@pytest.fixture(scope="module")
+def grid():
+    trainer = make_trainer(get_config("GridWorld-v0", **GRID))
+    runs = {seed: trainer.train(jax.random.key(seed)) for seed in (0, 1)}
+    return trainer, runs
+
+
+def test_train_compiles_once_and_is_deterministic_per_key(grid):
+    trainer, runs = grid
+    again, metrics = trainer.train(jax.random.key(0))
+    assert trainer.num_traces == 1
+    assert tree_equal(again.params, runs[0][0].params)
+    assert not tree_equal(runs[1][0].params, runs[0][0].params)  # another key, another run
+    assert metrics["episode_return"].shape == (trainer.config.num_updates,)
+    # a raw PRNGKey is accepted and is the same key as its typed form
+    raw, _ = trainer.train(jax.random.key_data(jax.random.key(0)))
+    assert tree_equal(raw.params, runs[0][0].params)
+
+
+def test_gridworld_learns_near_optimal_paths(grid):
+    trainer, runs = grid
+    m = evaluate_params(trainer, runs[0][0].params)
+    # a uniformly random walk needs about 10x the Manhattan distance on a 5x5 grid
+    assert m["success_rate"] == 1.0
+    assert m["length_ratio"] <= 1.1, m
+    lengths = np.asarray(runs[0][1]["episode_length"])
+    assert np.nanmean(lengths[:3]) > 3 * np.nanmean(lengths[-3:])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """GridWorld, 8 envs x 8 steps, 2 updates: for checks of exact equality."""
+    trainer = make_trainer(get_config("GridWorld-v0", num_envs=8, num_steps=8, total_timesteps=128))
+    return trainer, jax.jit(jax.vmap(trainer.train))
+
+
+def test_vmap_over_seeds_matches_separate_runs(tiny):
+    tiny, train_many = tiny
+    keys = jnp.stack([jax.random.key(0), jax.random.key(1)])
+    batched, metrics = train_many(keys, stack_hparams(tiny.config, 2))
+    assert metrics["episode_return"].shape == (2, tiny.config.num_updates)
+    for i in (0, 1):
+        single, _ = tiny.train(keys[i])
+        for a, b in zip(jax.tree.leaves(jax.tree.map(lambda x: x[i], batched.params)), jax.tree.leaves(single.params)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(jax.tree.leaves(batched.params)[0][0], jax.tree.leaves(batched.params)[0][1])
+
+
+def test_vmap_over_learning_rate_in_one_program(tiny):
+    tiny, train_many = tiny
+    keys = jnp.stack([jax.random.key(3)] * 2)
+    runner, _ = train_many(keys, stack_hparams(tiny.config, 2, lr=[0.0, 1e-2]))
+    init = tiny.init(jax.random.key(3))
+    assert tree_equal(jax.tree.map(lambda x: x[0], runner.params), init.params)  # lr 0: nothing moves
+    assert not tree_equal(jax.tree.map(lambda x: x[1], runner.params), init.params)
+    with pytest.raises(ValueError, match="lr has shape"):
+        stack_hparams(tiny.config, 2, lr=[1e-3])
+
+
+def test_lottery_picks_power_rich():
+    trainer = make_trainer(get_config("Lottery-v0"))
+    runner, _ = trainer.train(jax.random.key(0))
+    m = evaluate_params(trainer, runner.params)
+    assert m["greedy_action"] == 0 and m["prob_power_rich"] > 0.5, m
+
+
+def test_rock_paper_scissors_self_play_returns_to_uniform_from_a_biased_policy():
+    trainer = make_trainer(get_config("RockPaperScissors-v0"))
+    runner = trainer.init(jax.random.key(0))
+    head = runner.params["params"]["policy_head"]
+    biased = {**head, "bias": jnp.array([2.0, 0.0, 0.0])}  # P(Rock) ~ 0.78
+    runner = runner.replace(params={"params": {**runner.params["params"], "policy_head": biased}})
+    before = evaluate_params(trainer, runner.params)
+    runner, _ = trainer.run_updates(runner, num_updates=trainer.config.num_updates)
+    after = evaluate_params(trainer, runner.params)
+    assert before["exploitability"] > 0.5
+    assert after["exploitability"] <= 0.1, after
+
+
+def test_payoff_matrix_is_read_off_the_environment():
+    trainer = make_trainer(get_config("RockPaperScissors-v0", num_envs=2))
+    from jaxenvs import make
+
+    payoff = _payoff_matrix(make("RockPaperScissors-v0", autoreset=False), jax.random.key(0))
+    np.testing.assert_array_equal(payoff, [[0, -1, 1], [1, 0, -1], [-1, 1, 0]])  # Rock, Paper, Scissors
+    assert trainer.num_agents == 2 and trainer.batch_size == 4
+
+
+def test_continuous_actions_respect_box_bounds_and_log_prob_is_of_the_unclipped_sample():
+    trainer = make_trainer(get_config("PointEnv-v0", num_envs=64))
+    runner = trainer.init(jax.random.key(0))
+    params = jax.tree.map(lambda x: x, runner.params)
+    params["params"]["log_std"] = jnp.full((2,), 1.0)  # std e: most samples fall outside [-1, 1]
+    actions = trainer.act(params, runner.obs, jax.random.key(1))
+    assert actions.shape == (64, 2) and actions.dtype == jnp.float32
+    space = trainer.env.action_space()
+    assert bool(jnp.all((actions >= space.low) & (actions <= space.high)))
+    assert bool(jnp.any(actions == space.high)) and bool(jnp.any(actions == space.low))  # clipped samples
+    mean, log_std = np.array([0.3, -0.2]), np.array([0.5, -1.0])
+    u = np.array([2.5, -3.0])  # outside the box: the density is still the Gaussian's at u
+    expected = np.sum(-0.5 * ((u - mean) / np.exp(log_std)) ** 2 - log_std - 0.5 * np.log(2 * np.pi))
+    assert float(Gaussian(jnp.asarray(mean), jnp.asarray(log_std)).log_prob(jnp.asarray(u))) == pytest.approx(expected, rel=1e-5)
+
+
+def test_checkpoint_round_trip_and_exact_resume(tiny, tmp_path):
+    tiny, _ = tiny
+    cfg = tiny.config.replace(num_seeds=2)
+    run_one = jax.jit(jax.vmap(lambda r: tiny.run_updates(r, num_updates=1)))
+    start = jax.vmap(tiny.init)(jnp.stack([jax.random.key(5), jax.random.key(6)]))
+    straight, _ = run_one(run_one(start)[0])
+    half, _ = run_one(start)
+    path = save_checkpoint(tmp_path / "ckpt.msgpack", cfg, half)
+    loaded_trainer, loaded, meta = load_checkpoint(path)
+    assert meta["update"] == 1 and meta["env_steps"] == cfg.steps_per_update
+    assert loaded_trainer.config == cfg
+    assert tree_equal(loaded.params, half.params) and tree_equal(loaded.opt_state, half.opt_state)
+    assert tree_equal(jax.random.key_data(loaded.key), jax.random.key_data(half.key))
+    resumed, _ = run_one(loaded)
+    assert tree_equal(resumed.params, straight.params)
+    first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+    assert evaluate_params(loaded_trainer, first(loaded.params)) == evaluate_params(tiny, first(half.params))
+
+
+def test_bad_configs_are_rejected_with_the_allowed_values():
+    with pytest.raises(ValueError, match="num_envs must be an int >= 1"):
+        PPOConfig(num_envs=0)
+    with pytest.raises(TypeError, match="unknown PPOConfig field.*'lrr'"):
+        get_config("GridWorld-v0", lrr=1e-3)
+    with pytest.raises(ValueError, match="not divisible by num_minibatches"):
+        make_trainer(get_config("GridWorld-v0", num_envs=3, num_steps=3, num_minibatches=4))
+    with pytest.raises(KeyError, match="GridWorld-v0"):
+        make_trainer(get_config("GridWorld-v9"))

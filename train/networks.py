@@ -1,0 +1,128 @@
+"""Actor-critic MLPs (flax.linen) and the two action distributions PPO needs.
+
+Discrete action spaces get a categorical policy over ``n`` logits. Box action spaces get a
+diagonal Gaussian in a *normalised* action space: the network's mean and a state-independent
+log-std describe ``u``; the environment receives ``low + (clip(u, -1, 1) + 1) / 2 * (high - low)``,
+so actions always respect the Box bounds. Log-probabilities and entropies are those of the
+unclipped Gaussian sample ``u`` (the sample the policy really drew), as in CleanRL and SB3; the
+clip is part of the environment from the learner's point of view. The greedy action is the
+clipped mean.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxenvs import spaces
+
+__all__ = ["ActorCritic", "Categorical", "Gaussian", "policy_head_for"]
+
+
+class Categorical:
+    """Categorical distribution over ``n`` actions; ``logits`` float32[..., n]."""
+
+    def __init__(self, logits):
+        self.logits = jax.nn.log_softmax(logits)
+
+    def sample(self, key):
+        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+
+    def log_prob(self, a):
+        return jnp.take_along_axis(self.logits, a[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+    def entropy(self):
+        return -jnp.sum(jnp.exp(self.logits) * self.logits, axis=-1)
+
+    def mode(self):
+        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+
+    def probs(self):
+        return jnp.exp(self.logits)
+
+
+class Gaussian:
+    """Diagonal Gaussian; ``mean`` float32[..., d], ``log_std`` float32[d] (broadcast)."""
+
+    def __init__(self, mean, log_std):
+        self.mean = mean
+        self.log_std = jnp.broadcast_to(log_std, mean.shape)
+
+    def sample(self, key):
+        return self.mean + jnp.exp(self.log_std) * jax.random.normal(key, self.mean.shape)
+
+    def log_prob(self, u):
+        z = (u - self.mean) * jnp.exp(-self.log_std)
+        return jnp.sum(-0.5 * z**2 - self.log_std - 0.5 * math.log(2 * math.pi), axis=-1)
+
+    def entropy(self):
+        return jnp.sum(self.log_std + 0.5 * (1.0 + math.log(2 * math.pi)), axis=-1)
+
+    def mode(self):
+        return self.mean
+
+
+class _MLP(nn.Module):
+    hidden_sizes: Sequence[int]
+    activation: str
+
+    @nn.compact
+    def __call__(self, x):
+        act = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
+        for h in self.hidden_sizes:
+            x = act(nn.Dense(h, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x
+
+
+class ActorCritic(nn.Module):
+    """Separate actor and critic MLPs on a flat float32[..., obs_dim] input.
+
+    Returns ``(policy_out, value)``: ``policy_out`` is float32[..., n] logits (discrete) or the
+    float32[..., d] Gaussian mean (continuous); ``value`` is float32[...]. The continuous policy
+    also owns a ``log_std`` parameter float32[d] (initialised to ``log_std_init``).
+    """
+
+    action_dim: int
+    continuous: bool
+    hidden_sizes: Sequence[int] = (64, 64)
+    activation: str = "tanh"
+    log_std_init: float = -0.5
+
+    @nn.compact
+    def __call__(self, x):
+        h = _MLP(self.hidden_sizes, self.activation, name="actor")(x)
+        out = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), name="policy_head")(h)
+        v = _MLP(self.hidden_sizes, self.activation, name="critic")(x)
+        v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), name="value_head")(v)[..., 0]
+        if self.continuous:
+            log_std = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
+            return (out, log_std), v
+        return out, v
+
+
+def policy_head_for(space: spaces.Space):
+    """``(action_dim, continuous, dist_fn, to_env_action)`` for an action space.
+
+    ``dist_fn(policy_out)`` builds the distribution; ``to_env_action(sample)`` maps a sample (or
+    mode) of it to the action the environment takes (int32 index, or the Box-bounded float32
+    vector). Raises TypeError for spaces PPO here does not handle.
+    """
+    if isinstance(space, spaces.Discrete):
+        start = space.start
+        return space.n, False, Categorical, lambda a: (a + start).astype(jnp.int32)
+    if isinstance(space, spaces.Box) and space.dtype.kind == "f":
+        if not space.bounded or len(space.shape) != 1:
+            raise TypeError(f"PPO needs a bounded 1-D float Box action space, got {space}")
+        low, high = jnp.asarray(space.low), jnp.asarray(space.high)
+
+        def to_env_action(u):
+            a = low + (jnp.clip(u, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+            return jnp.clip(a, low, high).astype(jnp.float32)  # guards against rounding past a bound
+
+        return space.shape[0], True, lambda out: Gaussian(*out), to_env_action
+    raise TypeError(f"PPO handles Discrete and bounded 1-D float Box action spaces, got {space}")
