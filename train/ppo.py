@@ -41,6 +41,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
+from jaxenvs.parallel import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
 from train.configs import HParams, PPOConfig
 from train.networks import ActorCritic, policy_head_for
@@ -149,15 +150,21 @@ class Trainer:
     dist_fn: Callable
     to_env_action: Callable
     num_traces: int = 0
+    mesh: Any = None  # jaxenvs.parallel.env_mesh(...): split the env batch over devices
 
     # ---- environment interaction (the one place that touches the env) ---------------------
     def env_reset(self, keys):
         """Reset ``num_envs`` environments, one key each."""
-        return jax.vmap(self.env.reset, in_axes=(0, None))(keys, self.env_params)
+        out = jax.vmap(self.env.reset, in_axes=(0, None))(constrain_batch(keys, self.mesh), self.env_params)
+        return constrain_batch(out, self.mesh)
 
     def env_step(self, keys, states, actions):
-        """Step ``num_envs`` environments, one key each; returns Gymnasium's 6-tuple, batched."""
-        return jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(keys, states, actions, self.env_params)
+        """Step ``num_envs`` environments, one key each; returns Gymnasium's 6-tuple, batched.
+
+        With a ``mesh`` the env batch is split over its devices (data parallel: the network's
+        params stay replicated, and XLA averages the gradients across devices)."""
+        step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
+        return constrain_batch(step(constrain_batch(keys, self.mesh), states, actions, self.env_params), self.mesh)
 
     # ---- batching: (num_envs[, num_agents], ...) <-> (batch_size, ...) -----------------------
     def flat_obs(self, obs) -> jax.Array:
@@ -328,8 +335,13 @@ class Trainer:
         self.train = jax.jit(self._train)
 
 
-def make_trainer(config: PPOConfig) -> Trainer:
-    """Build the environment and network for ``config`` and return their :class:`Trainer`."""
+def make_trainer(config: PPOConfig, mesh: Any = None) -> Trainer:
+    """Build the environment and network for ``config`` and return their :class:`Trainer`.
+
+    ``mesh`` (:func:`jaxenvs.parallel.env_mesh`) trains data-parallel over its devices, hosts
+    included after :func:`jaxenvs.parallel.initialize_distributed`; ``num_envs`` must be a
+    multiple of its size. The updates equal the single-device ones up to float summation order.
+    """
     env = RecordEpisodeStatistics(jaxenvs.make(config.env_id, **config.env_kwargs))
     params = env.default_params
     num_agents = env.num_agents if env.multi_agent else 1
@@ -356,6 +368,7 @@ def make_trainer(config: PPOConfig) -> Trainer:
         preprocess=_observation_preprocessor(env.observation_space(params)),
         dist_fn=dist_fn,
         to_env_action=to_env_action,
+        mesh=mesh,
     )
 
 
