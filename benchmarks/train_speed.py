@@ -14,6 +14,7 @@ For each environment:
 
     python benchmarks/train_speed.py                         # GridWorld-v0
     python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
+    python benchmarks/train_speed.py --num-envs 1024 --seeds 2      # both trainers at 1024 envs
 """
 
 from __future__ import annotations
@@ -36,9 +37,14 @@ from train.evaluate import evaluate_params  # noqa: E402
 from train.ppo import make_trainer  # noqa: E402
 
 
-def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0) -> dict:
+def _config(env_id: str, num_envs: int | None, **kw):
+    """The tuned config, with ``num_envs`` overridden when given (the same for SB3)."""
+    return get_config(env_id, **kw) if num_envs is None else get_config(env_id, num_envs=num_envs, **kw)
+
+
+def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict:
     """Train one seed in ``num_chunks`` jitted calls, evaluating after each."""
-    cfg = get_config(env_id, seed=seed)
+    cfg = _config(env_id, num_envs, seed=seed)
     trainer = make_trainer(cfg)
     per_chunk = max(1, cfg.num_updates // num_chunks)
     steps_per_update = cfg.num_envs * cfg.num_steps
@@ -69,9 +75,9 @@ def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0) -> dict:
     }
 
 
-def jaxenvs_seeds_speed(env_id: str, num_seeds: int) -> dict:
+def jaxenvs_seeds_speed(env_id: str, num_seeds: int, num_envs: int | None = None) -> dict:
     """Env-steps/s of the full default run for 1 seed and for ``num_seeds`` vmapped seeds."""
-    cfg = get_config(env_id)
+    cfg = _config(env_id, num_envs)
     trainer = make_trainer(cfg)
     out = {}
     for n in (1, num_seeds):
@@ -88,7 +94,7 @@ def jaxenvs_seeds_speed(env_id: str, num_seeds: int) -> dict:
     return out
 
 
-def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0) -> dict | None:
+def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
     """SB3 PPO on the env through the SB3 adapter, same rollout shape as jaxenvs' config."""
     try:
         import gymnasium
@@ -99,7 +105,7 @@ def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0) 
     except ImportError:
         return None
     torch.set_num_threads(1)
-    cfg = get_config(env_id)
+    cfg = _config(env_id, num_envs)
     venv = SB3VecEnv(env_id, num_envs=cfg.num_envs, seed=seed)
     policy_kind = "MultiInputPolicy" if isinstance(venv.observation_space, gymnasium.spaces.Dict) else "MlpPolicy"
     model = PPO(policy_kind, venv, n_steps=cfg.num_steps, batch_size=cfg.num_envs * cfg.num_steps // cfg.num_minibatches,
@@ -148,6 +154,7 @@ def main(argv=None):
     p.add_argument("--chunks", type=int, default=20, help="evaluations along a run (time-to-solve resolution)")
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
     p.add_argument("--out", default="benchmarks/results/train_speed.json")
     args = p.parse_args(argv)
     for env_id in args.envs:
@@ -156,11 +163,11 @@ def main(argv=None):
     print(f"device: {dev.platform} ({getattr(dev, 'device_kind', '')}), jax {jax.__version__}")
     results = {}
     for env_id in args.envs:
-        r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks)}
-        r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds)
+        r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)}
+        r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds, num_envs=args.num_envs)
         single_agent = not jaxenvs.make(env_id).multi_agent
         if single_agent and not args.no_sb3:
-            r["sb3"] = sb3_time_to_solve(env_id, args.sb3_timesteps, args.chunks)
+            r["sb3"] = sb3_time_to_solve(env_id, args.sb3_timesteps, args.chunks, num_envs=args.num_envs)
         results[env_id] = r
         print_env(env_id, r, args.seeds)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
