@@ -1,7 +1,6 @@
 """Lottery-v0: payout frequencies (binomial tests), exact payouts, termination, params,
 out-of-range actions, jit/vmap/scan and rendering."""
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +8,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
+from jaxenvs.rollout import _rollout, random_policy, rollout
 
 BATCH = 64
 DRAWS = 200_000
@@ -109,26 +109,22 @@ def test_invalid_params_raise(kwargs, message):
         jaxenvs.make("Lottery-v0", **kwargs)
 
 
+def rollout_cache_size():
+    """How many programs jaxenvs.rollout has compiled (a retrace adds one)."""
+    return _rollout._cache_size()
+
+
 def test_jit_vmap_scan_rollout():
     env = jaxenvs.make("Lottery-v0")
-    space = env.action_space()
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def rollout(key):
-        obs, state = jax.vmap(env.reset)(jax.random.split(key, BATCH))
-
-        def body(state, key):
-            k_act, k_step = jax.random.split(key)
-            action = space.sample(k_act, (BATCH,))
-            obs, state, reward, term, trunc, info = jax.vmap(env.step)(jax.random.split(k_step, BATCH), state, action)
-            return state, (obs, reward, term, trunc, info["final_obs"], action)
-
-        return obs, jax.lax.scan(body, state, jax.random.split(key, 20))[1]
-
-    obs, (obs_t, reward, term, trunc, final_obs, action) = rollout(jax.random.key(5))
-    rollout(jax.random.key(6))  # no retrace
-    assert obs.dtype == obs_t.dtype == jnp.int32 and obs_t.shape == (20, BATCH)
+    policy = random_policy(env)
+    traj = rollout(env, jax.random.key(5), policy, 20, num_envs=BATCH, record_states=False)
+    compiled = rollout_cache_size()
+    rollout(env, jax.random.key(6), policy, 20, num_envs=BATCH, record_states=False)
+    assert rollout_cache_size() == compiled  # no retrace
+    obs_t, reward, term, trunc, final_obs, action = (
+        traj.obs, traj.reward, traj.terminated, traj.truncated, traj.info["final_obs"], traj.action
+    )
+    assert traj.last_obs.dtype == obs_t.dtype == jnp.int32 and obs_t.shape == (20, BATCH)
     assert reward.dtype == jnp.float32 and term.dtype == trunc.dtype == jnp.bool_
     assert np.all(np.asarray(obs_t) == 0) and np.all(np.asarray(final_obs) == 1)  # reset after every play
     assert np.all(np.asarray(term)) and not np.any(np.asarray(trunc))

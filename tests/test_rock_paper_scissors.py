@@ -3,7 +3,6 @@ actions, jit/vmap/scan and rendering."""
 
 import itertools
 
-import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
+from jaxenvs.rollout import _rollout, random_policy, rollout
 
 BATCH = 64
 ROCK, PAPER, SCISSORS = 0, 1, 2
@@ -86,26 +86,22 @@ def test_bad_action_shape_and_checked_mode():
         step(jax.random.key(1), state, jnp.asarray([3, 0]))
 
 
+def rollout_cache_size():
+    """How many programs jaxenvs.rollout has compiled (a retrace adds one)."""
+    return _rollout._cache_size()
+
+
 def test_jit_vmap_scan_rollout():
     env = jaxenvs.make("RockPaperScissors-v0")
-    space = env.action_space()
-
-    @jax.jit
-    @chex.assert_max_traces(n=1)
-    def rollout(key):
-        obs, state = jax.vmap(env.reset)(jax.random.split(key, BATCH))
-
-        def body(state, key):
-            k_act, k_step = jax.random.split(key)
-            action = space.sample(k_act, (BATCH, 2))
-            obs, state, reward, term, trunc, info = jax.vmap(env.step)(jax.random.split(k_step, BATCH), state, action)
-            return state, (obs, reward, term, trunc, info, action)
-
-        return obs, jax.lax.scan(body, state, jax.random.split(key, 20))[1]
-
-    obs, (obs_t, reward, term, trunc, info, action) = rollout(jax.random.key(5))
-    rollout(jax.random.key(6))  # no retrace
-    assert obs.dtype == obs_t.dtype == jnp.int32 and obs_t.shape == (20, BATCH, 2)
+    policy = random_policy(env)
+    traj = rollout(env, jax.random.key(5), policy, 20, num_envs=BATCH, record_states=False)
+    compiled = rollout_cache_size()
+    rollout(env, jax.random.key(6), policy, 20, num_envs=BATCH, record_states=False)
+    assert rollout_cache_size() == compiled  # no retrace
+    obs_t, reward, term, trunc, info, action = (
+        traj.obs, traj.reward, traj.terminated, traj.truncated, traj.info, traj.action
+    )
+    assert traj.last_obs.dtype == obs_t.dtype == jnp.int32 and obs_t.shape == (20, BATCH, 2)
     assert reward.dtype == jnp.float32 and reward.shape == (20, BATCH, 2)
     assert term.dtype == trunc.dtype == jnp.bool_ and term.shape == (20, BATCH)
     assert np.all(np.asarray(obs_t) == 0) and np.all(np.asarray(info["final_obs"]) == 1)
