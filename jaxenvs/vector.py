@@ -17,25 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from jaxenvs.core import Environment
-from jaxenvs.wrappers.base import AutoReset, Wrapper, step_draws_randomness
+from jaxenvs.wrappers.base import AutoReset, has_wrapper, step_draws_randomness, strip_autoreset, tree_select
 
 __all__ = ["VectorEnv"]
-
-
-def _strip_autoreset(env: Environment) -> Environment:
-    """``env`` without its outermost AutoReset (the vector env auto-resets the batch itself)."""
-    return env.env if isinstance(env, AutoReset) else env
-
-
-def _has_autoreset(env: Environment) -> bool:
-    while isinstance(env, Wrapper):
-        if isinstance(env, AutoReset):
-            return True
-        env = env.env
-    return False
 
 
 class VectorEnv:
@@ -51,11 +37,11 @@ class VectorEnv:
     def __init__(self, env: Environment, num_envs: int, autoreset: bool = True, params_axis: int | None = None):
         if not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
-        self.env = _strip_autoreset(env)
+        self.env = strip_autoreset(env)
         self.num_envs = num_envs
         # an AutoReset below other wrappers (e.g. under NormalizeObservation, whose statistics
         # must survive episode ends) already resets each env: the batch then leaves it to it
-        self.autoreset = autoreset and not _has_autoreset(self.env)
+        self.autoreset = autoreset and not has_wrapper(self.env, AutoReset)
         self.params_axis = params_axis
         self._step_needs_key = step_draws_randomness(env)
 
@@ -92,11 +78,6 @@ class VectorEnv:
         done = terminated | truncated
         info = dict(info)
         info["final_obs"] = obs
-
-        def select(new, old):
-            d = done.reshape(done.shape + (1,) * (old.ndim - done.ndim))
-            return jnp.where(d, new, old)
-
-        obs = jax.tree.map(select, reset_obs, obs)
-        state = jax.tree.map(select, reset_state, state)
+        obs = jax.vmap(tree_select)(done, reset_obs, obs)
+        state = jax.vmap(tree_select)(done, reset_state, state)
         return obs, state, reward, terminated, truncated, info

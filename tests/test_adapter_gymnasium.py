@@ -414,3 +414,13 @@ def test_vector_env_errors_and_rendering():
     np.testing.assert_array_equal(frames[2], np.asarray(jax.jit(raw.render)(jax.tree.map(lambda x: x[2], envs._state))))
     vec = gymnasium.make_vec("jaxenvs/GridWorld-v0", num_envs=3)
     assert isinstance(vec, GymnasiumVectorEnv) and vec.num_envs == 3
+
+
+def test_adapters_take_make_envs_but_refuse_an_autoreset_below_other_wrappers():
+    from jaxenvs.wrappers import FlattenObservation
+
+    made = GymnasiumEnv(jaxenvs.make("GridWorld-v0"))  # the outermost AutoReset is removed
+    obs, _ = made.reset(seed=0)
+    assert set(obs) == {"agent", "target"}
+    with pytest.raises(ValueError, match="contains an AutoReset wrapper below other wrappers"):
+        GymnasiumEnv(FlattenObservation(jaxenvs.make("GridWorld-v0")))

@@ -32,7 +32,7 @@ import numpy as np
 
 from jaxenvs.core import Environment
 from jaxenvs.registration import make
-from jaxenvs.wrappers.base import AutoReset, Wrapper, tree_select
+from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset, tree_select
 
 __all__ = ["resolve_env", "seed_to_key", "seeds_to_keys", "reset_keys", "compiled", "check_seed", "pack", "Unpacker", "Runner"]
 
@@ -92,16 +92,12 @@ def reset_keys(current, seeds: list, draw_seeds) -> jax.Array:
 
 def _strip_autoreset(env: Environment) -> Environment:
     """``env`` without an outermost :class:`AutoReset`; ValueError if one sits deeper."""
-    if isinstance(env, AutoReset):
-        env = env.env
-    inner = env
-    while isinstance(inner, Wrapper):
-        if isinstance(inner, AutoReset):
-            raise ValueError(
-                f"{env!r} contains an AutoReset wrapper below other wrappers; the adapters reset "
-                "episodes themselves. Build it with jaxenvs.make(id, autoreset=False)."
-            )
-        inner = inner.env
+    env = strip_autoreset(env)
+    if has_wrapper(env, AutoReset):
+        raise ValueError(
+            f"{env!r} contains an AutoReset wrapper below other wrappers; the adapters reset "
+            "episodes themselves. Build it with jaxenvs.make(id, autoreset=False)."
+        )
     return env
 
 

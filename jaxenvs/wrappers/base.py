@@ -16,7 +16,7 @@ from flax import struct
 
 from jaxenvs.core import Environment
 
-__all__ = ["step_draws_randomness", "Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
+__all__ = ["step_draws_randomness", "strip_autoreset", "has_wrapper", "Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
 
 
 def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -101,6 +101,20 @@ class Wrapper(Environment):
 
     def __repr__(self):
         return f"<{type(self).__name__}{repr(self.env)}>"
+
+
+def strip_autoreset(env: Environment) -> Environment:
+    """``env`` without its outermost :class:`AutoReset` (for code that resets episodes itself)."""
+    return env.env if isinstance(env, AutoReset) else env
+
+
+def has_wrapper(env: Environment, wrapper_type: type) -> bool:
+    """Whether a wrapper of ``wrapper_type`` sits anywhere in ``env``'s wrapper chain."""
+    while isinstance(env, Wrapper):
+        if isinstance(env, wrapper_type):
+            return True
+        env = env.env
+    return False
 
 
 class WithParams(Wrapper):
