@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import sys
-import time
 
 
 def _force_cpu_devices(argv):
@@ -51,7 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
 from jaxenvs.parallel import env_mesh  # noqa: E402
-from jaxenvs.rollout import benchmark  # noqa: E402
+from jaxenvs.rollout import benchmark, time_calls  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
     make_lean_grid_world,
@@ -95,16 +94,8 @@ def make_vector_rollout(env, num_envs, num_steps):
 
 
 def time_jax(run, steps_per_call, repeats):
-    """(steps/s as the median over repeats, compile seconds)."""
-    f = jax.jit(run)
-    t0 = time.perf_counter()
-    f(jax.random.key(0)).block_until_ready()
-    compile_s = time.perf_counter() - t0
-    times = []
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        f(jax.random.key(i + 1)).block_until_ready()
-        times.append(time.perf_counter() - t0)
+    """(steps/s as the median over repeats, compile seconds), timed as ``jaxenvs.rollout.benchmark``."""
+    compile_s, times = time_calls(run, [(jax.random.key(i),) for i in range(repeats + 1)])
     return steps_per_call / float(np.median(times)), compile_s
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from jaxenvs.core import Environment
 from jaxenvs.parallel import constrain_batch
 
-__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult"]
+__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult", "time_calls"]
 
 Policy = Callable[[jax.Array, Any], Any]
 
@@ -236,13 +236,23 @@ def benchmark(
         return total
 
     keys = jax.random.split(jax.random.key(seed), repeats + 1)
+    compile_s, times = time_calls(run, [(k, params) for k in keys])
+    return BenchResult(num_envs, num_steps, compile_s, times)
+
+
+def time_calls(fn: Callable, calls: list[tuple]) -> tuple[float, tuple[float, ...]]:
+    """``(compile seconds, run seconds per timed call)`` of ``jax.jit(fn)``.
+
+    ``calls[0]``'s arguments compile the function ahead of time (timed apart) and warm it up
+    (not timed); each later call is timed to ``block_until_ready``.
+    """
     t0 = time.perf_counter()
-    compiled = jax.jit(run).lower(keys[0], params).compile()
+    compiled = jax.jit(fn).lower(*calls[0]).compile()
     compile_s = time.perf_counter() - t0
-    compiled(keys[0], params).block_until_ready()  # warm-up run (allocations), not timed
+    jax.block_until_ready(compiled(*calls[0]))  # warm-up run (allocations), not timed
     times = []
-    for k in keys[1:]:
+    for args in calls[1:]:
         t0 = time.perf_counter()
-        compiled(k, params).block_until_ready()
+        jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t0)
-    return BenchResult(num_envs, num_steps, compile_s, tuple(times))
+    return compile_s, tuple(times)
