@@ -15,6 +15,11 @@ Compile time is excluded from steps/s and reported apart; every timing is the me
     python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 4096 16384 --devices 1 2 4
+    srun python benchmarks/steps_per_sec.py --distributed --envs GridWorld-v0 --num-envs 65536
+
+``--distributed`` starts ``jax.distributed`` (as ``python -m train --distributed`` does) and
+measures the plain path over every process's devices (``--devices`` defaults to all of them);
+process 0 prints and writes the results.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
-from jaxenvs.parallel import env_mesh  # noqa: E402
+from jaxenvs.parallel import env_mesh, initialize_distributed  # noqa: E402
 from jaxenvs.rollout import benchmark, time_calls  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
@@ -118,13 +123,24 @@ def main(argv=None):
         help="measure scaling: the plain path with the env batch split over each N devices "
         "(on a CPU, max(N) host devices are forced)",
     )
+    p.add_argument(
+        "--distributed", action="store_true",
+        help="start jax.distributed (see python -m train --help) and measure over every process's devices",
+    )
     args = p.parse_args(argv)
+    if args.distributed:
+        initialize_distributed()
+        args.devices = args.devices or [jax.device_count()]
+        if jax.process_index() != 0:  # every process times its share; process 0 reports
+            sys.stdout = open(os.devnull, "w")
     for d in args.devices or ():
         env_mesh(d)  # a clear error when fewer devices are visible
     for env_id in args.envs:
         jaxenvs.spec(env_id)  # unknown ids fail before any timing
 
     dev = device_name()
+    if jax.process_count() > 1:
+        dev += f" in {jax.process_count()} processes"
     print(f"device: {dev}   jax {jax.__version__}")
     rows = []
 
@@ -158,6 +174,8 @@ def main(argv=None):
             print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
 
     print("\n" + summary(rows))
+    if jax.process_index() != 0:
+        return rows
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump({"device": dev, "jax": jax.__version__, "rows": rows}, f, indent=1)

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["ENV_AXIS", "env_mesh", "batch_sharding", "constrain_batch", "initialize_distributed"]
+__all__ = ["ENV_AXIS", "env_mesh", "batch_sharding", "constrain_batch", "to_host", "initialize_distributed"]
 
 ENV_AXIS = "envs"
 
@@ -65,6 +65,27 @@ def constrain_batch(tree: Any, mesh: Mesh | None) -> Any:
     return jax.tree.map(constrain, tree)
 
 
+def to_host(tree: Any) -> Any:
+    """A numpy copy of every leaf of ``tree``, whole, on every process.
+
+    Arrays split over several processes' devices are gathered
+    (``jax.experimental.multihost_utils.process_allgather``), a collective: in a multi-process
+    run every process must call this with the same tree. PRNG keys come back as their
+    ``key_data`` (uint32). Everything else is copied without communication.
+    """
+
+    def one(x):
+        if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        if isinstance(x, jax.Array) and not (x.is_fully_addressable or x.is_fully_replicated):
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return np.asarray(x)
+
+    return jax.tree.map(one, tree)
+
+
 def initialize_distributed(
     coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None
 ) -> None:
@@ -80,6 +101,15 @@ def initialize_distributed(
         num_processes = int(os.environ["JAXENVS_NUM_PROCESSES"])
     if process_id is None and "JAXENVS_PROCESS_ID" in os.environ:
         process_id = int(os.environ["JAXENVS_PROCESS_ID"])
+    if coordinator_address is not None and (num_processes is None or process_id is None):
+        raise ValueError(
+            f"coordinator {coordinator_address!r} given without "
+            + " and ".join(n for n, v in (("num_processes (JAXENVS_NUM_PROCESSES)", num_processes),
+                                         ("process_id (JAXENVS_PROCESS_ID)", process_id)) if v is None)
+            + "; pass all three, or none to let jax.distributed detect the cluster"
+        )
+    # CPU devices of different processes talk through Gloo (GPUs and TPUs use their own links)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
     kwargs = {}
     if coordinator_address is not None:
         kwargs.update(coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id)

@@ -1,33 +1,21 @@
-"""Multi-host training through jax.distributed: two processes on this machine (loopback
-coordinator, Gloo CPU collectives, 2 CPU devices each) train one data-parallel PPO run over the
-4-device mesh and finish with identical parameters, equal to a single-process run's."""
+"""Multi-host training through jax.distributed: ``python -m train --distributed`` launched as two
+processes on this machine (loopback coordinator, Gloo CPU collectives, 2 CPU devices each)
+trains one data-parallel PPO run over the 4-device mesh. Both processes finish with identical
+parameters, process 0 alone writes the run directory, and its checkpoint holds exactly those
+parameters, equal (up to float summation order) to a single-process run's."""
 
 import os
+import re
 import socket
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import numpy as np
+import pytest
 
-WORKER = textwrap.dedent(
-    """
-    import os, sys
-    pid, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    import train, jax, numpy as np
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    from jaxenvs.parallel import initialize_distributed, env_mesh
-    initialize_distributed(f"127.0.0.1:{port}", 2, pid)
-    from jax.experimental import multihost_utils
-    from train.configs import get_config
-    from train.ppo import make_trainer
-    assert (jax.process_count(), jax.device_count(), jax.local_device_count()) == (2, 4, 2)
-    cfg = get_config("GridWorld-v0", num_envs=8, num_steps=8, total_timesteps=8 * 8 * 3)
-    runner, _ = make_trainer(cfg, mesh=env_mesh()).train(jax.random.key(0))
-    params = multihost_utils.process_allgather(runner.params, tiled=True)
-    np.save(out, np.concatenate([np.asarray(x).ravel() for x in jax.tree.leaves(params)]))
-    """
-)
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--num-envs", "8", "--total-timesteps", "768", "--no-gif", "--checkpoint-every", "0"]  # 3 updates of 8 x 32
 
 
 def _free_port() -> int:
@@ -36,37 +24,60 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_train_identical_parameters(tmp_path):
-    import jax
-
-    import train  # noqa: F401
-    from train.configs import get_config
-    from train.ppo import make_trainer
-
-    port = str(_free_port())
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
-    outs = [tmp_path / f"params_{i}.npy" for i in range(2)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(i), port, str(outs[i])],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("distributed")
+    port = _free_port()
+    procs = []
+    for i in range(2):
+        env = dict(
+            os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+            JAXENVS_COORDINATOR=f"127.0.0.1:{port}", JAXENVS_NUM_PROCESSES="2", JAXENVS_PROCESS_ID=str(i),
         )
-        for i in range(2)
-    ]
+        cmd = [sys.executable, "-m", "train", "--distributed", "--out", str(out / f"process{i}"), *ARGS]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     try:
-        errs = [p.communicate(timeout=300)[1] for p in procs]
-    finally:  # a worker left waiting for its peer (e.g. after a timeout) must not outlive the test
+        logs = [p.communicate(timeout=400)[0] for p in procs]
+    finally:  # a process left waiting for its peer (e.g. after a timeout) must not outlive the test
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for p, err in zip(procs, errs):
-        assert p.returncode == 0, err[-3000:]
-    a, b = (np.load(o) for o in outs)
-    np.testing.assert_array_equal(a, b)  # one set of parameters across the processes
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log[-3000:]
+    return out, logs
 
-    cfg = get_config("GridWorld-v0", num_envs=8, num_steps=8, total_timesteps=8 * 8 * 3)
-    runner, _ = make_trainer(cfg).train(jax.random.key(0))
-    single = np.concatenate([np.asarray(x).ravel() for x in jax.tree.leaves(runner.params)])
-    initial = make_trainer(cfg).init(jax.random.key(0)).params
-    assert not np.allclose(single, np.concatenate([np.asarray(x).ravel() for x in jax.tree.leaves(initial)]))
-    np.testing.assert_allclose(a, single, rtol=1e-4, atol=1e-5)  # the single-process run's updates
+
+def test_two_processes_finish_with_identical_parameters(two_process_run):
+    out, logs = two_process_run
+    assert "on 4 cpu devices of 2 processes" in logs[0]
+    digests = [re.search(rf"process {i} of 2: parameters ([0-9a-f]{{16}})", log).group(1) for i, log in enumerate(logs)]
+    assert digests[0] == digests[1]
+    # process 0 speaks and writes for the run; process 1 prints only its digest line
+    assert "evaluation:" in logs[0] and "steps/s" in logs[0]
+    assert "evaluation:" not in logs[1] and "steps/s" not in logs[1]
+    assert not (out / "process1").exists()
+    (run_dir,) = (out / "process0").iterdir()
+    assert {"checkpoint.msgpack", "config.json", "metrics.csv", "evaluation.json"} <= {p.name for p in run_dir.iterdir()}
+
+
+def test_distributed_checkpoint_holds_the_single_process_run(two_process_run):
+    import jax
+
+    import train  # noqa: F401
+    from train.checkpoint import load_run
+    from train.distributed import params_digest
+
+    out, logs = two_process_run
+    (run_dir,) = (out / "process0").iterdir()
+    trainer, runner, meta = load_run(run_dir)  # a 4-device, 2-process checkpoint on one device
+    assert meta["update"] == 3 and jax.device_count() >= 1
+    digest = re.search(r"process 0 of 2: parameters ([0-9a-f]{16})", logs[0]).group(1)
+    assert params_digest(runner.params) == digest  # exactly the parameters the processes hold
+
+    keys = jax.random.split(jax.random.key(trainer.config.seed), 1)  # how the CLI seeds one run
+    single, _ = jax.vmap(trainer.train)(keys)
+    initial = jax.vmap(trainer.init)(keys)
+    flat = lambda p: np.concatenate([np.asarray(x).ravel() for x in jax.tree.leaves(p)])  # noqa: E731
+    assert not np.allclose(flat(single.params), flat(initial.params))  # training moved them
+    np.testing.assert_allclose(flat(runner.params), flat(single.params), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(runner.update), [3])

@@ -37,6 +37,17 @@ SCRIPT = textwrap.dedent(
         raise SystemExit("an uneven split was accepted")
     except ValueError as e:
         assert "does not split evenly" in str(e), e
+    # python -m train's device choice: all 4, else the largest count dividing num_envs
+    from train.__main__ import choose_mesh
+    assert choose_mesh(32).devices.size == 4 and choose_mesh(6).devices.size == 3
+    assert choose_mesh(5) is None and choose_mesh(32, devices=1) is None and choose_mesh(32, devices=2).devices.size == 2
+    for kwargs, msg in [(dict(devices=4), "does not split evenly over 4"), (dict(devices=5), "4 device"),
+                        (dict(devices=2, distributed=True), "leave out --devices"), (dict(distributed=True), "multiple of 4")]:
+        try:
+            choose_mesh(6, **kwargs)
+            raise SystemExit(f"choose_mesh(6, {kwargs}) was accepted")
+        except ValueError as e:
+            assert msg in str(e), e
     print("identical")
     """
 )
@@ -89,6 +100,16 @@ PPO_SCRIPT = textwrap.dedent(
     path = save_checkpoint(tmp / "one.msgpack", cfg, r1)
     _, r4b, _ = load_checkpoint(path, t4)
     close(half(t4)(r4b), reference)                                 # saved on 1, resumed on 4
+    # python -m train's layout: env states split along the env axis (axis 1), the rest replicated
+    from train.distributed import place_runner
+    from jaxenvs.parallel import to_host
+    placed = place_runner(r4b, t4.mesh)
+    env_leaf = jax.tree.leaves(placed.env_state)[0]
+    assert env_leaf.sharding.spec[1] == "envs" and env_leaf.addressable_shards[0].data.shape[1] == 2
+    assert all(x.sharding.is_fully_replicated for x in jax.tree.leaves(placed.params))
+    for x, y in zip(jax.tree.leaves(to_host(r4b)), jax.tree.leaves(to_host(placed))):
+        np.testing.assert_array_equal(x, y)                         # placing moves, never changes
+    close(half(t4)(placed), reference)
     print("data parallel ok")
     """
 )

@@ -17,6 +17,7 @@ import jax
 import numpy as np
 from flax import serialization
 
+from jaxenvs.parallel import to_host
 from train.configs import PPOConfig, load_config_file
 from train.ppo import Trainer, make_trainer
 
@@ -38,8 +39,12 @@ def runner_template(trainer: Trainer) -> Any:
 
 
 def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> Path:
-    """Write ``runner`` (seed-batched) and ``config`` to ``path`` (atomically: write, then rename)."""
-    host = jax.device_get(jax.tree.map(lambda x: jax.random.key_data(x) if _is_key(x) else x, runner))
+    """Write ``runner`` (seed-batched) and ``config`` to ``path`` (atomically: write, then rename).
+
+    A runner split over several processes' devices is gathered first, so in a multi-process run
+    every process must call this (a collective); only process 0 writes the file.
+    """
+    host = to_host(runner)
     update = np.asarray(host.update).reshape(-1)
     payload = {
         "format_version": FORMAT_VERSION,
@@ -49,6 +54,8 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> 
         "runner": serialization.to_state_dict(host),
     }
     path = Path(path)
+    if jax.process_index() != 0:
+        return path
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(serialization.msgpack_serialize(payload))
     tmp.replace(path)
@@ -75,11 +82,13 @@ def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> 
     return trainer, runner, meta
 
 
-def load_run(run_dir: str | os.PathLike, **overrides) -> tuple[Trainer, Any, dict]:
+def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple[Trainer, Any, dict]:
     """Load a run directory's checkpoint; ``overrides`` change config fields (e.g. a larger
-    ``total_timesteps`` to train on) as long as the stored state still fits them."""
+    ``total_timesteps`` to train on) as long as the stored state still fits them. With a ``mesh``
+    the trainer trains over it (any device count: the checkpoint does not depend on it); place
+    the runner with :func:`train.distributed.place_runner`."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
     config = PPOConfig(**{**load_config_file(str(run_dir / CONFIG)), **overrides})
-    return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config))
+    return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh))

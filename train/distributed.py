@@ -1,0 +1,80 @@
+"""Where a PPO run's arrays live when it spans several devices or processes.
+
+A seed-batched :class:`~train.ppo.RunnerState` on a mesh (:func:`jaxenvs.parallel.env_mesh`)
+has its environment states and observations split over the mesh along the env axis (axis 1;
+axis 0 is the seed) and everything else (network params, optimizer state, keys, the update
+counter) replicated on every device. :func:`runner_shardings` spells that layout out, so the
+compiled programs of ``python -m train`` take and return it explicitly and their metrics come
+back replicated (readable on every process without communication).
+
+In a multi-process run (``python -m train --distributed``) every process runs the same
+program on its own devices; :func:`jaxenvs.parallel.to_host` gathers a runner for a checkpoint
+(a collective: every process calls it), and only process 0 writes files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxenvs.parallel import ENV_AXIS
+
+__all__ = ["runner_shardings", "put_global", "place_runner", "replicated", "params_digest", "is_main_process"]
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    """A whole copy on every device of ``mesh``."""
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def runner_shardings(runner: Any, mesh: Mesh) -> Any:
+    """For a seed-batched runner (or its ``jax.eval_shape``), a matching tree of shardings:
+    ``env_state`` and ``obs`` split along axis 1 (envs), every other leaf replicated."""
+    envs = NamedSharding(mesh, PartitionSpec(None, ENV_AXIS))
+    rep = replicated(mesh)
+    shard = jax.tree.map(lambda _: rep, runner)
+    return shard.replace(
+        env_state=jax.tree.map(lambda _: envs, runner.env_state), obs=jax.tree.map(lambda _: envs, runner.obs)
+    )
+
+
+def put_global(tree: Any, shardings: Any) -> Any:
+    """``tree`` (host or device arrays holding the same values on every process) laid out as
+    ``shardings`` says (one sharding, or a matching tree of them); PRNG keys stay keys."""
+
+    def put(x, sharding):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.wrap_key_data(put(jax.random.key_data(x), sharding), impl=jax.random.key_impl(x))
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return jax.device_put(x, sharding)  # already spans processes: reshard
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    if isinstance(shardings, jax.sharding.Sharding):
+        return jax.tree.map(lambda x: put(x, shardings), tree)
+    return jax.tree.map(put, tree, shardings)
+
+
+def place_runner(runner: Any, mesh: Mesh | None) -> Any:
+    """A seed-batched runner laid out on ``mesh`` as :func:`runner_shardings` says (e.g. one
+    loaded from a checkpoint); unchanged when ``mesh`` is None."""
+    return runner if mesh is None else put_global(runner, runner_shardings(runner, mesh))
+
+
+def params_digest(params: Any) -> str:
+    """SHA-256 (first 16 hex digits) of this process's own copy of the (replicated) parameters:
+    equal digests on every process show they hold one set of parameters."""
+    h = hashlib.sha256()
+    for x in jax.tree.leaves(params):
+        local = x.addressable_shards[0].data if isinstance(x, jax.Array) else x
+        h.update(np.ascontiguousarray(np.asarray(local)).tobytes())
+    return h.hexdigest()[:16]
+
+
+def is_main_process() -> bool:
+    """True on process 0 (the one that prints and writes files), and in single-process runs."""
+    return jax.process_index() == 0
