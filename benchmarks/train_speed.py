@@ -8,9 +8,14 @@ For each environment:
   (compile time reported apart, evaluation time excluded). Env-steps/s over the whole run.
 * ``jaxenvs PPO, N seeds``: the same run vmapped over ``--seeds`` seeds in one program: the total
   env-steps/s against one seed's.
-* ``SB3 PPO`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO with the same
-  rollout shape on the same env through :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with
-  the same criterion every chunk, up to ``--sb3-timesteps``.
+* ``SB3 PPO, same settings`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO
+  with the same rollout shape and hyperparameters on the same env through
+  :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with the same criterion every chunk, up to
+  ``--sb3-timesteps``: what each trainer costs per env step for the same work.
+* ``SB3 PPO, its defaults``: ``PPO("MlpPolicy", env)`` on one env, as SB3 users start (2048
+  steps per update, 10 epochs of 64-sample minibatches): what a user would otherwise run.
+
+Torch runs with its own default thread count unless ``--torch-threads`` sets one.
 
     python benchmarks/train_speed.py                         # GridWorld-v0
     python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
@@ -94,8 +99,14 @@ def jaxenvs_seeds_speed(env_id: str, num_seeds: int, num_envs: int | None = None
     return out
 
 
-def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
-    """SB3 PPO on the env through the SB3 adapter, same rollout shape as jaxenvs' config."""
+def sb3_time_to_solve(
+    env_id: str, budget: int, num_chunks: int, seed: int = 0, num_envs: int | None = None, sb3_defaults: bool = False,
+    threads: int | None = None,
+) -> dict | None:
+    """SB3 PPO on the env through the SB3 adapter: the same rollout shape and hyperparameters as
+    jaxenvs' config, or (``sb3_defaults``) ``PPO("MlpPolicy", env)`` as SB3 users start, on one
+    env with SB3's own defaults (2048 steps per update, 10 epochs of 64-sample minibatches).
+    ``threads``: torch's intra-op threads (None: torch's default)."""
     try:
         import gymnasium
         import torch
@@ -104,14 +115,18 @@ def sb3_time_to_solve(env_id: str, budget: int, num_chunks: int, seed: int = 0, 
         from jaxenvs.adapters.sb3 import SB3VecEnv
     except ImportError:
         return None
-    torch.set_num_threads(1)
+    if threads is not None:
+        torch.set_num_threads(threads)
     cfg = _config(env_id, num_envs)
-    venv = SB3VecEnv(env_id, num_envs=cfg.num_envs, seed=seed)
+    venv = SB3VecEnv(env_id, num_envs=1 if sb3_defaults else cfg.num_envs, seed=seed)
     policy_kind = "MultiInputPolicy" if isinstance(venv.observation_space, gymnasium.spaces.Dict) else "MlpPolicy"
-    model = PPO(policy_kind, venv, n_steps=cfg.num_steps, batch_size=cfg.num_envs * cfg.num_steps // cfg.num_minibatches,
-                n_epochs=cfg.update_epochs, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-                ent_coef=cfg.ent_coef, seed=seed, device="cpu", verbose=0)
-    chunk = max(cfg.num_envs * cfg.num_steps, budget // num_chunks)
+    if sb3_defaults:
+        model = PPO(policy_kind, venv, seed=seed, device="cpu", verbose=0)
+    else:
+        model = PPO(policy_kind, venv, n_steps=cfg.num_steps, batch_size=cfg.num_envs * cfg.num_steps // cfg.num_minibatches,
+                    n_epochs=cfg.update_epochs, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+                    ent_coef=cfg.ent_coef, seed=seed, device="cpu", verbose=0)
+    chunk = max(model.n_steps * venv.num_envs, budget // num_chunks)
     train_s, steps, solved_at, metrics = 0.0, 0, None, {}
     while steps < budget:
         t0 = time.perf_counter()
@@ -154,6 +169,7 @@ def main(argv=None):
     p.add_argument("--chunks", type=int, default=20, help="evaluations along a run (time-to-solve resolution)")
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
     p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
     p.add_argument("--out", default="benchmarks/results/train_speed.json")
     args = p.parse_args(argv)
@@ -167,7 +183,13 @@ def main(argv=None):
         r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds, num_envs=args.num_envs)
         single_agent = not jaxenvs.make(env_id).multi_agent
         if single_agent and not args.no_sb3:
-            r["sb3"] = sb3_time_to_solve(env_id, args.sb3_timesteps, args.chunks, num_envs=args.num_envs)
+            r["sb3"] = sb3_time_to_solve(
+                env_id, args.sb3_timesteps, args.chunks, num_envs=args.num_envs, threads=args.torch_threads
+            )
+            if args.num_envs is None:  # what an SB3 user runs first: PPO("MlpPolicy", env)
+                r["sb3_defaults"] = sb3_time_to_solve(
+                    env_id, args.sb3_timesteps, args.chunks, sb3_defaults=True, threads=args.torch_threads
+                )
         results[env_id] = r
         print_env(env_id, r, args.seeds)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -186,10 +208,15 @@ def print_env(env_id, r, num_seeds):
     one, many = r["seeds"][1], r["seeds"][num_seeds]
     print(f"  {num_seeds} seeds vmapped: {many['steps_per_sec']:>12,.0f} env-steps/s  vs 1 seed "
           f"{one['steps_per_sec']:,.0f}  ({many['steps_per_sec'] / one['steps_per_sec']:.2f}x)")
-    if s:
-        print(f"  SB3 PPO     : {s['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(s['time_to_solve_s'])}"
+    for label, s in (("SB3 PPO, same settings", s), ("SB3 PPO, its defaults", r.get("sb3_defaults"))):
+        if not s:
+            continue
+        print(f"  {label:<23}: {s['steps_per_sec']:>10,.0f} env-steps/s   time to solve {t(s['time_to_solve_s'])}"
               f" ({s['steps_to_solve']} steps)")
-        print(f"  jaxenvs / SB3 env-steps/s: {j['steps_per_sec'] / s['steps_per_sec']:.0f}x")
+        ratio = f"{j['steps_per_sec'] / s['steps_per_sec']:.0f}x env-steps/s"
+        if j["time_to_solve_s"] and s["time_to_solve_s"]:
+            ratio += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.0f}x sooner solved"
+        print(f"    jaxenvs vs {label}: {ratio}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
+from jax import custom_batching
 
 import jaxenvs
 from jaxenvs import spaces
@@ -46,7 +47,9 @@ from jaxenvs.wrappers import RecordEpisodeStatistics
 from train.configs import HParams, PPOConfig
 from train.networks import ActorCritic, policy_head_for
 
-__all__ = ["make_train", "make_trainer", "Trainer", "RunnerState", "gae", "stack_hparams", "as_typed_key"]
+__all__ = [
+    "make_train", "make_trainer", "Trainer", "RunnerState", "gae", "minibatch_permutation", "stack_hparams", "as_typed_key",
+]
 
 
 def as_typed_key(key) -> jax.Array:
@@ -78,6 +81,55 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
 
     _, adv = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True)
     return adv, adv + values
+
+
+def _stable_argsort_uint32(keys: jax.Array) -> jax.Array:
+    """int32 indices that sort the uint32 ``keys`` (1-D, at most ``2**16``) stably: equal keys stay
+    in index order, as ``lax.sort_key_val(keys, iota)[1]`` gives them.
+
+    XLA:CPU sorts a single uint32 array several times faster than key-value pairs, so two such
+    sorts do it: sorting the keys gives each key its rank (``searchsorted``; equal keys share it),
+    and sorting ``rank << bits | index`` (both fit in 32 bits) orders by (key, index).
+    """
+    n = keys.shape[0]
+    bits = max(1, (n - 1).bit_length())
+    rank = jnp.searchsorted(jax.lax.sort(keys), keys, side="left").astype(jnp.uint32)
+    order = jax.lax.sort((rank << bits) | jnp.arange(n, dtype=jnp.uint32))
+    return (order & jnp.uint32((1 << bits) - 1)).astype(jnp.int32)
+
+
+def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
+    """``jax.random.permutation(key, n)``, the same indices, about 2-4x faster on CPU.
+
+    JAX shuffles with ``ceil(3 ln n / ln(2**32 - 1))`` rounds of stable sorts by fresh random
+    uint32 keys (``jax._src.random._shuffle``); this repeats those rounds with the same keys and
+    does each sort with :func:`_stable_argsort_uint32`. Sizes above ``2**16`` use
+    ``jax.random.permutation`` itself.
+    """
+    if n > 2**16:
+        return jax.random.permutation(key, n)
+    num_rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
+    perm = jnp.arange(n)
+    for _ in range(num_rounds):
+        key, subkey = jax.random.split(key)
+        perm = perm[_stable_argsort_uint32(jax.random.bits(subkey, (n,), jnp.uint32))]
+    return perm
+
+
+@custom_batching.custom_vmap
+def _any_in_batch(x: jax.Array) -> jax.Array:
+    """``jnp.any(x)``; under ``jax.vmap``, one unbatched bool for the whole batch.
+
+    A ``lax.cond`` on it stays a branch under ``vmap`` (seeds, hyperparameters) instead of becoming
+    a select that computes both branches; use it only where taking the "true" branch for every
+    batch member when one needs it gives the same results.
+    """
+    return jnp.any(x)
+
+
+@_any_in_batch.def_vmap
+def _any_in_batch_vmap(axis_size, in_batched, x):
+    return jnp.any(x), False
 
 
 @struct.dataclass
@@ -276,12 +328,30 @@ class Trainer:
         clip_frac = jnp.mean(jnp.abs(ratio - 1) > hp.clip_eps)
         return loss, dict(pg_loss=pg_loss, vf_loss=vf_loss, entropy=entropy, approx_kl=approx_kl, clip_frac=clip_frac)
 
+    def _next_values(self, params, traj: Transition) -> jax.Array:
+        """``V(final_obs)``, float32[T, B], wherever :func:`gae` uses it (steps not terminated).
+
+        On a step that ended no episode, ``final_obs[t]`` is ``obs[t + 1]``, whose value the rollout
+        already computed (``value[t + 1]``); the last step's final observations take one pass of the
+        critic over ``B`` rows. A full ``[T, B]`` pass over ``final_obs`` runs only if an earlier
+        step was truncated and not terminated (terminated steps do not bootstrap).
+        """
+        _, last = self.network.apply(params, traj.final_obs[-1])
+        shifted = jnp.concatenate([traj.value[1:], last[None]])
+        ended = (traj.terminated | traj.truncated).at[-1].set(False)
+
+        def with_truncations():
+            _, values = self.network.apply(params, traj.final_obs)
+            return jnp.where(ended, values, shifted)
+
+        return jax.lax.cond(_any_in_batch(ended & ~traj.terminated), with_truncations, lambda: shifted)
+
     def _update(self, runner: RunnerState, hp: HParams):
         """One PPO update: rollout, GAE, epochs x minibatches of Adam steps. Returns the new
         runner and a dict of float32 scalar metrics."""
         cfg = self.config
         runner, (traj, (done, ep_ret, ep_len)) = self._rollout(runner, hp)
-        _, next_values = self.network.apply(runner.params, traj.final_obs)
+        next_values = self._next_values(runner.params, traj)
         adv, targets = gae(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
         tx = self.make_optimizer(hp)
         n = cfg.num_steps * self.batch_size
@@ -290,7 +360,7 @@ class Trainer:
         def epoch(carry, _):
             params, opt_state, key = carry
             key, k_perm = jax.random.split(key)
-            perm = jax.random.permutation(k_perm, n)
+            perm = minibatch_permutation(k_perm, n)
             mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), flat)
 
             def minibatch(carry, mb):
