@@ -8,7 +8,6 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
-from jaxenvs.rollout import _rollout, random_policy, rollout
 
 BATCH = 64
 DRAWS = 200_000
@@ -109,18 +108,8 @@ def test_invalid_params_raise(kwargs, message):
         jaxenvs.make("Lottery-v0", **kwargs)
 
 
-def rollout_cache_size():
-    """How many programs jaxenvs.rollout has compiled (a retrace adds one)."""
-    return _rollout._cache_size()
-
-
-def test_jit_vmap_scan_rollout():
-    env = jaxenvs.make("Lottery-v0")
-    policy = random_policy(env)
-    traj = rollout(env, jax.random.key(5), policy, 20, num_envs=BATCH, record_states=False)
-    compiled = rollout_cache_size()
-    rollout(env, jax.random.key(6), policy, 20, num_envs=BATCH, record_states=False)
-    assert rollout_cache_size() == compiled  # no retrace
+def test_jit_vmap_scan_rollout(rollout_without_retrace):
+    traj = rollout_without_retrace(jaxenvs.make("Lottery-v0"), 20, BATCH)
     obs_t, reward, term, trunc, final_obs, action = (
         traj.obs, traj.reward, traj.terminated, traj.truncated, traj.info["final_obs"], traj.action
     )

@@ -10,7 +10,6 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
-from jaxenvs.rollout import _rollout, random_policy, rollout
 
 BATCH = 64
 ROCK, PAPER, SCISSORS = 0, 1, 2
@@ -86,18 +85,8 @@ def test_bad_action_shape_and_checked_mode():
         step(jax.random.key(1), state, jnp.asarray([3, 0]))
 
 
-def rollout_cache_size():
-    """How many programs jaxenvs.rollout has compiled (a retrace adds one)."""
-    return _rollout._cache_size()
-
-
-def test_jit_vmap_scan_rollout():
-    env = jaxenvs.make("RockPaperScissors-v0")
-    policy = random_policy(env)
-    traj = rollout(env, jax.random.key(5), policy, 20, num_envs=BATCH, record_states=False)
-    compiled = rollout_cache_size()
-    rollout(env, jax.random.key(6), policy, 20, num_envs=BATCH, record_states=False)
-    assert rollout_cache_size() == compiled  # no retrace
+def test_jit_vmap_scan_rollout(rollout_without_retrace):
+    traj = rollout_without_retrace(jaxenvs.make("RockPaperScissors-v0"), 20, BATCH)
     obs_t, reward, term, trunc, info, action = (
         traj.obs, traj.reward, traj.terminated, traj.truncated, traj.info, traj.action
     )
