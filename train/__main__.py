@@ -173,23 +173,19 @@ def choose_mesh(num_envs: int, devices: int | None = None, distributed: bool = F
     return env_mesh(n) if n > 1 or distributed else None
 
 
-def _agree(flag: bool) -> bool:
-    """Process 0's value of ``flag`` on every process (decisions that start collectives)."""
+def _from_process_0(value: int) -> int:
+    """Process 0's ``value`` (an int32) on every process: decisions that start collectives, and
+    names every process must agree on. A single-process run returns ``value`` itself."""
     if jax.process_count() == 1:
-        return flag
+        return value
     from jax.experimental import multihost_utils
 
-    return bool(multihost_utils.broadcast_one_to_all(np.int32(flag)))
+    return int(multihost_utils.broadcast_one_to_all(np.int32(value)))
 
 
 def _run_stamp() -> str:
     """``YYYYmmdd-HHMMSS`` of process 0's clock (the run directory's name on every process)."""
-    t = int(time.time())
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        t = int(multihost_utils.broadcast_one_to_all(np.int32(t)))
-    return datetime.datetime.fromtimestamp(t).strftime("%Y%m%d-%H%M%S")
+    return datetime.datetime.fromtimestamp(_from_process_0(int(time.time()))).strftime("%Y%m%d-%H%M%S")
 
 
 def main(argv=None) -> int:
@@ -282,7 +278,7 @@ def _main(args) -> int:
                 if main_process and (sys.stdout.isatty() or last_chunk or time.perf_counter() - last_print > 2.0):
                     _progress(done, config.num_updates * config.steps_per_update, config.num_seeds, rate, log, eta)
                     last_print = time.perf_counter()
-                if _agree(time.perf_counter() - last_save > args.checkpoint_every):  # the same on every process
+                if _from_process_0(time.perf_counter() - last_save > args.checkpoint_every):  # the same on every process
                     save_checkpoint(run_dir / CHECKPOINT, config, runner)
                     log.write()
                     last_save = time.perf_counter()
