@@ -154,3 +154,29 @@ def test_bad_configs_are_rejected_with_the_allowed_values():
         make_trainer(get_config("GridWorld-v0", num_envs=3, num_steps=3, num_minibatches=4))
     with pytest.raises(KeyError, match="GridWorld-v0"):
         make_trainer(get_config("GridWorld-v9"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 256, 1024, 4096])
+def test_minibatch_permutation_is_jax_random_permutation(n):
+    from train.ppo import minibatch_permutation
+
+    for seed in range(3):
+        key = jax.random.key(seed)
+        np.testing.assert_array_equal(minibatch_permutation(key, n), jax.random.permutation(key, n))
+
+
+def test_next_values_are_the_critic_of_final_obs_wherever_gae_bootstraps():
+    """The rollout's own values stand in for V(final_obs) on steps that ended no episode; with a
+    5-step limit the rollouts have truncations, terminations and plain steps, per seed under vmap."""
+    trainer = make_trainer(get_config("PointEnv-v0", env_kwargs={"max_episode_steps": 5}, num_envs=4, num_steps=16))
+
+    def both(key):
+        runner = trainer.init(key)
+        runner, (traj, _) = trainer._rollout(runner, trainer.config.hparams())
+        _, direct = trainer.network.apply(runner.params, traj.final_obs)
+        return traj, trainer._next_values(runner.params, traj), direct
+
+    traj, fast, direct = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(0), 2))
+    used = ~np.asarray(traj.terminated)  # terminated steps bootstrap from 0 in gae
+    assert np.asarray(traj.truncated).any() and np.asarray(traj.terminated | traj.truncated).sum() < traj.terminated.size
+    np.testing.assert_allclose(np.asarray(fast)[used], np.asarray(direct)[used], rtol=1e-6, atol=1e-6)
