@@ -15,6 +15,11 @@ For each environment:
 * ``SB3 PPO, its defaults``: ``PPO("MlpPolicy", env)`` on one env, as SB3 users start (2048
   steps per update, 10 epochs of 64-sample minibatches): what a user would otherwise run.
 
+* ``arithmetic``: XLA's FLOP count of one update per env step (the rollout's forward passes and
+  the gradient steps, which both trainers compute alike) and this machine's float32 matmul peak,
+  measured in the same run: how close jaxenvs' env-steps/s is to what the arithmetic allows, and
+  what a given ratio over SB3 at the same settings would demand.
+
 Torch runs with its own default thread count unless ``--torch-threads`` sets one.
 
     python benchmarks/train_speed.py                         # GridWorld-v0
@@ -34,7 +39,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import optax  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from train.configs import get_config  # noqa: E402
@@ -78,6 +85,56 @@ def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs:
         "steps_to_solve": solved_at[1] if solved_at else None,
         "final_metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))},
     }
+
+
+def _flops(f, *args) -> float:
+    """XLA's FLOP count of the loop-free function ``f`` at ``args``."""
+    cost = jax.jit(f).lower(*args).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost["flops"])
+
+
+def ppo_flops_per_env_step(trainer) -> dict:
+    """FLOPs per env step of one PPO update, counted by XLA on loop-free pieces (its cost analysis
+    counts a loop's body once, not once per trip): ``num_steps`` forward passes over the env
+    batch, then ``update_epochs * num_minibatches`` gradient steps (loss, gradient, clipping, Adam).
+    The env's own step and GAE are left out: they are the same work in every trainer and small."""
+    cfg = trainer.config
+    runner = trainer.init(jax.random.key(0))
+    rows, n = trainer.batch_size, cfg.num_steps * trainer.batch_size
+    mb_rows = n // cfg.num_minibatches
+    obs_dim = trainer.flat_obs(runner.obs).shape[-1]
+    forward = _flops(lambda p, x: trainer.network.apply(p, x), runner.params, jnp.zeros((rows, obs_dim)))
+    hp = cfg.hparams()
+    traj, _ = jax.eval_shape(lambda r: trainer._rollout(r, hp)[1], runner)  # Transition [T, B, ...]
+    mb = jax.tree.map(lambda x: jnp.zeros((mb_rows,) + x.shape[2:], x.dtype), traj)
+    zeros = jnp.zeros((mb_rows,))
+    tx = trainer.make_optimizer(hp)
+
+    def grad_step(params, opt_state, batch):
+        grads, _ = jax.grad(trainer._loss, has_aux=True)(params, batch, hp)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    grad = _flops(grad_step, runner.params, runner.opt_state, (mb, zeros, zeros))
+    per_update = cfg.num_steps * forward + cfg.update_epochs * cfg.num_minibatches * grad
+    return {"forward_flops": forward, "grad_step_flops": grad, "flops_per_env_step": per_update / cfg.steps_per_update}
+
+
+def matmul_gflops(rows: int, width: int, iters: int, repeats: int = 5) -> float:
+    """Best float32 GFLOP/s of ``iters`` chained ``[rows, width] @ [width, width]`` products in one
+    jitted loop on the default device (an orthogonal matrix keeps the values' scale): the rate the
+    device reaches at a network layer's shape, or (large sizes) its peak."""
+    w, _ = jnp.linalg.qr(jax.random.normal(jax.random.key(0), (width, width), jnp.float32))
+    x = jax.random.normal(jax.random.key(1), (rows, width), jnp.float32)
+    f = jax.jit(lambda x, w: jax.lax.fori_loop(0, iters, lambda _, x: x @ w, x))
+    jax.block_until_ready(f(x, w))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(x, w))
+        best = min(best, time.perf_counter() - t0)
+    return 2 * rows * width * width * iters / best / 1e9
 
 
 def jaxenvs_seeds_speed(env_id: str, num_seeds: int, num_envs: int | None = None) -> dict:
@@ -181,6 +238,14 @@ def main(argv=None):
     for env_id in args.envs:
         r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)}
         r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds, num_envs=args.num_envs)
+        cfg = _config(env_id, args.num_envs)
+        r["arithmetic"] = ppo_flops_per_env_step(make_trainer(cfg))
+        mb_rows, width = cfg.steps_per_update // cfg.num_minibatches, max(cfg.hidden_sizes)
+        r["arithmetic"].update(
+            matmul_peak_gflops=matmul_gflops(2048, 2048, iters=4),
+            layer_shape=[mb_rows, width, width],
+            layer_matmul_gflops=matmul_gflops(mb_rows, width, iters=max(4, 2**31 // (2 * mb_rows * width * width))),
+        )
         single_agent = not jaxenvs.make(env_id).multi_agent
         if single_agent and not args.no_sb3:
             r["sb3"] = sb3_time_to_solve(
@@ -217,6 +282,19 @@ def print_env(env_id, r, num_seeds):
         if j["time_to_solve_s"] and s["time_to_solve_s"]:
             ratio += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.0f}x sooner solved"
         print(f"    jaxenvs vs {label}: {ratio}")
+    a = r.get("arithmetic")
+    if a:
+        flops, peak, layer = a["flops_per_env_step"], a["matmul_peak_gflops"], a["layer_matmul_gflops"]
+        shape = "[{}, {}] @ [{}, {}]".format(*a["layer_shape"], a["layer_shape"][-1])
+        used = j["steps_per_sec"] * flops / 1e9
+        print(f"  arithmetic : {flops / 1e3:,.0f} kFLOP per env step (XLA's count); jaxenvs PPO computes "
+              f"{used:.1f} GFLOP/s. This device: {peak:.0f} GFLOP/s float32 matmul peak (2048^3), "
+              f"{layer:.0f} GFLOP/s on the network's {shape} products alone")
+        same = r.get("sb3")
+        if same:
+            need = 100 * same["steps_per_sec"] * flops / 1e9
+            print(f"    100x SB3 at the same settings would need {need:.0f} GFLOP/s: "
+                  f"{need / layer:.1f}x the rate of those products alone, {need / peak:.0%} of the peak")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,38 @@
+"""The benchmark scripts' own arithmetic: what they print must be what they claim to measure."""
+
+import importlib.util
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def train_speed():
+    spec = importlib.util.spec_from_file_location("train_speed", os.path.join(ROOT, "benchmarks", "train_speed.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
+    """XLA's FLOP counts against the multiply-adds of the layers: GridWorld's 4 observation
+    features (agent and target cells), hidden (16, 8), 4 logits and 1 value."""
+    from train.configs import get_config
+    from train.ppo import make_trainer
+
+    cfg = get_config("GridWorld-v0", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=3, hidden_sizes=(16, 8))
+    out = train_speed.ppo_flops_per_env_step(make_trainer(cfg))
+    macs = (4 * 16 + 16 * 8 + 8 * 4) + (4 * 16 + 16 * 8 + 8 * 1)  # actor + critic, per row
+    rows, mb_rows = 4, 4 * 8 // 2
+    # Forward: 2 FLOPs per multiply-add, plus biases, tanh and the softmax (at most 35% more here).
+    assert 2 * macs * rows <= out["forward_flops"] <= 1.35 * 2 * macs * rows
+    # A gradient step: forward, weight gradients and input gradients (all but the first layer's),
+    # so between 2.5x and 4x the forward pass over a minibatch (Adam adds ~10 FLOPs per weight).
+    per_row_forward = out["forward_flops"] / rows
+    assert 2.5 * per_row_forward * mb_rows <= out["grad_step_flops"] <= 4 * per_row_forward * mb_rows
+    # Bookkeeping: 8 forward passes and 3 epochs x 2 minibatches of gradient steps per 32 env steps.
+    expected = (8 * out["forward_flops"] + 3 * 2 * out["grad_step_flops"]) / 32
+    assert out["flops_per_env_step"] == pytest.approx(expected, rel=1e-12)
+
