@@ -116,7 +116,8 @@ def main(argv=None):
     p.add_argument("--target-steps", type=int, default=4_000_000, help="env steps per timed call (approx.)")
     p.add_argument("--python-steps", type=int, default=20_000, help="env steps per Python-loop timing")
     p.add_argument("--python-max-envs", type=int, default=1024, help="largest batch for the Python baselines")
-    p.add_argument("--out", default="benchmarks/results/steps_per_sec")
+    p.add_argument("--out", default="benchmarks/results/steps_per_sec",
+                   help="path stem of the results: STEM.json and STEM.png (a trailing .json is dropped)")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument(
         "--devices", type=int, nargs="+", default=None, metavar="N",
@@ -176,6 +177,7 @@ def main(argv=None):
     print("\n" + summary(rows))
     if jax.process_index() != 0:
         return rows
+    args.out = args.out[: -len(".json")] if args.out.endswith(".json") else args.out
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump({"device": dev, "jax": jax.__version__, "rows": rows}, f, indent=1)
