@@ -41,9 +41,9 @@ import train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-import optax  # noqa: E402
 
 import jaxenvs  # noqa: E402
+from jaxenvs.rollout import time_calls  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.evaluate import evaluate_params  # noqa: E402
 from train.ppo import make_trainer  # noqa: E402
@@ -110,12 +110,7 @@ def ppo_flops_per_env_step(trainer) -> dict:
     mb = jax.tree.map(lambda x: jnp.zeros((mb_rows,) + x.shape[2:], x.dtype), traj)
     zeros = jnp.zeros((mb_rows,))
     tx = trainer.make_optimizer(hp)
-
-    def grad_step(params, opt_state, batch):
-        grads, _ = jax.grad(trainer._loss, has_aux=True)(params, batch, hp)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
-
+    grad_step = lambda p, o, b: trainer._grad_step(tx, p, o, b, hp)  # noqa: E731  (what _update runs)
     grad = _flops(grad_step, runner.params, runner.opt_state, (mb, zeros, zeros))
     per_update = cfg.num_steps * forward + cfg.update_epochs * cfg.num_minibatches * grad
     return {"forward_flops": forward, "grad_step_flops": grad, "flops_per_env_step": per_update / cfg.steps_per_update}
@@ -127,14 +122,8 @@ def matmul_gflops(rows: int, width: int, iters: int, repeats: int = 5) -> float:
     device reaches at a network layer's shape, or (large sizes) its peak."""
     w, _ = jnp.linalg.qr(jax.random.normal(jax.random.key(0), (width, width), jnp.float32))
     x = jax.random.normal(jax.random.key(1), (rows, width), jnp.float32)
-    f = jax.jit(lambda x, w: jax.lax.fori_loop(0, iters, lambda _, x: x @ w, x))
-    jax.block_until_ready(f(x, w))
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(x, w))
-        best = min(best, time.perf_counter() - t0)
-    return 2 * rows * width * width * iters / best / 1e9
+    _, times = time_calls(lambda x, w: jax.lax.fori_loop(0, iters, lambda _, x: x @ w, x), [(x, w)] * (repeats + 1))
+    return 2 * rows * width * width * iters / min(times) / 1e9
 
 
 def jaxenvs_seeds_speed(env_id: str, num_seeds: int, num_envs: int | None = None) -> dict:

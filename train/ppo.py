@@ -346,6 +346,13 @@ class Trainer:
 
         return jax.lax.cond(_any_in_batch(ended & ~traj.terminated), with_truncations, lambda: shifted)
 
+    def _grad_step(self, tx, params, opt_state, batch, hp: HParams):
+        """One optimizer step of ``tx`` on a minibatch ``(Transition, advantages, targets)``:
+        ``(params, opt_state, loss info)``."""
+        grads, info = jax.grad(self._loss, has_aux=True)(params, batch, hp)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, info
+
     def _update(self, runner: RunnerState, hp: HParams):
         """One PPO update: rollout, GAE, epochs x minibatches of Adam steps. Returns the new
         runner and a dict of float32 scalar metrics."""
@@ -364,10 +371,8 @@ class Trainer:
             mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), flat)
 
             def minibatch(carry, mb):
-                params, opt_state = carry
-                grads, info = jax.grad(self._loss, has_aux=True)(params, mb, hp)
-                updates, opt_state = tx.update(grads, opt_state, params)
-                return (optax.apply_updates(params, updates), opt_state), info
+                params, opt_state, info = self._grad_step(tx, *carry, mb, hp)
+                return (params, opt_state), info
 
             (params, opt_state), info = jax.lax.scan(minibatch, (params, opt_state), mbs)
             return (params, opt_state, key), info
