@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.rollout import time_calls  # noqa: E402
+from train.__main__ import chunk_length  # noqa: E402
 from train.configs import get_config  # noqa: E402
 from train.evaluate import evaluate_params  # noqa: E402
 from train.ppo import make_trainer  # noqa: E402
@@ -58,19 +59,18 @@ def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs:
     """Train one seed in ``num_chunks`` jitted calls, evaluating after each."""
     cfg = _config(env_id, num_envs, seed=seed)
     trainer = make_trainer(cfg)
-    per_chunk = max(1, cfg.num_updates // num_chunks)
-    steps_per_update = cfg.num_envs * cfg.num_steps
+    per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m train: equal chunks, num_updates in all
     t0 = time.perf_counter()
     runner = jax.block_until_ready(trainer.init(jax.random.key(seed)))
     jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))  # compiles (and runs once)
     compile_s = time.perf_counter() - t0
     runner = trainer.init(jax.random.key(seed))  # start again: the timed run excludes compilation
     train_s, steps, solved_at, metrics = 0.0, 0, None, None
-    for _ in range(-(-cfg.num_updates // per_chunk)):
+    for _ in range(cfg.num_updates // per_chunk):
         t0 = time.perf_counter()
         runner, _ = jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))
         train_s += time.perf_counter() - t0
-        steps += per_chunk * steps_per_update
+        steps += per_chunk * cfg.steps_per_update
         metrics = evaluate_params(trainer, runner.params)
         if metrics.get("solved") and solved_at is None:
             solved_at = (train_s, steps)
@@ -212,7 +212,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", nargs="+", default=["GridWorld-v0"])
     p.add_argument("--seeds", type=int, default=8, help="seeds vmapped in one program for the seeds comparison")
-    p.add_argument("--chunks", type=int, default=20, help="evaluations along a run (time-to-solve resolution)")
+    p.add_argument("--chunks", type=int, default=20, help="evaluations along a run, at least (time-to-solve resolution): the updates split into equal "
+                   "chunks as python -m train --chunks splits them")
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
     p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
