@@ -37,17 +37,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
+import jaxenvs.train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.rollout import time_calls  # noqa: E402
-from train.__main__ import chunk_length  # noqa: E402
-from train.configs import get_config  # noqa: E402
-from train.evaluate import evaluate_params  # noqa: E402
-from train.ppo import make_trainer  # noqa: E402
+from jaxenvs.train.__main__ import chunk_length  # noqa: E402
+from jaxenvs.train.configs import get_config  # noqa: E402
+from jaxenvs.train.evaluate import evaluate_params  # noqa: E402
+from jaxenvs.train.ppo import make_trainer  # noqa: E402
 
 
 def _config(env_id: str, num_envs: int | None, **kw):

@@ -198,7 +198,7 @@ def _static_difference(a, b, path: str) -> str | None:
     if dataclasses.is_dataclass(a):
         for f in dataclasses.fields(a):
             va, vb = getattr(a, f.name), getattr(b, f.name)
-            if not f.metadata.get("pytree_node", True):
+            if f.metadata.get("static", False) or not f.metadata.get("pytree_node", True):
                 try:
                     same = bool(va == vb)
                 except Exception:

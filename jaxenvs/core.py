@@ -23,7 +23,7 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs import spaces
 

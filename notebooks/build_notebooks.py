@@ -231,10 +231,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import Image, display
 
-from train.configs import get_config
-from train.evaluate import evaluate, evaluate_params
-from train.plotting import policy_gif
-from train.ppo import make_trainer
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.evaluate import evaluate, evaluate_params
+from jaxenvs.train.plotting import policy_gif
+from jaxenvs.train.ppo import make_trainer
 
 NUM_SEEDS = 2 if QUICK else 4
 
@@ -547,10 +547,10 @@ import time
 
 from IPython.display import Image, display
 
-from train.configs import get_config
-from train.evaluate import evaluate_params, first_episodes
-from train.plotting import policy_gif
-from train.ppo import make_trainer
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.evaluate import evaluate_params, first_episodes
+from jaxenvs.train.plotting import policy_gif
+from jaxenvs.train.ppo import make_trainer
 
 config = get_config(ENV_ID, total_timesteps=10_000 if QUICK else 30_000, num_envs=16, num_steps=32, lr=1e-3)
 trainer = make_trainer(config)

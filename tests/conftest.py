@@ -1,17 +1,10 @@
 """Test-session setup, run before any test module imports JAX.
 
-jax/jaxlib 0.10.2's XLA:CPU concurrency-optimised scheduler can hang seed-vmapped training
-programs forever (every thread idle); ``train/__init__.py`` turns it off for ``python -m train``,
-and this does the same for every test process (xdist workers included), whatever imports first.
+Importing :mod:`jaxenvs.train` first applies its XLA:CPU scheduler workaround (see its docstring)
+to every test process, xdist workers included, whatever imports first.
 """
 
-import os
-
-_XLA_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
-if _XLA_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" {_XLA_FLAG}=false").strip()
-
-
+import jaxenvs.train  # noqa: F401  (before any JAX computation)
 import pytest  # noqa: E402
 
 
@@ -33,3 +26,15 @@ def rollout_without_retrace():
         return traj
 
     return run
+
+
+def require(module: str):
+    """Import the optional dependency ``module`` for a test module: the module's tests are skipped
+    where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``
+    extra), but under ``CI=true`` a missing module is an error, so a skip never hides it in CI."""
+    import importlib
+    import os
+
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        return importlib.import_module(module)
+    return pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[all]')")

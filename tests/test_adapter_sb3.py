@@ -6,6 +6,11 @@ import pathlib
 
 import numpy as np
 import pytest
+
+from tests.conftest import require
+
+require("stable_baselines3")
+
 from gymnasium.utils.env_checker import data_equivalence
 from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.vec_env import DummyVecEnv, VecCheckNan

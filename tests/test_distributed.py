@@ -34,7 +34,7 @@ def two_process_run(tmp_path_factory):
             os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
             JAXENVS_COORDINATOR=f"127.0.0.1:{port}", JAXENVS_NUM_PROCESSES="2", JAXENVS_PROCESS_ID=str(i),
         )
-        cmd = [sys.executable, "-m", "train", "--distributed", "--out", str(out / f"process{i}"), *ARGS]
+        cmd = [sys.executable, "-m", "jaxenvs.train", "--distributed", "--out", str(out / f"process{i}"), *ARGS]
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     try:
         logs = [p.communicate(timeout=400)[0] for p in procs]
@@ -63,9 +63,9 @@ def test_two_processes_finish_with_identical_parameters(two_process_run):
 def test_distributed_checkpoint_holds_the_single_process_run(two_process_run):
     import jax
 
-    import train  # noqa: F401
-    from train.checkpoint import load_run
-    from train.distributed import params_digest
+    import jaxenvs.train  # noqa: F401
+    from jaxenvs.train.checkpoint import load_run
+    from jaxenvs.train.distributed import params_digest
 
     out, logs = two_process_run
     (run_dir,) = (out / "process0").iterdir()

@@ -1,15 +1,15 @@
 """GAE with truncation bootstrapping (train.ppo.gae) against an independent numpy reference, and
 the rollout's use of info["final_obs"]."""
 
-import train  # noqa: F401  (sets XLA flags before JAX starts)
+import jaxenvs.train  # noqa: F401  (sets XLA flags before JAX starts)
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from train.configs import get_config
-from train.ppo import gae, make_trainer
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.ppo import gae, make_trainer
 
 GAMMA, LAM = 0.9, 0.8
 

@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent(
     except ValueError as e:
         assert "does not split evenly" in str(e), e
     # python -m train's device choice: all 4, else the largest count dividing num_envs
-    from train.__main__ import choose_mesh
+    from jaxenvs.train.__main__ import choose_mesh
     assert choose_mesh(32).devices.size == 4 and choose_mesh(6).devices.size == 3
     assert choose_mesh(5) is None and choose_mesh(32, devices=1) is None and choose_mesh(32, devices=2).devices.size == 2
     for kwargs, msg in [(dict(devices=4), "does not split evenly over 4"), (dict(devices=5), "4 device"),
@@ -63,9 +63,9 @@ def test_sharded_rollout_equals_single_device():
 PPO_SCRIPT = textwrap.dedent(
     """
     import sys, pathlib, train, jax, numpy as np
-    from train.configs import get_config
-    from train.ppo import make_trainer
-    from train.checkpoint import save_checkpoint, load_checkpoint
+    from jaxenvs.train.configs import get_config
+    from jaxenvs.train.ppo import make_trainer
+    from jaxenvs.train.checkpoint import save_checkpoint, load_checkpoint
     from jaxenvs.parallel import env_mesh
     tmp = pathlib.Path(sys.argv[1])
     assert jax.device_count() == 4
@@ -101,7 +101,7 @@ PPO_SCRIPT = textwrap.dedent(
     _, r4b, _ = load_checkpoint(path, t4)
     close(half(t4)(r4b), reference)                                 # saved on 1, resumed on 4
     # python -m train's layout: env states split along the env axis (axis 1), the rest replicated
-    from train.distributed import place_runner
+    from jaxenvs.train.distributed import place_runner
     from jaxenvs.parallel import to_host
     placed = place_runner(r4b, t4.mesh)
     env_leaf = jax.tree.leaves(placed.env_state)[0]

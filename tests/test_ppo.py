@@ -1,18 +1,18 @@
 """PPO (train.ppo): one compilation, determinism per key, vmap over seeds and hyperparameters,
 learning on small budgets, Box-bounded continuous actions, checkpoints and resuming."""
 
-import train  # noqa: F401  (sets XLA flags before JAX starts)
+import jaxenvs.train  # noqa: F401  (sets XLA flags before JAX starts)
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from train.checkpoint import load_checkpoint, save_checkpoint
-from train.configs import PPOConfig, get_config
-from train.evaluate import _payoff_matrix, evaluate_params
-from train.networks import Gaussian
-from train.ppo import make_trainer, stack_hparams
+from jaxenvs.train.checkpoint import load_checkpoint, save_checkpoint
+from jaxenvs.train.configs import PPOConfig, get_config
+from jaxenvs.train.evaluate import _payoff_matrix, evaluate_params
+from jaxenvs.train.networks import Gaussian
+from jaxenvs.train.ppo import make_trainer, stack_hparams
 
 # GridWorld, 16 envs x 16 steps per update, 48 updates (12,288 env steps)
 GRID = dict(num_envs=16, num_steps=16, total_timesteps=12_288, lr=1e-3)
@@ -158,7 +158,7 @@ def test_bad_configs_are_rejected_with_the_allowed_values():
 
 @pytest.mark.parametrize("n", [1, 2, 7, 256, 1024, 4096])
 def test_minibatch_permutation_is_jax_random_permutation(n):
-    from train.ppo import minibatch_permutation
+    from jaxenvs.train.ppo import minibatch_permutation
 
     for seed in range(3):
         key = jax.random.key(seed)

@@ -24,7 +24,7 @@ def test_readme_python_blocks_run_as_written(tmp_path):
 
 def test_readme_test_command_is_what_ci_runs():
     commands = re.findall(r"```bash\n(.*?)```", README, flags=re.S)[0].strip().splitlines()
-    assert len(commands) == 2 and "python -m train" in commands[0] and "pytest" in commands[1]
+    assert len(commands) == 2 and "jaxenvs-train" in commands[0] and "pytest" in commands[1]
     test_cmd = commands[1].split("#")[0].strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_cmd.replace("pip install", "python -m pip install -q") in ci

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from train.__main__ import chunk_length
+from jaxenvs.train.__main__ import chunk_length
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def run(*args, timeout=240):
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     # 2 seeds x 8 envs x 32 steps: 4 updates of 256 env steps, in 2 chunks
-    p = run("train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2", "--out", str(out))
+    p = run("jaxenvs.train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2", "--out", str(out))
     assert p.returncode == 0, p.stderr
     (run_dir,) = out.iterdir()
     return run_dir, p.stdout
@@ -50,14 +50,14 @@ def test_cli_writes_the_run_directory(run_dir):
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     run_dir, _ = run_dir
-    p = run("train.evaluate", str(run_dir))
+    p = run("jaxenvs.train.evaluate", str(run_dir))
     assert p.returncode in (0, 1), p.stderr  # 1 = evaluated but not solved on this tiny budget
     result = json.loads(p.stdout)
     assert result["env_id"] == "GridWorld-v0" and len(result["seeds"]) == 2
     assert {"success_rate", "length_ratio", "solved"} <= set(result["seeds"][0])
     assert result["seeds"][0] == json.loads((run_dir / "evaluation.json").read_text())["seeds"][0]
 
-    p = run("train", "--resume", str(run_dir), "--total-timesteps", "1536", "--no-gif")
+    p = run("jaxenvs.train", "--resume", str(run_dir), "--total-timesteps", "1536", "--no-gif")
     assert p.returncode == 0, p.stderr
     assert "resuming" in p.stdout and "at update 4" in p.stdout
     with open(run_dir / "metrics.csv") as f:
@@ -66,11 +66,11 @@ def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
 
 
 def test_cli_rejects_bad_input_clearly(tmp_path):
-    p = run("train", "--env", "GridWorld-v9", "--out", str(tmp_path))
+    p = run("jaxenvs.train", "--env", "GridWorld-v9", "--out", str(tmp_path))
     assert p.returncode != 0 and "GridWorld-v0" in p.stderr  # suggests the registered id
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"lr": 1e-3, "num_env": 4}))
-    p = run("train", "--config", str(bad), "--out", str(tmp_path))
+    p = run("jaxenvs.train", "--config", str(bad), "--out", str(tmp_path))
     assert p.returncode != 0 and "num_env" in p.stderr and "num_envs" in p.stderr
 
 

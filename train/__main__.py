@@ -45,10 +45,10 @@ import jax
 import numpy as np
 
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host
-from train.checkpoint import CHECKPOINT, CONFIG, load_run, runner_template, save_checkpoint
-from train.configs import DEFAULT_ENV, DEFAULTS, PPOConfig, get_config, load_config_file
-from train.distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings
-from train.ppo import make_trainer
+from .checkpoint import CHECKPOINT, CONFIG, load_run, runner_template, save_checkpoint
+from .configs import DEFAULT_ENV, DEFAULTS, PPOConfig, get_config, load_config_file
+from .distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings
+from .ppo import make_trainer
 
 METRIC_KEYS = ("episode_return", "episode_length", "episodes", "pg_loss", "vf_loss", "entropy", "approx_kl", "clip_frac")
 
@@ -301,8 +301,8 @@ def _main(args) -> int:
         print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(runner.params)}", flush=True)
     if not main_process:
         return 0
-    from train.evaluate import evaluate
-    from train.plotting import plot_learning_curve, policy_gif
+    from .evaluate import evaluate
+    from .plotting import plot_learning_curve, policy_gif
 
     curve = plot_learning_curve(
         log.env_steps, log.array("episode_return"), log.array("episode_length"), run_dir / "learning_curve.png", config.env_id

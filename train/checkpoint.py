@@ -1,5 +1,8 @@
 """Checkpoints of PPO runs: one msgpack file (``flax.serialization``) per run directory.
 
+The runner state is stored as a flat mapping from each leaf's pytree path (``jax.tree_util.keystr``)
+to its array, so any pytree (flax, jaxenvs.struct or plain dataclasses) round-trips.
+
 ``checkpoint.msgpack`` holds the whole :class:`~train.ppo.RunnerState` of every seed (network
 params, Adam state, environment states and observations, PRNG keys, update counter), the config
 and the number of updates and env steps done, so a resumed run continues exactly where the
@@ -18,18 +21,47 @@ import numpy as np
 from flax import serialization
 
 from jaxenvs.parallel import to_host
-from train.configs import PPOConfig, load_config_file
-from train.ppo import Trainer, make_trainer
+from .configs import PPOConfig, load_config_file
+from .ppo import Trainer, make_trainer
 
 __all__ = ["CHECKPOINT", "CONFIG", "save_checkpoint", "load_checkpoint", "load_run", "runner_template"]
 
 CHECKPOINT = "checkpoint.msgpack"
 CONFIG = "config.json"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _is_key(x) -> bool:
     return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _flat(tree: Any) -> dict[str, np.ndarray]:
+    """``{path: array}`` of every leaf (PRNG keys as their ``key_data``)."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {
+        jax.tree_util.keystr(p): np.asarray(jax.random.key_data(x) if _is_key(x) else x) for p, x in leaves
+    }
+
+
+def _unflat(template: Any, flat: dict, path: Path) -> Any:
+    """The pytree of ``template`` (``ShapeDtypeStruct`` leaves) filled from :func:`_flat`'s mapping."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
+    out = []
+    for p, t in leaves:
+        k = jax.tree_util.keystr(p)
+        if k not in flat:
+            raise ValueError(f"{path}: the checkpoint has no entry {k}; it was written for another config")
+        x = np.asarray(flat[k])
+        if _is_key(t):
+            want = tuple(t.shape) + tuple(jax.eval_shape(jax.random.key_data, t).shape[len(t.shape):])
+        else:
+            want = tuple(t.shape)
+        if x.shape != want:
+            raise ValueError(
+                f"{path}: entry {k} has shape {x.shape}, the config expects {want}; it was written for another config"
+            )
+        out.append(jax.random.wrap_key_data(jax.numpy.asarray(x)) if _is_key(t) else jax.numpy.asarray(x, t.dtype))
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def runner_template(trainer: Trainer) -> Any:
@@ -51,7 +83,7 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> 
         "config": json.dumps(config.to_dict()),
         "update": int(update[0]),
         "env_steps": int(update[0]) * config.steps_per_update,
-        "runner": serialization.to_state_dict(host),
+        "runner": _flat(host),
     }
     path = Path(path)
     if jax.process_index() != 0:
@@ -74,10 +106,7 @@ def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> 
     config = PPOConfig(**json.loads(payload["config"]))
     trainer = make_trainer(config) if trainer is None else trainer
     template = runner_template(trainer)
-    restored = serialization.from_state_dict(template, payload["runner"])
-    runner = jax.tree.map(
-        lambda t, x: jax.random.wrap_key_data(x) if _is_key(t) else jax.numpy.asarray(x, t.dtype), template, restored
-    )
+    runner = _unflat(template, payload["runner"], path)
     meta = {"update": payload["update"], "env_steps": payload["env_steps"], "config": config.to_dict()}
     return trainer, runner, meta
 

@@ -34,7 +34,7 @@ import numpy as np
 
 import jaxenvs
 from jaxenvs.rollout import rollout
-from train.ppo import Trainer
+from .ppo import Trainer
 
 __all__ = ["EVALUATORS", "evaluate", "evaluate_params", "first_episodes", "main"]
 
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("run_dir", help="a run directory written by `python -m train` (holds checkpoint.msgpack)")
     parser.add_argument("--seed", type=int, default=12345, help="PRNG seed of the evaluation episodes")
     args = parser.parse_args(argv)
-    from train.checkpoint import load_run
+    from .checkpoint import load_run
 
     trainer, runner, _ = load_run(args.run_dir)
     result = evaluate(trainer, runner.params, jax.random.key(args.seed))

@@ -44,8 +44,8 @@ import jaxenvs
 from jaxenvs import spaces
 from jaxenvs.parallel import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
-from train.configs import HParams, PPOConfig
-from train.networks import ActorCritic, policy_head_for
+from .configs import HParams, PPOConfig
+from .networks import ActorCritic, policy_head_for
 
 __all__ = [
     "make_train", "make_trainer", "Trainer", "RunnerState", "gae", "minibatch_permutation", "stack_hparams", "as_typed_key",

@@ -40,7 +40,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param

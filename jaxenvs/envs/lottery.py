@@ -22,7 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param

@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits

@@ -12,7 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs.core import Environment
 

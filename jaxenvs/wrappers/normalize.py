@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
+from jaxenvs import struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment
