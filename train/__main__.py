@@ -46,9 +46,9 @@ import numpy as np
 
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host
 from .checkpoint import CHECKPOINT, CONFIG, load_run, runner_template, save_checkpoint
-from .configs import DEFAULT_ENV, DEFAULTS, PPOConfig, get_config, load_config_file
+from .configs import DEFAULT_ENV, DEFAULTS, PPOConfig, config_from_dict, get_config, load_config_file
 from .distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings
-from .ppo import make_trainer
+from .trainers import make_trainer
 
 METRIC_KEYS = ("episode_return", "episode_length", "episodes", "pg_loss", "vf_loss", "entropy", "approx_kl", "clip_frac")
 
@@ -208,7 +208,7 @@ def _main(args) -> int:
         if args.env or args.config or extra:
             raise SystemExit("--resume takes the run's own config; only --total-timesteps and --chunks may change it")
         run_dir = Path(args.resume)
-        stored = PPOConfig(**load_config_file(str(run_dir / CONFIG))) if run_dir.is_dir() else None
+        stored = config_from_dict(load_config_file(str(run_dir / CONFIG))) if run_dir.is_dir() else None
         mesh = choose_mesh(stored.num_envs if stored else 1, args.devices, args.distributed)
         trainer, runner, meta = load_run(run_dir, mesh=mesh, **overrides)
         runner = place_runner(runner, mesh)
@@ -223,7 +223,8 @@ def _main(args) -> int:
         file_cfg = load_config_file(args.config) if args.config else {}
         env_id = args.env or file_cfg.pop("env_id", None) or DEFAULT_ENV
         file_cfg.pop("env_id", None)
-        config = get_config(env_id, **{**file_cfg, **overrides})
+        algo = file_cfg.pop("algo", "ppo")
+        config = get_config(env_id, algo=algo, **{**file_cfg, **overrides})
         mesh = choose_mesh(config.num_envs, args.devices, args.distributed)
         trainer = make_trainer(config, mesh=mesh)
         stamp = _run_stamp()

@@ -21,8 +21,9 @@ import numpy as np
 from flax import serialization
 
 from jaxenvs.parallel import to_host
-from .configs import PPOConfig, load_config_file
-from .ppo import Trainer, make_trainer
+from .configs import PPOConfig, config_from_dict, load_config_file
+from .ppo import Trainer
+from .trainers import make_trainer
 
 __all__ = ["CHECKPOINT", "CONFIG", "save_checkpoint", "load_checkpoint", "load_run", "runner_template"]
 
@@ -103,7 +104,7 @@ def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> 
     payload = serialization.msgpack_restore(path.read_bytes())
     if payload.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{path}: checkpoint format {payload.get('format_version')!r}, expected {FORMAT_VERSION}")
-    config = PPOConfig(**json.loads(payload["config"]))
+    config = config_from_dict(json.loads(payload["config"]))
     trainer = make_trainer(config) if trainer is None else trainer
     template = runner_template(trainer)
     runner = _unflat(template, payload["runner"], path)
@@ -119,5 +120,5 @@ def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
-    config = PPOConfig(**{**load_config_file(str(run_dir / CONFIG)), **overrides})
+    config = config_from_dict({**load_config_file(str(run_dir / CONFIG)), **overrides})
     return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh))

@@ -21,13 +21,17 @@ from typing import Any
 import jax.numpy as jnp
 from flax import struct
 
-__all__ = ["PPOConfig", "HParams", "DEFAULTS", "DEFAULT_ENV", "get_config", "load_config_file"]
+__all__ = [
+    "PPOConfig", "HParams", "ALGOS", "DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
+]
 
 DEFAULT_ENV = "GridWorld-v0"
 
 
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
+    ALGO = "ppo"  # the name --algo and config.json's "algo" use (a class attribute, not a field)
+
     env_id: str = DEFAULT_ENV
     env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to jaxenvs.make
     total_timesteps: int = 100_000  # env transitions per seed (an N-agent transition counts once)
@@ -89,12 +93,13 @@ class PPOConfig:
         return HParams(**{f.name: jnp.float32(getattr(self, f.name)) for f in dataclasses.fields(HParams)})
 
     def replace(self, **kwargs) -> "PPOConfig":
-        return _from_dict({**self.to_dict(), **kwargs})
+        return config_from_dict({**self.to_dict(), **kwargs})
 
     def to_dict(self) -> dict:
+        """The fields as JSON-ready values, with ``"algo"`` naming the config's algorithm."""
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
-        return d
+        return {"algo": self.ALGO, **d}
 
 
 @struct.dataclass
@@ -139,22 +144,40 @@ DEFAULTS: dict[str, dict] = {
 }
 
 
-def _from_dict(d: dict) -> PPOConfig:
-    names = {f.name for f in dataclasses.fields(PPOConfig)}
+# Algorithm name -> its config class; each class's ALGO attribute is its key.
+ALGOS: dict[str, type] = {"ppo": PPOConfig}
+
+
+def _config_class(algo: str) -> type:
+    if algo not in ALGOS:
+        raise ValueError(f"unknown algorithm {algo!r}; available: {sorted(ALGOS)}")
+    return ALGOS[algo]
+
+
+def _from_dict(d: dict, cls: type = PPOConfig):
+    names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - names)
     if unknown:
-        raise TypeError(f"unknown PPOConfig field(s) {unknown}; valid: {sorted(names)}")
-    return PPOConfig(**d)
+        raise TypeError(f"unknown {cls.__name__} field(s) {unknown}; valid: {sorted(names)}")
+    return cls(**d)
 
 
-def get_config(env_id: str | None = None, **overrides) -> PPOConfig:
-    """``PPOConfig`` for ``env_id``: dataclass defaults < ``DEFAULTS[env_id]`` < ``overrides``.
+def config_from_dict(d: dict):
+    """The config a :meth:`PPOConfig.to_dict`-style dict describes; its ``"algo"`` key (default
+    ``"ppo"``, as in run directories written before it existed) picks the config class."""
+    d = dict(d)
+    return _from_dict(d, _config_class(d.pop("algo", "ppo")))
 
-    Environments without an entry in ``DEFAULTS`` get the dataclass defaults.
+
+def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
+    """The config of ``algo`` for ``env_id``: dataclass defaults < ``DEFAULTS[env_id]`` <
+    ``overrides``. Environments without an entry in ``DEFAULTS`` get the dataclass defaults.
     """
+    cls = _config_class(algo)
     env_id = env_id or overrides.pop("env_id", None) or DEFAULT_ENV
     overrides.pop("env_id", None)
-    return _from_dict({**DEFAULTS.get(env_id, {}), **overrides, "env_id": env_id})
+    tuned = DEFAULTS.get(env_id, {}) if cls is PPOConfig else {}
+    return _from_dict({**tuned, **overrides, "env_id": env_id}, cls)
 
 
 def load_config_file(path: str) -> dict:
@@ -166,7 +189,10 @@ def load_config_file(path: str) -> dict:
             raise ValueError(f"config file {path!r} is not valid JSON: {e}") from e
     if not isinstance(d, dict):
         raise ValueError(f"config file {path!r} must hold a JSON object of PPOConfig fields, got {type(d).__name__}")
-    names = {f.name for f in dataclasses.fields(PPOConfig)}
+    algo = d.get("algo", "ppo")
+    if algo not in ALGOS:
+        raise ValueError(f"config file {path!r} names unknown algorithm {algo!r}; available: {sorted(ALGOS)}")
+    names = {f.name for f in dataclasses.fields(ALGOS[algo])} | {"algo"}
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}")
