@@ -46,7 +46,7 @@ import numpy as np
 
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host
 from .checkpoint import CHECKPOINT, CONFIG, load_run, runner_template, save_checkpoint
-from .configs import DEFAULT_ENV, DEFAULTS, PPOConfig, config_from_dict, get_config, load_config_file
+from .configs import ALGOS, DEFAULT_ENV, DEFAULTS, PPOConfig, config_from_dict, get_config, load_config_file
 from .distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings
 from .trainers import make_trainer
 
@@ -63,6 +63,7 @@ def chunk_length(num_updates: int, num_chunks: int) -> int:
 def _parse(argv):
     p = argparse.ArgumentParser(prog="python -m train", description=__doc__.split("\n\n")[0])
     p.add_argument("--env", help=f"environment id (default {DEFAULT_ENV}); tuned: {', '.join(DEFAULTS)}")
+    p.add_argument("--algo", choices=sorted(ALGOS), help="training algorithm (default ppo, or the --config file's \"algo\")")
     p.add_argument("--seeds", type=int, help="number of seeds trained in parallel (vmap)")
     p.add_argument("--seed", type=int, help="root PRNG seed")
     p.add_argument("--total-timesteps", type=int, help="env steps per seed")
@@ -224,6 +225,7 @@ def _main(args) -> int:
         env_id = args.env or file_cfg.pop("env_id", None) or DEFAULT_ENV
         file_cfg.pop("env_id", None)
         algo = file_cfg.pop("algo", "ppo")
+        algo = args.algo or algo
         config = get_config(env_id, algo=algo, **{**file_cfg, **overrides})
         mesh = choose_mesh(config.num_envs, args.devices, args.distributed)
         trainer = make_trainer(config, mesh=mesh)
