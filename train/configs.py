@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 __all__ = [
-    "PPOConfig", "HParams", "ALGOS", "DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
+    "PPOConfig", "HParams", "validate_fields", "ALGOS", "DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
 ]
 
 DEFAULT_ENV = "GridWorld-v0"
@@ -61,22 +64,18 @@ class PPOConfig:
     num_chunks: int = 20  # CLI: jitted calls the run is split into (progress printed between them)
 
     def __post_init__(self):
-        positive = ("total_timesteps", "num_envs", "num_steps", "update_epochs", "num_minibatches", "num_seeds", "num_chunks")
-        for name in positive:
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"PPOConfig.{name} must be an int >= 1, got {v!r}")
-        if self.activation not in ("tanh", "relu"):
-            raise ValueError(f"PPOConfig.activation must be 'tanh' or 'relu', got {self.activation!r}")
-        if not (0.0 <= self.gamma <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError(f"gamma and gae_lambda must lie in [0, 1], got {self.gamma}, {self.gae_lambda}")
-        if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0 or self.reward_scale <= 0:
-            raise ValueError("lr, clip_eps, max_grad_norm and reward_scale must be > 0")
-        if not self.hidden_sizes or any(int(h) < 1 for h in self.hidden_sizes):
-            raise ValueError(f"hidden_sizes must be a non-empty sequence of ints >= 1, got {self.hidden_sizes!r}")
+        self.validate()
         object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
-        if not isinstance(self.env_kwargs, dict):
-            raise TypeError(f"env_kwargs must be a dict, got {type(self.env_kwargs).__name__}")
+
+    def validate(self) -> None:
+        """Check every field against ``type(self).FIELD_RULES`` (see :func:`validate_fields`);
+        raises ValueError/TypeError naming the field, the value and what is allowed."""
+        validate_fields(self, type(self).FIELD_RULES)
+        if self.num_envs * self.num_steps > _INT32_MAX:
+            raise ValueError(
+                f"{type(self).__name__}: num_envs * num_steps = {self.num_envs * self.num_steps:,} env steps per "
+                f"update; at most {_INT32_MAX:,} are allowed"
+            )
 
     @property
     def num_updates(self) -> int:
@@ -100,6 +99,140 @@ class PPOConfig:
         d = dataclasses.asdict(self)
         d["hidden_sizes"] = list(self.hidden_sizes)
         return {"algo": self.ALGO, **d}
+
+
+# ---------------------------------------------------------------------------------------------
+# Field validation: one rule per field, checked on the host when a config is built (never inside
+# the compiled program). A config class lists its rules in FIELD_RULES; a new algorithm's class
+# reuses PPOConfig's with ``FIELD_RULES = {**PPOConfig.FIELD_RULES, "new_field": Float(lo=0)}``.
+
+_INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Int:
+    """An int (not a bool) in ``[lo, hi]``."""
+
+    lo: int | None = None
+    hi: int | None = _INT32_MAX
+
+    def check(self, v) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            return "an integer"
+        if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
+            return f"an integer in [{self.lo}, {self.hi}]" if self.hi is not None else f"an integer >= {self.lo}"
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Float:
+    """A finite real number (not a bool, not a string) with optional bounds; ``lo_open``/``hi_open``
+    exclude the bound itself."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def allowed(self) -> str:
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {self.lo:g}")
+        if self.hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {self.hi:g}")
+        return "a finite number" + (" " + " and ".join(parts) if parts else "")
+
+    def check(self, v) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            return self.allowed()
+        if self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo):
+            return self.allowed()
+        if self.hi is not None and (v >= self.hi if self.hi_open else v > self.hi):
+            return self.allowed()
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Bool:
+    def check(self, v) -> str | None:
+        return None if isinstance(v, (bool, np.bool_)) else "true or false"
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    options: tuple
+
+    def check(self, v) -> str | None:
+        return None if isinstance(v, str) and v in self.options else "one of " + ", ".join(map(repr, self.options))
+
+
+@dataclasses.dataclass(frozen=True)
+class Str:
+    def check(self, v) -> str | None:
+        return None if isinstance(v, str) and v else "a non-empty string"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mapping:
+    def check(self, v) -> str | None:
+        return None if isinstance(v, dict) and all(isinstance(k, str) for k in v) else "a dict with string keys"
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    """A non-empty list/tuple of ints in ``[1, hi]`` (layer widths)."""
+
+    hi: int = 1 << 16
+
+    def check(self, v) -> str | None:
+        ok = isinstance(v, (list, tuple)) and len(v) > 0 and all(Int(1, self.hi).check(h) is None for h in v)
+        return None if ok else f"a non-empty list of integers in [1, {self.hi}]"
+
+
+def validate_fields(config, rules: dict) -> None:
+    """Check each field of ``config`` named in ``rules`` (field -> rule with ``check(value)``
+    returning None or a description of what is allowed). Every field of the dataclass must have
+    a rule, so a new field cannot go unchecked. Raises ValueError (TypeError for a value of the
+    wrong type) naming the class, the field, the value and what is allowed."""
+    cls = type(config).__name__
+    missing = sorted(f.name for f in dataclasses.fields(config) if f.name not in rules)
+    if missing:
+        raise TypeError(f"{cls}.FIELD_RULES has no rule for field(s) {missing}")
+    for f in dataclasses.fields(config):
+        v = getattr(config, f.name)
+        allowed = rules[f.name].check(v)
+        if allowed is not None:
+            wrong_type = isinstance(v, (str, bytes, list, tuple, dict, type(None))) and not isinstance(
+                rules[f.name], (Str, Choice, Sizes, Mapping)
+            )
+            err = TypeError if wrong_type else ValueError
+            raise err(f"{cls}.{f.name} must be {allowed}; got {v!r} ({type(v).__name__})")
+
+
+PPOConfig.FIELD_RULES = {
+    "env_id": Str(),
+    "env_kwargs": Mapping(),
+    "total_timesteps": Int(1),
+    "num_envs": Int(1),
+    "num_steps": Int(1),
+    "update_epochs": Int(1, 10_000),
+    "num_minibatches": Int(1),
+    "lr": Float(0, lo_open=True),
+    "anneal_lr": Bool(),
+    "gamma": Float(0, 1),
+    "gae_lambda": Float(0, 1),
+    "clip_eps": Float(0, lo_open=True),
+    "ent_coef": Float(0),
+    "vf_coef": Float(0),
+    "max_grad_norm": Float(0, lo_open=True),
+    "normalize_advantages": Bool(),
+    "reward_scale": Float(0, lo_open=True),
+    "hidden_sizes": Sizes(),
+    "activation": Choice(("tanh", "relu")),
+    "num_seeds": Int(1, 1 << 16),
+    "seed": Int(0, 2**63 - 1),
+    "num_chunks": Int(1),
+}
 
 
 @struct.dataclass
