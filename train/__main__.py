@@ -184,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (to its or a new --total-timesteps)")
     run.add_argument("--checkpoint-every", type=float, default=60.0, metavar="S", help="seconds between checkpoints (default: 60)")
     run.add_argument("--no-gif", action="store_true", help="skip policy.gif")
+    run.add_argument(
+        "--no-eval", action="store_true",
+        help="skip the evaluations (the progress measures after every chunk, evaluation.json); "
+        "python -m train.evaluate RUN_DIR runs them later",
+    )
     run.add_argument("--show-config", action="store_true", help="print the config the other flags resolve to (JSON) and exit")
     run.add_argument(
         "--devices", type=int, metavar="N",
@@ -606,7 +611,7 @@ class Run:
             self.log.append(metrics)
             t1 = time.perf_counter()
             params = to_host(self.runner.params)  # a collective in a multi-process run
-            progress = progress_metrics(self.trainer, params) if self.main_process else None
+            progress = progress_metrics(self.trainer, params) if self.main_process and not self.args.no_eval else None
             if progress is not None:
                 self.log.progress.append({"env_steps": done_updates * config.steps_per_update, **progress})
             eval_s += time.perf_counter() - t1
@@ -660,15 +665,18 @@ class Run:
                 run_dir / "learning_curve.png", config.env_id, progress=self.log.progress,
             )
         params = to_host(self.runner.params)  # replicated: this process's own copy
-        with say.phase(f"evaluating {NUM_EPISODES} episodes per seed", "evaluate"):
-            result = evaluate(trainer, params)
+        result = None
+        if not self.args.no_eval:
+            with say.phase(f"evaluating {NUM_EPISODES} episodes per seed", "evaluate"):
+                result = evaluate(trainer, params)
         gif = None
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 params0 = jax.tree.map(lambda x: x[0], params)
                 gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(config.seed))
-        write_text_atomic(run_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")  # last: marks the run complete
-        print(format_table(result))
+        if result is not None:
+            write_text_atomic(run_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
+            print(format_table(result))
         print(f"learning curve: {curve}")
         print(f"policy GIF:     {gif if gif else '(not written)'}")
         print(f"checkpoint:     {run_dir / CHECKPOINT}")
@@ -711,10 +719,11 @@ def _run(run: Run) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        if run.resumed_at == run.config.num_updates and (run.run_dir / "evaluation.json").exists():
+        if run.resumed_at == run.config.num_updates:
             run.say(
                 f"{run.run_dir} is complete: {run.resumed_at} updates ({run.resumed_at * run.config.steps_per_update:,} "
-                f"env steps per seed) trained and evaluated; nothing to do. Pass a larger --total-timesteps to train on."
+                f"env steps per seed) trained; nothing to do. Pass a larger --total-timesteps to train on, or "
+                f"evaluate it with  python -m train.evaluate {run.run_dir}"
             )
             return 0
         run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({run.resumed_at * run.config.steps_per_update:,} env steps)")

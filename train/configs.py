@@ -117,10 +117,10 @@ class Int:
     hi: int | None = _INT32_MAX
 
     def check(self, v) -> str | None:
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-            return "an integer"
-        if (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
-            return f"an integer in [{self.lo}, {self.hi}]" if self.hi is not None else f"an integer >= {self.lo}"
+        bad = isinstance(v, bool) or not isinstance(v, numbers.Integral)
+        if bad or (self.lo is not None and v < self.lo) or (self.hi is not None and v > self.hi):
+            bounds = ([f">= {self.lo}"] if self.lo is not None else []) + ([f"<= {self.hi}"] if self.hi is not None else [])
+            return "an int " + " and ".join(bounds)
         return None
 
 

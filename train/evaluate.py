@@ -8,7 +8,8 @@ about the mixed strategy itself.
 * GridWorld: 1000 episodes; success rate (target reached within the time limit) must be 1.0 and
   mean episode length at most 1.1 x the mean Manhattan distance of the initial states (which is
   the optimal mean length).
-* PointEnv: 1000 episodes; at least 95% reach the goal region within the time limit.
+* PointEnv: 1000 episodes; at least 95% reach the goal region within the time limit (the mean
+  distance to the origin where episodes ended is reported too).
 * HurdleRace: 1000 self-play episodes, the fraction of decisions (every agent, every step until
   the race ends) that JUMP exactly when a hurdle is ahead must be >= 0.95; and 1000 episodes with
   the policy as agent 0 against a uniformly random agent 1 must be won >= 90% of the time.
@@ -19,6 +20,12 @@ about the mixed strategy itself.
 
 Environments with no entry get the mean undiscounted return over 1000 episodes and ``solved``
 None. With several seeds in a run every seed is evaluated; the run is solved when all are.
+
+``python -m train.evaluate RUN_DIR`` prints a table (one column per seed, what each metric means,
+the criterion and the verdict; ``--json`` for machines) and exits 0 when solved (or when the
+environment has no criterion), 1 when not, 2 on a usage error (e.g. a directory that is not a
+run). :data:`PROGRESS` names the metrics ``python -m train`` follows after every chunk of
+training (on :data:`PROGRESS_EPISODES` episodes per seed) in its progress line and learning curve.
 """
 
 from __future__ import annotations
