@@ -14,6 +14,7 @@ import pytest
 
 from jaxenvs.train.__main__ import build_parser, chunk_length, chunk_plan, first_nonfinite_update, main
 from jaxenvs.train.configs import DEFAULTS, PPOConfig, get_config
+from jaxenvs.train.evaluate import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -95,8 +96,7 @@ def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     assert result["seeds"][0] == json.loads((run_dir / "evaluation.json").read_text())["seeds"][0]
     assert p.returncode == (0 if result["solved"] else 1)
 
-    p = run("jaxenvs.train.evaluate", str(run_dir), cache=cache)  # the readable table
-    lines = p.stdout.splitlines()
+    lines = format_table(result).splitlines()  # what the command prints without --json
     assert lines[0].startswith("evaluation of GridWorld-v0: 1000 episodes per seed") and "(2 seeds)" in lines[0]
     assert lines[1] == "solved when: success_rate = 1 and length_ratio <= 1.1"
     assert lines[2].split()[:3] == ["metric", "seed", "0"] and "seed 1" in lines[2]
