@@ -66,7 +66,7 @@ def test_describe(run):
     for line in ("action_space:      Discrete(4)", "param size = 5", "trait chance: deterministic",
                  "max_episode_steps: 300", "    0 = right (x+1)", "    1 = up (y+1: down on screen)"):
         assert line in p.stdout
-    assert "dynamics" not in p.stdout and "agents:" not in p.stdout  # single-agent
+    assert "dynamics" not in p.stdout and "  agents: " not in p.stdout  # single-agent
 
 
 def test_describe_spaces_actions_and_multi_agent_traits():
@@ -374,3 +374,16 @@ def test_play_a_trained_run_without_the_train_extra(trained_grid_world, monkeypa
     assert main(["play", "--policy", str(trained_grid_world)]) == 1
     err = one_error_line(capsys.readouterr().err)
     assert "playing a trained run needs the train extra" in err and err.endswith("pip install 'jaxenvs[train]'")
+
+
+def test_gloo_banner_filter_keeps_everything_else():
+    from jaxenvs._stdout_filter import filter_lines
+
+    banner = b"[Gloo] Rank 1 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7\n"
+    out, rest = filter_lines(b"steps 10/20\r" + banner + b"done\n[Gl")
+    assert (out, rest) == (b"steps 10/20\rdone\n", b"[Gl")
+    out, rest = filter_lines(rest + banner[3:] + b"eta 5s\r")
+    assert (out, rest) == (b"eta 5s\r", b"")  # a progress line without newline goes out at once
+    assert filter_lines(b"[Gloo] other news\n") == (b"[Gloo] other news\n", b"")
+    assert filter_lines(b"[Gloo] Rank 0", final=True) == (b"[Gloo] Rank 0", b"")
+    assert filter_lines(banner.rstrip(b"\n"), final=True) == (b"", b"")
