@@ -387,3 +387,58 @@ def test_gloo_banner_filter_keeps_everything_else():
     assert filter_lines(b"[Gloo] other news\n") == (b"[Gloo] other news\n", b"")
     assert filter_lines(b"[Gloo] Rank 0", final=True) == (b"[Gloo] Rank 0", b"")
     assert filter_lines(banner.rstrip(b"\n"), final=True) == (b"", b"")
+
+
+# ---- benchmarks/steps_per_sec.py's command line ------------------------------------------------
+@pytest.fixture(scope="module")
+def steps_per_sec():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "steps_per_sec.py"
+    spec = importlib.util.spec_from_file_location("steps_per_sec_cli", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_steps_per_sec_options_show_defaults_and_keep_the_committed_results(steps_per_sec, capsys):
+    parser = steps_per_sec.build_parser()
+    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    help_text = " ".join(parser.format_help().split())
+    for a in options:
+        assert a.help, a.dest
+        assert " ".join(a.help.split()) + " (default: " in help_text
+    assert help_text.count("(default: ") == len(options)
+    # by default the results go to an untracked folder, never over the committed ones
+    out = parser.get_default("out")
+    assert Path(out).parts[0] == "runs" and out != steps_per_sec.COMMITTED
+    ignored = subprocess.run(["git", "check-ignore", "-q", out + ".json"], cwd=Path(__file__).resolve().parents[1])
+    assert ignored.returncode == 0  # gitignored
+    # a partial run may not replace the committed full results: refused before any timing
+    with pytest.raises(SystemExit) as e:
+        steps_per_sec.main(["--envs", "GridWorld-v0", "--out", steps_per_sec.COMMITTED + ".json"])
+    assert e.value.code == 2
+    assert "would overwrite the committed full results" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        steps_per_sec.main(["--num-envs", "0"])
+    assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_steps_per_sec_plot_keeps_one_colour_per_method(steps_per_sec):
+    methods = ["jaxenvs vmap", "jaxenvs VectorEnv", "lean JAX", "python loop", "gymnasium SyncVectorEnv"]
+    rows = [
+        {"env": env, "method": m, "num_envs": n, "steps_per_sec": 1e3 * n * (i + 1), "compile_s": None}
+        for env, ms in (("GridWorld-v0", methods), ("Lottery-v0", methods[1:2] + methods[3:4]),
+                        ("PointEnv-v0", methods[:2] + methods[3:]))
+        for i, m in enumerate(ms) for n in (1, 64)
+    ]
+    fig = steps_per_sec.plot(rows, "cpu")
+    seen = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            seen.setdefault(line.get_label(), set()).add(line.get_color())
+    assert set(seen) == set(methods) and all(len(c) == 1 for c in seen.values())  # same colour in every panel
+    assert len({c for cs in seen.values() for c in cs}) == len(methods)  # and distinct methods differ
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == methods
+    scaling = steps_per_sec.method_colors(["jaxenvs vmap, 4 devices", "jaxenvs vmap, 1 devices", "python loop"])
+    assert len(set(scaling.values())) == 3 and scaling["python loop"] == steps_per_sec.METHOD_COLORS["python loop"]
