@@ -442,3 +442,29 @@ def test_steps_per_sec_plot_keeps_one_colour_per_method(steps_per_sec):
     assert [t.get_text() for t in fig.legends[0].get_texts()] == methods
     scaling = steps_per_sec.method_colors(["jaxenvs vmap, 4 devices", "jaxenvs vmap, 1 devices", "python loop"])
     assert len(set(scaling.values())) == 3 and scaling["python loop"] == steps_per_sec.METHOD_COLORS["python loop"]
+
+
+def test_compilation_cache_folder(monkeypatch, tmp_path):
+    from jaxenvs import _cache
+
+    before = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.setenv("JAXENVS_CACHE_DIR", str(tmp_path / "c"))
+        assert _cache.enable_compilation_cache() == tmp_path / "c" and (tmp_path / "c").is_dir()
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "c")
+        jax.config.update("jax_compilation_cache_dir", None)
+        for off in ("off", "", "0"):
+            monkeypatch.setenv("JAXENVS_CACHE_DIR", off)
+            assert _cache.cache_dir() is None and _cache.enable_compilation_cache() is None
+        monkeypatch.delenv("JAXENVS_CACHE_DIR")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert _cache.cache_dir() == tmp_path / "xdg" / "jaxenvs" / "jax"  # per user
+        (tmp_path / "file").write_text("")
+        monkeypatch.setenv("JAXENVS_CACHE_DIR", str(tmp_path / "file" / "sub"))
+        assert _cache.enable_compilation_cache() is None  # cannot be created: off, the command still runs
+        assert jax.config.jax_compilation_cache_dir is None
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "mine"))
+        assert _cache.enable_compilation_cache() == tmp_path / "mine"  # an explicit setting wins
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
