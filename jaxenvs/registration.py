@@ -106,7 +106,7 @@ def _resolve(env_id: str) -> EnvSpec:
         versions = [s for s in registry.values() if s.namespace == ns and s.name == name]
         if versions:
             return max(versions, key=lambda s: -1 if s.version is None else s.version)
-    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.5)
+    close = close_ids(env_id)
     same_name = [s.id for s in registry.values() if s.name == name and s.namespace == ns]
     hint = same_name or close
     msg = f"no environment registered as {env_id!r}"
@@ -172,7 +172,8 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
 
 
 def pprint_registry(print_output: bool = True) -> str | None:
-    """List the registered ids grouped by namespace, with their traits."""
+    """List the registered ids grouped by namespace, with their traits (``jaxenvs list`` prints
+    this listing too); returns it as a string instead when ``print_output`` is False."""
     groups: dict[str, list[EnvSpec]] = {}
     for s in registry.values():
         groups.setdefault(s.namespace or "(core)", []).append(s)
@@ -180,12 +181,14 @@ def pprint_registry(print_output: bool = True) -> str | None:
     for ns in sorted(groups):
         lines.append(f"===== {ns} =====")
         for s in sorted(groups[ns], key=lambda s: s.id):
-            traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
-            t = (
-                f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
-                if isinstance(traits, Traits)
-                else ""
-            )
+            try:
+                traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
+            except ImportError as e:  # one entry point that cannot be loaded must not hide the others
+                traits = f"(cannot be loaded: {' '.join(str(e).split())})"
+            if isinstance(traits, Traits):
+                t = f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
+            else:
+                t = traits if isinstance(traits, str) else ""
             lines.append(f"{s.id:<32} max_episode_steps={str(s.max_episode_steps):<5} {t}".rstrip())
     out = "\n".join(lines)
     if print_output:
@@ -214,3 +217,13 @@ def describe(env_id: str) -> str:
     lines.append(f"  reward_threshold: {env.spec.reward_threshold}")
     lines.append(f"  agents: {env.agents}")
     return "\n".join(lines)
+
+
+def close_ids(env_id: str, n: int = 3, cutoff: float = 0.75) -> list[str]:
+    """Registered ids that look like a misspelling of ``env_id`` (case-insensitive difflib ratio
+    at least ``cutoff``, best first): ``GridWrold-v0`` -> ``GridWorld-v0``, ``Foo-v0`` -> none."""
+    by_lower: dict[str, list[str]] = {}
+    for k in registry:
+        by_lower.setdefault(k.lower(), []).append(k)
+    found = difflib.get_close_matches(env_id.lower(), list(by_lower), n=n, cutoff=cutoff)
+    return [k for low in found for k in by_lower[low]][:n]

@@ -51,6 +51,8 @@ class GridWorld(Environment):
         reward_style="terminal",
     )
     render_fps = 4
+    # action i moves by ACTION_TO_DIRECTION[i]; y grows downwards in the picture, as in Gym's tutorial
+    ACTION_NAMES = ("right (x+1)", "up (y+1: down on screen)", "left (x-1)", "down (y-1: up on screen)")
 
     @property
     def default_params(self) -> EnvParams:

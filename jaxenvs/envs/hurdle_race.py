@@ -123,6 +123,7 @@ class HurdleRace(Environment):
         action_style="minimal",
     )
     render_fps = 4
+    ACTION_NAMES = ("RUN", "JUMP")  # per runner
 
     def __init__(self, track_length: int = 10, hurdle_slots: Sequence[Sequence[int]] = DEFAULT_HURDLE_SLOTS):
         require_param("HurdleRace", "track_length", track_length, integer=True, low=2)

@@ -56,6 +56,7 @@ class Lottery(Environment):
 
     traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="terminal")
     render_fps = 2
+    ACTION_NAMES = ACTION_NAMES
 
     @property
     def default_params(self) -> EnvParams:

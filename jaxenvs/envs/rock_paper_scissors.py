@@ -60,6 +60,7 @@ class RockPaperScissors(Environment):
         reward_style="terminal",
     )
     render_fps = 2
+    ACTION_NAMES = ACTION_NAMES
 
     @property
     def default_params(self) -> EnvParams:

@@ -1,0 +1,53 @@
+"""JAX's persistent compilation cache for the command lines (``jaxenvs`` and ``python -m train``).
+
+Compiled programs are kept on disk, so a second run of the same command skips most of its
+compile time. The cache lives in a per-user folder: ``$JAXENVS_CACHE_DIR`` when set, else
+``$XDG_CACHE_HOME/jaxenvs/jax`` (``~/.cache/jaxenvs/jax``). ``JAXENVS_CACHE_DIR=off`` (or an
+empty value) turns it off. Library imports never enable it: only the command lines call
+:func:`enable_compilation_cache`, before their first computation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache"]
+
+ENV_VAR = "JAXENVS_CACHE_DIR"
+_OFF = ("", "0", "off", "none", "false")
+
+
+def cache_dir() -> Path | None:
+    """The folder the cache uses (from :data:`ENV_VAR` or the per-user default), None when off."""
+    value = os.environ.get(ENV_VAR)
+    if value is not None:
+        return None if value.strip().lower() in _OFF else Path(value).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "jaxenvs" / "jax"
+
+
+def enable_compilation_cache() -> Path | None:
+    """Point JAX's persistent compilation cache at :func:`cache_dir`; returns the folder in use.
+
+    Leaves an explicitly configured cache (``JAX_COMPILATION_CACHE_DIR`` or
+    ``jax.config.update("jax_compilation_cache_dir", ...)``) alone and returns its folder. A
+    folder that cannot be created turns the cache off rather than failing the command (the
+    cache only saves time); None is returned then, and when the cache is off.
+    """
+    import jax
+
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        return Path(current)
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    if not os.access(folder, os.W_OK):
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    return folder
