@@ -64,6 +64,19 @@ def all_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
 
 
+def episode_metrics(done, ep_return, ep_length) -> dict:
+    """``episodes`` (count), ``episode_return`` and ``episode_length`` (means over the episodes
+    that ended in a rollout; NaN when none did) from :meth:`Trainer._rollout`'s statistics."""
+    n_done = done.sum()
+    denom = jnp.maximum(n_done, 1)
+    nan = jnp.float32(jnp.nan)
+    return dict(
+        episodes=n_done.astype(jnp.float32),
+        episode_return=jnp.where(n_done > 0, jnp.sum(ep_return * done) / denom, nan),
+        episode_length=jnp.where(n_done > 0, jnp.sum(ep_length * done) / denom, nan),
+    )
+
+
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
     """Generalised advantage estimation over a rollout that may cross episode ends.
 
@@ -359,18 +372,9 @@ class Trainer:
             epoch, (runner.params, runner.opt_state, k_upd), None, length=cfg.update_epochs
         )
         runner = runner.replace(params=params, opt_state=opt_state, key=key, update=runner.update + 1)
-        n_done = done.sum()
-        denom = jnp.maximum(n_done, 1)
-        nan = jnp.float32(jnp.nan)
         nonfinite = info.pop("nonfinite").any()
         metrics = {k: v.mean() for k, v in info.items()}
-        metrics.update(
-            nonfinite=nonfinite,
-            episodes=n_done.astype(jnp.float32),
-            episode_return=jnp.where(n_done > 0, jnp.sum(ep_ret * done) / denom, nan),
-            episode_length=jnp.where(n_done > 0, jnp.sum(ep_len * done) / denom, nan),
-            value_mean=traj.value.mean(),
-        )
+        metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite, value_mean=traj.value.mean())
         return runner, metrics
 
     def _run_updates(self, runner: RunnerState, hp: HParams | None = None, num_updates: int = 1):
