@@ -8,6 +8,8 @@ For each environment:
   (compile time reported apart, evaluation time excluded). Env-steps/s over the whole run.
 * ``jaxenvs PPO, N seeds``: the same run vmapped over ``--seeds`` seeds in one program: the total
   env-steps/s against one seed's.
+* ``jaxenvs TRPO``: ``train.trpo`` with its tuned defaults (``get_config(env, algo="trpo")``),
+  one seed, measured as ``jaxenvs PPO`` is (``--no-trpo`` skips it).
 * ``SB3 PPO, same settings`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO
   with the same rollout shape and hyperparameters on the same env through
   :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with the same criterion every chunk, up to
@@ -47,7 +49,7 @@ from jaxenvs.rollout import time_calls  # noqa: E402
 from jaxenvs.train.__main__ import chunk_length  # noqa: E402
 from jaxenvs.train.configs import get_config  # noqa: E402
 from jaxenvs.train.evaluate import evaluate_params  # noqa: E402
-from jaxenvs.train.ppo import make_trainer  # noqa: E402
+from jaxenvs.train.trainers import make_trainer  # noqa: E402
 
 
 def _config(env_id: str, num_envs: int | None, **kw):
@@ -55,9 +57,9 @@ def _config(env_id: str, num_envs: int | None, **kw):
     return get_config(env_id, **kw) if num_envs is None else get_config(env_id, num_envs=num_envs, **kw)
 
 
-def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict:
-    """Train one seed in ``num_chunks`` jitted calls, evaluating after each."""
-    cfg = _config(env_id, num_envs, seed=seed)
+def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None, algo: str = "ppo") -> dict:
+    """Train one seed of ``algo`` ("ppo" or "trpo") in ``num_chunks`` jitted calls, evaluating after each."""
+    cfg = _config(env_id, num_envs, seed=seed, algo=algo)
     trainer = make_trainer(cfg)
     per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m train: equal chunks, num_updates in all
     t0 = time.perf_counter()
@@ -216,6 +218,7 @@ def main(argv=None):
                    "chunks as python -m train --chunks splits them")
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--no-trpo", action="store_true", help="skip jaxenvs TRPO (its tuned defaults, one seed)")
     p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
     p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
     p.add_argument("--out", default="benchmarks/results/train_speed.json")
@@ -227,6 +230,8 @@ def main(argv=None):
     results = {}
     for env_id in args.envs:
         r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)}
+        if not args.no_trpo:
+            r["trpo"] = jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs, algo="trpo")
         r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds, num_envs=args.num_envs)
         cfg = _config(env_id, args.num_envs)
         r["arithmetic"] = ppo_flops_per_env_step(make_trainer(cfg))
@@ -260,6 +265,10 @@ def print_env(env_id, r, num_seeds):
     print(f"\n{env_id}")
     print(f"  jaxenvs PPO : {j['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(j['time_to_solve_s'])}"
           f" ({j['steps_to_solve']} steps; compile {j['compile_s']:.1f} s apart)")
+    if r.get("trpo"):
+        tr = r["trpo"]
+        print(f"  jaxenvs TRPO: {tr['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(tr['time_to_solve_s'])}"
+              f" ({tr['steps_to_solve']} steps; compile {tr['compile_s']:.1f} s apart)")
     one, many = r["seeds"][1], r["seeds"][num_seeds]
     print(f"  {num_seeds} seeds vmapped: {many['steps_per_sec']:>12,.0f} env-steps/s  vs 1 seed "
           f"{one['steps_per_sec']:,.0f}  ({many['steps_per_sec'] / one['steps_per_sec']:.2f}x)")

@@ -25,7 +25,8 @@ import numpy as np
 from flax import struct
 
 __all__ = [
-    "PPOConfig", "HParams", "validate_fields", "ALGOS", "DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
+    "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "TRPO_DEFAULTS", "TUNED", "validate_fields", "ALGOS", "DEFAULTS",
+    "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
 ]
 
 DEFAULT_ENV = "GridWorld-v0"
@@ -277,8 +278,107 @@ DEFAULTS: dict[str, dict] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class TRPOConfig:
+    """Trust Region Policy Optimization (Schulman et al. 2015) as garage runs it.
+
+    garage's defaults (``garage.tf.algos.TRPO``/``NPO`` and its ``ConjugateGradientOptimizer``,
+    ``PearlmutterHvp``, and ``LinearFeatureBaseline``), kept here: ``discount=0.99``,
+    ``max_kl_step=0.01``, ``cg_iters=10``, ``reg_coeff=1e-5`` (the damping added to the
+    Fisher-vector product), ``backtrack_ratio=0.8``, ``max_backtracks=15``, ``center_adv=True``
+    (``normalize_advantages``), ``gae_lambda=1`` (NPO's default, which garage's TRPO PointEnv
+    example keeps), no entropy term, the baseline refit by ridge least squares with
+    ``reg_coeff=1e-5`` and ``GaussianMLPPolicy(hidden_sizes=(32, 32), init_std=1.0)`` with tanh
+    hidden layers (``log_std_init=0``). garage's tutorial trains PointEnv with
+    ``normalize(env)``, the linear baseline and ``batch_size=4000`` per iteration.
+    """
+
+    ALGO = "trpo"  # the name --algo and config.json's "algo" use (a class attribute, not a field)
+
+    env_id: str = DEFAULT_ENV
+    env_kwargs: dict = dataclasses.field(default_factory=dict)  # passed to jaxenvs.make
+    total_timesteps: int = 400_000  # env transitions per seed (an N-agent transition counts once)
+    num_envs: int = 40  # parallel environments per seed
+    num_steps: int = 100  # rollout length per update (garage's tutorial: 4000 steps per iteration)
+    gamma: float = 0.99
+    gae_lambda: float = 1.0
+    max_kl: float = 0.01  # trust region: mean KL(old || new) over the batch after a step
+    cg_iters: int = 10  # conjugate-gradient iterations for F^-1 g
+    cg_damping: float = 1e-5  # added to the Fisher-vector product (garage's reg_coeff)
+    backtrack_ratio: float = 0.8  # line search: step fractions 1, r, r^2, ...
+    max_backtracks: int = 15  # candidate steps tried before the update is rejected
+    normalize_advantages: bool = True  # standardise the advantages over the batch (center_adv)
+    baseline: str = "linear"  # "linear" (garage's LinearFeatureBaseline) or "value" (a critic MLP)
+    baseline_reg: float = 1e-5  # linear baseline: ridge coefficient (x10, up to 4 times, if ill-posed)
+    vf_lr: float = 1e-3  # value baseline: Adam step size
+    vf_epochs: int = 5  # value baseline: passes over the batch per update
+    vf_minibatches: int = 4  # value baseline: minibatches per pass
+    reward_scale: float = 1.0  # rewards multiplied before learning; logged returns stay in env units
+    normalize_env: bool = True  # wrap in jaxenvs.wrappers.normalize (actions from [-1, 1])
+    normalize_reward: bool = False  # normalize(..., normalize_reward=True)
+    hidden_sizes: tuple = (32, 32)  # policy MLP (and the value baseline's)
+    activation: str = "tanh"  # "tanh" or "relu"
+    log_std_init: float = 0.0  # Gaussian policies: initial log standard deviation (std 1)
+    num_seeds: int = 1  # independent runs vmapped in one program (CLI --seeds)
+    seed: int = 0  # root seed; seed i of a run uses the i-th split of jax.random.key(seed)
+    num_chunks: int = 20  # CLI: jitted calls the run is split into (progress printed between them)
+
+    __post_init__ = PPOConfig.__post_init__
+    validate = PPOConfig.validate
+    num_updates = PPOConfig.num_updates
+    steps_per_update = PPOConfig.steps_per_update
+    to_dict = PPOConfig.to_dict
+    replace = PPOConfig.replace
+
+    def hparams(self) -> "TRPOHParams":
+        """The numeric hyperparameters as float32 scalars (the traced part of the config)."""
+        return TRPOHParams(**{f.name: jnp.float32(getattr(self, f.name)) for f in dataclasses.fields(TRPOHParams)})
+
+
+@struct.dataclass
+class TRPOHParams:
+    """TRPO's hyperparameters that enter the compiled program as traced float32 values."""
+
+    gamma: Any
+    gae_lambda: Any
+    max_kl: Any
+    cg_damping: Any
+    backtrack_ratio: Any
+    baseline_reg: Any
+    vf_lr: Any
+    reward_scale: Any
+
+
+TRPOConfig.FIELD_RULES = {
+    **{k: PPOConfig.FIELD_RULES[k] for k in (
+        "env_id", "env_kwargs", "total_timesteps", "num_envs", "num_steps", "gamma", "gae_lambda",
+        "normalize_advantages", "reward_scale", "hidden_sizes", "activation", "num_seeds", "seed", "num_chunks",
+    )},
+    "max_kl": Float(0, lo_open=True),
+    "cg_iters": Int(1, 10_000),
+    "cg_damping": Float(0, lo_open=True),
+    "backtrack_ratio": Float(0, 1, lo_open=True, hi_open=True),
+    "max_backtracks": Int(1, 10_000),
+    "baseline": Choice(("linear", "value")),
+    "baseline_reg": Float(0, lo_open=True),
+    "vf_lr": Float(0, lo_open=True),
+    "vf_epochs": Int(1, 10_000),
+    "vf_minibatches": Int(1),
+    "normalize_env": Bool(),
+    "normalize_reward": Bool(),
+    "log_std_init": Float(-20, 20),
+}
+
+
+# Tuned TRPO defaults per environment (overrides of the TRPOConfig defaults).
+TRPO_DEFAULTS: dict[str, dict] = {
+    "PointEnv-v0": dict(total_timesteps=400_000),
+}
+
 # Algorithm name -> its config class; each class's ALGO attribute is its key.
-ALGOS: dict[str, type] = {"ppo": PPOConfig}
+ALGOS: dict[str, type] = {"ppo": PPOConfig, "trpo": TRPOConfig}
+# Algorithm name -> its tuned per-environment defaults.
+TUNED: dict[str, dict] = {"ppo": DEFAULTS, "trpo": TRPO_DEFAULTS}
 
 
 def _config_class(algo: str) -> type:
@@ -309,7 +409,7 @@ def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
     cls = _config_class(algo)
     env_id = env_id or overrides.pop("env_id", None) or DEFAULT_ENV
     overrides.pop("env_id", None)
-    tuned = DEFAULTS.get(env_id, {}) if cls is PPOConfig else {}
+    tuned = TUNED.get(cls.ALGO, {}).get(env_id, {})
     return _from_dict({**tuned, **overrides, "env_id": env_id}, cls)
 
 

@@ -21,6 +21,7 @@ from jaxenvs.wrappers.normalize import (
     NormalizeReward,
     NormalizeRewardState,
     RunningMeanStd,
+    normalize,
 )
 from jaxenvs.wrappers.observation import FlattenObservation, ObservationWrapper, TransformObservation
 from jaxenvs.wrappers.relative_position import RelativePosition
@@ -42,5 +43,6 @@ __all__ += [
     "NormalizeReward",
     "NormalizeRewardState",
     "RunningMeanStd",
+    "normalize",
     "RelativePosition",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "NormalizeObservationState",
     "NormalizeReward",
     "NormalizeRewardState",
+    "normalize",
 ]
 
 
@@ -166,3 +167,54 @@ class NormalizeReward(Wrapper):
 
     def inner_state(self, state):
         return state.env_state
+
+
+def normalize(
+    env: Environment,
+    scale_reward: float = 1.0,
+    normalize_obs: bool = False,
+    normalize_reward: bool = False,
+    expected_action_scale: float = 1.0,
+    flatten_obs: bool = True,
+    gamma: float = 0.99,
+    epsilon: float = 1e-8,
+) -> Environment:
+    """garage's ``normalize(env, ...)`` composed from this package's wrappers, with its defaults.
+
+    From the inside out:
+
+    * ``normalize_obs``: :class:`NormalizeObservation` (after :class:`FlattenObservation` when
+      ``flatten_obs`` and the observation space is not already a Box);
+    * ``normalize_reward``: :class:`NormalizeReward` (``gamma``, ``epsilon``);
+    * ``scale_reward != 1``: rewards multiplied by ``scale_reward`` (after any normalisation);
+    * a float Box action space: :class:`~jaxenvs.wrappers.RescaleAction` from
+      ``[-expected_action_scale, expected_action_scale]`` onto the env's bounds, clipped to them.
+      Other action spaces pass unchanged.
+
+    With the defaults only the actions are rescaled: ``normalize(jaxenvs.make("PointEnv-v0"))``
+    takes actions in ``[-1, 1]^2``. One difference from garage: the running statistics are
+    Gymnasium's count-based mean and variance (see :class:`RunningMeanStd`), not garage's
+    exponential averages with ``obs_alpha``/``reward_alpha``. Wrap outside
+    :class:`~jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so the statistics
+    persist across episodes.
+    """
+    from jaxenvs.wrappers.action import RescaleAction
+    from jaxenvs.wrappers.observation import FlattenObservation
+    from jaxenvs.wrappers.reward import TransformReward
+
+    for name, value in (("scale_reward", scale_reward), ("expected_action_scale", expected_action_scale)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"normalize needs a finite {name} > 0, got {value!r}")
+    if normalize_obs:
+        if flatten_obs and not isinstance(env.observation_space(env.default_params), spaces.Box):
+            env = FlattenObservation(env)
+        env = NormalizeObservation(env, epsilon=epsilon)
+    if normalize_reward:
+        env = NormalizeReward(env, gamma=gamma, epsilon=epsilon)
+    if scale_reward != 1.0:
+        scale = float(scale_reward)
+        env = TransformReward(env, lambda r: (r * scale).astype(jnp.float32))
+    space = env.action_space(env.default_params)
+    if isinstance(space, spaces.Box) and space.dtype.kind == "f":
+        env = RescaleAction(env, -float(expected_action_scale), float(expected_action_scale))
+    return env
