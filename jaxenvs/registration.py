@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import inspect
 import re
 from typing import Any, Callable
@@ -51,6 +52,27 @@ class EnvSpec:
 
 
 registry: dict[str, EnvSpec] = {}
+
+# Namespaces registered on first use (their package is an optional extra, imported only then):
+# namespace -> (package that must be installed, "module:function" that registers the ids).
+LAZY_NAMESPACES: dict[str, tuple[str, str]] = {
+    "gymnax": ("gymnax", "jaxenvs.envs.gymnax_env:register_gymnax_envs"),
+}
+_lazy_loaded: set[str] = set()
+
+
+def _load_lazy_namespace(ns: str | None, installed_only: bool = False) -> None:
+    """Register the ids of lazily registered namespace ``ns`` (once). With ``installed_only``, a
+    namespace whose package is not installed is skipped silently (listings); otherwise its
+    registering function raises an ImportError saying what to install."""
+    if ns not in LAZY_NAMESPACES or ns in _lazy_loaded:
+        return
+    package, target = LAZY_NAMESPACES[ns]
+    if installed_only and importlib.util.find_spec(package) is None:
+        return
+    mod_name, _, attr = target.partition(":")
+    getattr(importlib.import_module(mod_name), attr)()
+    _lazy_loaded.add(ns)
 
 
 def parse_env_id(env_id: str) -> tuple[str | None, str, int | None]:
@@ -102,6 +124,9 @@ def _resolve(env_id: str) -> EnvSpec:
     if env_id in registry:
         return registry[env_id]
     ns, name, version = parse_env_id(env_id)
+    _load_lazy_namespace(ns)
+    if env_id in registry:
+        return registry[env_id]
     if version is None:
         versions = [s for s in registry.values() if s.namespace == ns and s.name == name]
         if versions:
@@ -175,6 +200,8 @@ def pprint_registry(print_output: bool = True) -> str | None:
     """List the registered ids grouped by namespace, with their traits (``jaxenvs list`` prints
     this listing too); returns it as a string instead when ``print_output`` is False."""
     groups: dict[str, list[EnvSpec]] = {}
+    for ns in LAZY_NAMESPACES:
+        _load_lazy_namespace(ns, installed_only=True)
     for s in registry.values():
         groups.setdefault(s.namespace or "(core)", []).append(s)
     lines = []
