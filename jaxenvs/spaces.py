@@ -60,7 +60,7 @@ def check_key(key, where: str) -> None:
         hint = "; a batch of keys needs jax.vmap (or split one key inside)"
     else:
         hint = ""
-    got = f"{type(key).__name__} of dtype {dtype} and shape {shape}" if dtype is not None else repr(key)
+    got = f"an array of dtype {dtype} and shape {shape}" if dtype is not None else f"{key!r} ({type(key).__name__})"
     raise PRNGKeyError(
         f"{where}: expected a jax.random.key(seed) (or jax.random.PRNGKey(seed)), got {got}{hint}"
     )
