@@ -18,7 +18,7 @@ from typing import Any
 
 import jax
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, check_params
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, step_draws_randomness, strip_autoreset, tree_select
 
 __all__ = ["VectorEnv"]
@@ -55,7 +55,7 @@ class VectorEnv:
         return self.env.default_params
 
     def _params(self, params):
-        return self.env.default_params if params is None else params
+        return check_params(self.env, params)
 
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)

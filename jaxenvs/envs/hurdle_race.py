@@ -30,7 +30,9 @@ Dynamics, as in the tutorial's ``HurdleRaceModel``:
 Out-of-range actions are clipped into ``{0, 1}`` (documented behaviour; ``make(...,
 checked=True)`` with :func:`jaxenvs.checked` raises instead). Stepping a terminated state (no
 auto-reset) is outside the tutorial: positions stay capped at ``track_length``, and reward and
-outcome are again read off the positions.
+outcome are again read off the positions (with ``make(..., checked=True)`` and
+:func:`jaxenvs.checked` such a step raises). ``jump_success_rate`` must be a probability in
+``[0, 1]`` (``validate_params``; a NaN rate would make every jump over a hurdle fail).
 """
 
 from __future__ import annotations

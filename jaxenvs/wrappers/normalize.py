@@ -54,12 +54,18 @@ class RunningMeanStd:
         return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.asarray(initial_count, jnp.float32))
 
     def update(self, x: jax.Array) -> "RunningMeanStd":
-        """The statistics after one more sample ``x`` (same shape as ``mean``)."""
-        delta = jnp.asarray(x, jnp.float32) - self.mean
+        """The statistics after one more sample ``x`` (same shape as ``mean``).
+
+        A sample with a non-finite element (NaN or infinity) is left out whole: the statistics
+        stay as they were, so one bad observation cannot poison every later one.
+        """
+        x = jnp.asarray(x, jnp.float32)
+        delta = x - self.mean
         total = self.count + 1.0
         mean = self.mean + delta / total
         var = (self.var * self.count + jnp.square(delta) * self.count / total) / total
-        return RunningMeanStd(mean, var, total)
+        ok = jnp.all(jnp.isfinite(x))
+        return RunningMeanStd(jnp.where(ok, mean, self.mean), jnp.where(ok, var, self.var), jnp.where(ok, total, self.count))
 
 
 def _check_epsilon(name: str, epsilon: float) -> float:
@@ -80,7 +86,9 @@ class NormalizeObservation(Wrapper):
     Each observation (the initial one from ``reset`` and every one from ``step``, including the
     first observations of auto-reset episodes) updates the statistics first, then is normalised
     with them, as in Gymnasium. ``info["final_obs"]``, when present, is normalised with the same
-    statistics but does not update them. Statistics are elementwise over the whole observation:
+    statistics but does not update them. An observation with a NaN or infinite element leaves the
+    statistics unchanged (:meth:`RunningMeanStd.update`) and is itself normalised to non-finite
+    values, so the fault stays visible where it happened. Statistics are elementwise over the whole observation:
     per agent for multi-agent environments.
 
     The inner observation space must be a Box (wrap a Dict in
@@ -141,7 +149,8 @@ class NormalizeReward(Wrapper):
 
     The reward is scaled, not centred. Here ``done = terminated | truncated`` (Gymnasium uses
     ``terminated`` only, as its wrapper does not see the reset that follows a truncation); ``G``
-    starts at 0 on ``reset``. Multi-agent rewards keep one ``G`` and one variance per agent.
+    starts at 0 on ``reset``. Multi-agent rewards keep one ``G`` and one variance per agent. A
+    non-finite reward leaves ``G`` and the statistics unchanged (and stays non-finite itself).
     """
 
     def __init__(self, env: Environment, gamma: float = 0.99, epsilon: float = 1e-8, update: bool = True):
@@ -161,6 +170,8 @@ class NormalizeReward(Wrapper):
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
         done = terminated | truncated
         g = state.discounted_return * self.gamma * (1.0 - done.astype(jnp.float32)) + reward
+        # a non-finite reward is passed on (scaled) but kept out of the return and its statistics
+        g = jnp.where(jnp.isfinite(g), g, state.discounted_return)
         rms = state.return_rms.update(g) if self.update else state.return_rms
         reward = (reward / jnp.sqrt(rms.var + self.epsilon)).astype(jnp.float32)
         return obs, NormalizeRewardState(env_state, g, rms), reward, terminated, truncated, info
