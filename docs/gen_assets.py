@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "generated"
 RESULTS = ROOT / "benchmarks" / "results"
-GALLERY_STEPS = 24  # frames per GIF
+GALLERY_ENVS, GALLERY_STEPS, GALLERY_FRAMES = 8, 24, 48  # episodes tried, steps each, frames per GIF
 
 
 def _stale(target: Path, *sources: Path) -> bool:
@@ -31,11 +31,8 @@ def _stale(target: Path, *sources: Path) -> bool:
 
 def gallery(force: bool = False) -> list[Path]:
     """One GIF per registered environment (random policy, auto-reset on), and the gallery table."""
-    import jax
-
     import jaxenvs
-    from jaxenvs.rendering import render_frames, save_gif
-    from jaxenvs.rollout import random_policy, rollout
+    from jaxenvs.rendering import save_gif
 
     folder = OUT / "gallery"
     folder.mkdir(parents=True, exist_ok=True)
@@ -45,8 +42,7 @@ def gallery(force: bool = False) -> list[Path]:
         path = folder / f"{env_id}.gif"
         source = Path(sys.modules[type(env.unwrapped).__module__].__file__)
         if force or _stale(path, source):
-            traj = rollout(env, jax.random.key(0), random_policy(env), GALLERY_STEPS)
-            save_gif(render_frames(env, traj.state), path, fps=env.render_fps)
+            save_gif(episode_frames(env_id), path, fps=env.render_fps)
             written.append(path)
         t = env.traits
         what = (type(env.unwrapped).__doc__ or "").strip().splitlines()[0]
@@ -57,6 +53,30 @@ def gallery(force: bool = False) -> list[Path]:
     table = "| id | what | agents | traits | random policy |\n|---|---|---:|---|---|\n" + "\n".join(rows) + "\n"
     _write_if_changed(OUT / "gallery.md", table)
     return written
+
+
+def episode_frames(env_id: str):
+    """uint8[T, H, W, 3]: whole episodes of ``env_id`` under a random policy, one after another,
+    each from its initial state to the state it ended in (at most ``GALLERY_FRAMES`` frames)."""
+    import jax
+    import numpy as np
+
+    import jaxenvs
+    from jaxenvs.rendering import render_frames
+    from jaxenvs.rollout import random_policy, rollout
+
+    env = jaxenvs.make(env_id, autoreset=False)  # the state an episode ends in stays visible
+    traj = rollout(env, jax.random.key(0), random_policy(env), GALLERY_STEPS, num_envs=GALLERY_ENVS)
+    states = jax.tree.map(lambda s, last: np.concatenate([s, last[None]]), traj.state, traj.last_state)
+    frames = render_frames(env, states)  # [steps + 1, envs, H, W, 3]
+    done = np.asarray(traj.terminated | traj.truncated)
+    clips = []
+    for e in range(GALLERY_ENVS):
+        end = int(np.argmax(done[:, e])) + 1 if done[:, e].any() else GALLERY_STEPS
+        clips.append(frames[: end + 1, e])
+        if sum(len(c) for c in clips) >= GALLERY_FRAMES:
+            break
+    return np.concatenate(clips)[:GALLERY_FRAMES]
 
 
 def _si(x: float) -> str:
