@@ -151,8 +151,8 @@ class TRPOConfig:
 
     garage's defaults (``garage.tf.algos.TRPO``/``NPO`` and its ``ConjugateGradientOptimizer``,
     ``PearlmutterHvp``, and ``LinearFeatureBaseline``), kept here: ``discount=0.99``,
-    ``max_kl_step=0.01``, ``cg_iters=10``, ``reg_coeff=1e-5`` (the damping added to the
-    Fisher-vector product), ``backtrack_ratio=0.8``, ``max_backtracks=15``, ``center_adv=True``
+    ``max_kl_step=0.01``, ``policy_ent_coeff=0`` (``ent_coef``), ``cg_iters=10``,
+    ``reg_coeff=1e-5`` (the damping added to the Fisher-vector product), ``backtrack_ratio=0.8``, ``max_backtracks=15``, ``center_adv=True``
     (``normalize_advantages``), ``gae_lambda=1`` (NPO's default, which garage's TRPO PointEnv
     example keeps), no entropy term, the baseline refit by ridge least squares with
     ``reg_coeff=1e-5`` and ``GaussianMLPPolicy(hidden_sizes=(32, 32), init_std=1.0)`` with tanh
@@ -175,6 +175,7 @@ class TRPOConfig:
     backtrack_ratio: float = 0.8  # line search: step fractions 1, r, r^2, ...
     max_backtracks: int = 15  # candidate steps tried before the update is rejected
     normalize_advantages: bool = True  # standardise the advantages over the batch (center_adv)
+    ent_coef: float = 0.0  # entropy bonus in the surrogate (garage's policy_ent_coeff, "regularized")
     baseline: str = "linear"  # "linear" (garage's LinearFeatureBaseline) or "value" (a critic MLP)
     baseline_reg: float = 1e-5  # linear baseline: ridge coefficient (x10, up to 4 times, if ill-posed)
     vf_lr: float = 1e-3  # value baseline: Adam step size
@@ -209,6 +210,8 @@ class TRPOConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
                 raise ValueError(f"TRPOConfig.{name} must be a finite number > 0, got {v!r}")
+        if not isinstance(self.ent_coef, (int, float)) or not math.isfinite(self.ent_coef) or self.ent_coef < 0:
+            raise ValueError(f"TRPOConfig.ent_coef must be a finite number >= 0, got {self.ent_coef!r}")
         if not isinstance(self.log_std_init, (int, float)) or not math.isfinite(self.log_std_init):
             raise ValueError(f"TRPOConfig.log_std_init must be a finite number, got {self.log_std_init!r}")
         if self.baseline not in ("linear", "value"):
@@ -238,6 +241,7 @@ class TRPOHParams:
     gamma: Any
     gae_lambda: Any
     max_kl: Any
+    ent_coef: Any
     cg_damping: Any
     backtrack_ratio: Any
     baseline_reg: Any
@@ -258,7 +262,11 @@ TRPO_DEFAULTS: dict[str, dict] = {
     "Lottery-v0": dict(
         total_timesteps=100_000, num_envs=64, num_steps=16, gamma=0.0, reward_scale=1e-8, normalize_advantages=False,
     ),
-    "RockPaperScissors-v0": dict(total_timesteps=50_000, num_envs=64, num_steps=8, gamma=0.0, normalize_advantages=False),
+    # Self-play of a one-shot zero-sum game: an entropy bonus damps the cycles around the uniform
+    # equilibrium, as in PPO's entry.
+    "RockPaperScissors-v0": dict(
+        total_timesteps=50_000, num_envs=64, num_steps=8, gamma=0.0, normalize_advantages=False, ent_coef=0.2,
+    ),
 }
 
 # Algorithm name -> its config class; each class's ALGO attribute is its key.
