@@ -42,7 +42,7 @@ def _tiny_policy(continuous: bool, key=0):
 def test_fisher_vector_product_equals_the_explicit_fisher_matrix(continuous):
     apply_fn, dist_fn, theta = _tiny_policy(continuous)
     out = apply_fn(theta)
-    jac = jax.jacobian(apply_fn)(theta)
+    jac = jax.jit(jax.jacobian(apply_fn))(theta)
     if continuous:  # F = mean_b J_mean^T diag(1/sigma^2) J_mean + 2 J_logstd^T J_logstd
         j_mean, j_log_std = np.asarray(jac[0], np.float64), np.asarray(jac[1], np.float64)  # [B, d, P], [d, P]
         inv_var = np.exp(-2.0 * np.asarray(out[1], np.float64))
@@ -124,10 +124,10 @@ def test_linear_baseline_features_and_fit_equal_garage_with_numpy_lstsq():
     o = np.clip(obs, -10, 10)
     al = (t / 100.0)[:, None]
     want_features = np.concatenate([o, o**2, al, al**2, al**3, np.ones((300, 1))], axis=1)
-    features = np.asarray(linear_features(jnp.asarray(obs), jnp.asarray(t)))
+    features = np.asarray(jax.jit(linear_features)(jnp.asarray(obs), jnp.asarray(t)))
     np.testing.assert_allclose(features, want_features, rtol=1e-6)
     reg = 1e-5
-    coeffs = np.asarray(fit_linear_baseline(jnp.asarray(features), jnp.asarray(returns), jnp.float32(reg)))
+    coeffs = np.asarray(jax.jit(fit_linear_baseline)(jnp.asarray(features), jnp.asarray(returns), jnp.float32(reg)))
     x = want_features
     want = np.linalg.lstsq(x.T @ x + reg * np.eye(x.shape[1]), x.T @ returns.astype(np.float64), rcond=-1)[0]
     np.testing.assert_allclose(coeffs, want, rtol=2e-3, atol=2e-3)
@@ -139,15 +139,19 @@ def test_normalize_rescales_actions_and_composes_the_optional_normalisers():
     space = env.action_space(env.default_params)
     np.testing.assert_array_equal(space.low, [-1, -1])
     np.testing.assert_array_equal(space.high, [1, 1])
-    _, state = env.reset(jax.random.key(0))
-    obs, _, reward, *_ = env.step(jax.random.key(1), state, jnp.array([1.0, -0.5]))
     raw = jaxenvs.make("PointEnv-v0")
-    _, raw_state = raw.reset(jax.random.key(0))
-    raw_obs, _, raw_reward, *_ = raw.step(jax.random.key(1), raw_state, jnp.array([0.1, -0.05]))
+
+    @jax.jit
+    def first_steps():
+        _, state = env.reset(jax.random.key(0))
+        _, raw_state = raw.reset(jax.random.key(0))
+        return env.step(jax.random.key(1), state, jnp.array([1.0, -0.5])), raw.step(jax.random.key(1), raw_state, jnp.array([0.1, -0.05]))
+
+    (obs, _, reward, *_), (raw_obs, _, raw_reward, *_) = first_steps()
     np.testing.assert_allclose(np.asarray(obs), np.asarray(raw_obs), rtol=1e-6)
     np.testing.assert_allclose(float(reward), float(raw_reward), rtol=1e-6)
     scaled = jaxenvs.wrappers.normalize(jaxenvs.make("GridWorld-v0"), normalize_obs=True, normalize_reward=True, scale_reward=2.0)
-    obs, _ = scaled.reset(jax.random.key(0))
+    obs, _ = jax.jit(scaled.reset)(jax.random.key(0))
     assert obs.shape == (4,) and obs.dtype == jnp.float32  # flattened, then normalised
     with pytest.raises(ValueError, match="expected_action_scale"):
         jaxenvs.wrappers.normalize(jaxenvs.make("PointEnv-v0"), expected_action_scale=0.0)

@@ -13,7 +13,8 @@ baseline=LinearFeatureBaseline(...))``; this is that recipe, jitted end to end. 
    is garage's linear feature baseline (:mod:`train.baselines`, refit every update on the
    discounted returns after predicting, as garage does) or a value network (``baseline="value"``,
    Adam on the same returns);
-3. the natural-gradient step: ``g`` the gradient of the surrogate ``-mean(ratio * advantage)``,
+3. the natural-gradient step: ``g`` the gradient of the surrogate ``-mean(ratio * advantage)``
+   (minus ``ent_coef`` times the mean entropy, 0 by default),
    ``x ~ F^-1 g`` by ``cg_iters`` conjugate-gradient iterations on Fisher-vector products
    (:func:`fisher_vector_product`: ``J^T M J v`` through ``jax.jvp``/``jax.vjp`` of the policy's
    outputs, no Fisher matrix is built), the step ``sqrt(2 max_kl / x^T F x) * x``;
@@ -160,8 +161,9 @@ def natural_gradient_step(apply_fn, dist_fn, theta, actions, old_log_prob, advan
     old = dist_fn(old_out)
 
     def surrogate(t):
-        log_prob = dist_fn(apply_fn(t)).log_prob(actions)
-        return -jnp.mean(jnp.exp(log_prob - old_log_prob) * advantages)
+        dist = dist_fn(apply_fn(t))
+        ratio = jnp.exp(dist.log_prob(actions) - old_log_prob)
+        return -jnp.mean(ratio * advantages) - hp.ent_coef * dist.entropy().mean()
 
     def mean_kl(t):
         return old.kl(dist_fn(apply_fn(t))).mean()
