@@ -18,10 +18,12 @@ imports gymnax and registers them all, so ``import jaxenvs`` never imports gymna
   step sets both flags, as Gymnasium does. The registry also gives each id a
   :class:`~jaxenvs.wrappers.TimeLimit` of the gymnax default ``max_steps_in_episode`` (so
   ``spec.max_episode_steps`` is meaningful); when both limits apply, the smaller one ends the episode;
-* spaces are converted to :mod:`jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``);
-  dtypes follow jaxenvs' contract: float observations become float32, bool observations (MinAtar's
-  image channels) uint8 in ``{0, 1}``, other integers int32; reward float32, flags bool, and every
-  leaf of the state keeps the dtype ``reset`` gave it (a ``lax.scan`` carry type-checks);
+* spaces are converted to :mod:`jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``)
+  with jaxenvs' dtypes: float boxes become float32, bool boxes uint8 in ``{0, 1}``, other integer
+  boxes int32; every observation leaf is cast to its space's dtype (gymnax's observations and
+  spaces disagree at times: MinAtar's bool image channels in a float32 Box come out float32);
+  reward float32, flags bool, and every leaf of the state keeps the dtype ``reset`` gave it (a
+  ``lax.scan`` carry type-checks);
 * out-of-range Discrete actions are clipped into ``[0, n - 1]`` (gymnax leaves them undefined);
 * ``info`` is gymnax's step info (e.g. ``"discount"``); rendering is not available: gymnax has no
   jittable renderer (its ``gymnax.visualize.Visualizer`` draws matplotlib animations host-side),
