@@ -85,7 +85,8 @@ def _canonical_dtype(dtype) -> np.dtype:
 def from_gymnax_space(space) -> spaces.Space:
     """The :mod:`jaxenvs.spaces` equivalent of a gymnax space (Discrete, Box, Dict, Tuple).
 
-    Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``.
+    Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``;
+    float bounds at ``+-finfo(float32).max`` (gymnax's "unbounded") become ``+-inf``.
     """
     from gymnax.environments import spaces as gs
 
@@ -94,7 +95,14 @@ def from_gymnax_space(space) -> spaces.Space:
     if isinstance(space, gs.Box):
         dtype = _canonical_dtype(space.dtype)
         low, high = space.low, space.high
-        if dtype.kind != "f" and not isinstance(low, jax.core.Tracer):
+        traced = isinstance(low, jax.core.Tracer) or isinstance(high, jax.core.Tracer)
+        if dtype.kind == "f" and not traced:
+            # gymnax writes "unbounded" as +-finfo(float32).max (CartPole's velocities): make it
+            # +-inf, as Gymnasium does, so consumers do not take high - low (an overflow) as a range
+            big = np.finfo(np.float32).max
+            low = np.where(np.asarray(low, np.float64) <= -big, -np.inf, np.asarray(low, np.float64))
+            high = np.where(np.asarray(high, np.float64) >= big, np.inf, np.asarray(high, np.float64))
+        if dtype.kind != "f" and not traced:
             info = np.iinfo(dtype)
             low = np.clip(np.asarray(low, np.float64), info.min, info.max)
             high = np.clip(np.asarray(high, np.float64), info.min, info.max)
