@@ -17,6 +17,14 @@ For each environment:
 * ``SB3 PPO, its defaults``: ``PPO("MlpPolicy", env)`` on one env, as SB3 users start (2048
   steps per update, 10 epochs of 64-sample minibatches): what a user would otherwise run.
 
+* ``rejax PPO, same settings`` (when rejax is installed: ``pip install "jaxenvs[rejax]"``):
+  rejax 0.1.3's PPO, unmodified, on ``jaxenvs.adapters.gymnax.to_gymnax(make(env_id))`` with
+  the same rollout shape, epochs, minibatches, learning rate, gamma, lambda, clip, entropy and
+  value coefficients and network (64x64 tanh, separate actor and critic), trained in the same
+  chunks and evaluated with the same ``train.evaluate`` criterion (greedy policy). rejax cannot
+  anneal its learning rate and clips gradients elementwise (``optax.clip``) rather than by
+  global norm: those two differ. Its compile time is that of one chunk, as for jaxenvs.
+
 * ``arithmetic``: XLA's FLOP count of one update per env step (the rollout's forward passes and
   the gradient steps, which both trainers compute alike) and this machine's float32 matmul peak,
   measured in the same run: how close jaxenvs' env-steps/s is to what the arithmetic allows, and
@@ -27,6 +35,7 @@ Torch runs with its own default thread count unless ``--torch-threads`` sets one
     python benchmarks/train_speed.py                         # GridWorld-v0
     python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
     python benchmarks/train_speed.py --num-envs 1024 --seeds 2      # both trainers at 1024 envs
+    python benchmarks/train_speed.py --envs gymnax/CartPole-v1 GridWorld-v0 --no-sb3   # vs rejax
 """
 
 from __future__ import annotations
@@ -190,6 +199,64 @@ def sb3_time_to_solve(
             "final_metrics": metrics}
 
 
+class _RejaxGreedy:
+    """What ``train.evaluate.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``
+    and ``act``), for rejax's actor: the mode of its action distribution on the observation as
+    ``to_gymnax`` presents it."""
+
+    def __init__(self, cfg, algo, genv):
+        self.config, self.algo, self.genv = cfg, algo, genv
+
+    def act(self, actor_params, obs):
+        flat = jax.vmap(self.genv._obs)(obs)
+        return self.algo.actor.apply(actor_params, flat, method="_action_dist").mode()
+
+
+def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
+    """rejax's PPO at jaxenvs' tuned settings on ``to_gymnax(make(env_id))``, in the same chunks
+    as :func:`jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
+    try:
+        from rejax import PPO
+    except ImportError:
+        return None
+    from jaxenvs.adapters.gymnax import to_gymnax
+
+    cfg = _config(env_id, num_envs, seed=seed)
+    genv = to_gymnax(jaxenvs.make(env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
+    per_chunk = chunk_length(cfg.num_updates, num_chunks)
+    chunk_steps = per_chunk * cfg.steps_per_update
+    algo = PPO.create(
+        env=genv, total_timesteps=chunk_steps, eval_freq=chunk_steps, skip_initial_evaluation=True,
+        num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
+        num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+        agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
+    )
+    algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))  # evaluated below, as jaxenvs is
+    train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
+    t0 = time.perf_counter()
+    jax.block_until_ready(train(algo.init_state(jax.random.key(seed))))  # compiles (and runs once)
+    compile_s = time.perf_counter() - t0
+    ts = algo.init_state(jax.random.key(seed))
+    greedy = _RejaxGreedy(cfg, algo, genv)
+    train_s, steps, solved_at, metrics = 0.0, 0, None, {}
+    for _ in range(cfg.num_updates // per_chunk):
+        t0 = time.perf_counter()
+        ts = jax.block_until_ready(train(ts))
+        train_s += time.perf_counter() - t0
+        steps += chunk_steps
+        metrics = evaluate_params(greedy, ts.actor_ts.params)
+        if metrics.get("solved"):
+            solved_at = (train_s, steps)
+            break
+    return {
+        "compile_s": compile_s, "train_s": train_s, "env_steps": steps, "steps_per_sec": steps / train_s,
+        "solved": solved_at is not None, "time_to_solve_s": solved_at[0] if solved_at else None,
+        "steps_to_solve": solved_at[1] if solved_at else None,
+        "final_metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))},
+    }
+
+
 def sb3_evaluate(model, env_id: str, num_episodes: int = 200) -> dict:
     """Success rate of SB3's deterministic policy over ``num_episodes`` first episodes; solved as
     ``train.evaluate`` defines it for GridWorld and PointEnv (success rate 1.0 and >= 0.95)."""
@@ -219,6 +286,7 @@ def main(argv=None):
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
     p.add_argument("--no-trpo", action="store_true", help="skip jaxenvs TRPO (its tuned defaults, one seed)")
+    p.add_argument("--no-rejax", action="store_true", help="skip rejax's PPO (run when rejax is installed)")
     p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
     p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
     p.add_argument("--out", default="benchmarks/results/train_speed.json")
@@ -250,6 +318,8 @@ def main(argv=None):
                 r["sb3_defaults"] = sb3_time_to_solve(
                     env_id, args.sb3_timesteps, args.chunks, sb3_defaults=True, threads=args.torch_threads
                 )
+        if single_agent and not args.no_rejax:
+            r["rejax"] = rejax_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)
         results[env_id] = r
         print_env(env_id, r, args.seeds)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -281,6 +351,14 @@ def print_env(env_id, r, num_seeds):
         if j["time_to_solve_s"] and s["time_to_solve_s"]:
             ratio += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.0f}x sooner solved"
         print(f"    jaxenvs vs {label}: {ratio}")
+    x = r.get("rejax")
+    if x:
+        print(f"  rejax PPO, same settings: {x['steps_per_sec']:>10,.0f} env-steps/s   time to solve "
+              f"{t(x['time_to_solve_s'])} ({x['steps_to_solve']} steps; compile {x['compile_s']:.1f} s apart)")
+        ratio = f"{j['steps_per_sec'] / x['steps_per_sec']:.2f}x env-steps/s"
+        if j["time_to_solve_s"] and x["time_to_solve_s"]:
+            ratio += f", {x['time_to_solve_s'] / j['time_to_solve_s']:.2f}x sooner solved"
+        print(f"    jaxenvs vs rejax: {ratio}, compile {x['compile_s'] / j['compile_s']:.2f}x shorter")
     a = r.get("arithmetic")
     if a:
         flops, peak, layer = a["flops_per_env_step"], a["matmul_peak_gflops"], a["layer_matmul_gflops"]

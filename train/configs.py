@@ -275,6 +275,10 @@ DEFAULTS: dict[str, dict] = {
         total_timesteps=50_000, num_envs=64, num_steps=8, lr=3e-4, ent_coef=0.2, gamma=0.0,
         normalize_advantages=False,
     ),
+    # gymnax's classic-control ids (pip install "jaxenvs[gymnax]"): bars are the specs'
+    # reward_threshold (Gymnasium's): CartPole mean return >= 475, Acrobot > -100.
+    "gymnax/CartPole-v1": dict(total_timesteps=500_000, num_envs=16, num_steps=128, lr=2.5e-4),
+    "gymnax/Acrobot-v1": dict(total_timesteps=500_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.0),
 }
 
 

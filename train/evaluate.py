@@ -18,8 +18,10 @@ about the mixed strategy itself.
 * RockPaperScissors: the exploitability of the learned mixed strategy, i.e. the expected payoff
   of the best response against it (payoffs read off the environment's step), must be <= 0.1.
 
-Environments with no entry get the mean undiscounted return over 1000 episodes and ``solved``
-None. With several seeds in a run every seed is evaluated; the run is solved when all are.
+Environments with no entry get the mean undiscounted return over 1000 episodes; ``solved`` is
+whether it reaches the spec's ``reward_threshold`` (e.g. 475 for gymnax/CartPole-v1, -100 for
+gymnax/Acrobot-v1), None where the spec has none. With several seeds in a run every seed is
+evaluated; the run is solved when all are.
 
 ``python -m train.evaluate RUN_DIR`` prints a table (one column per seed, what each metric means,
 the criterion and the verdict; ``--json`` for machines) and exits 0 when solved (or when the
@@ -220,7 +222,10 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
 
 def evaluate_generic(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     _, ep = _episodes(trainer, params, key, num_episodes=num_episodes)
-    return dict(mean_return=float(np.mean(ep["returns"])), mean_length=float(ep["length"].mean()), solved=None)
+    mean_return = float(np.mean(ep["returns"]))
+    threshold = jaxenvs.spec(trainer.config.env_id).reward_threshold
+    solved = None if threshold is None else mean_return >= threshold
+    return dict(mean_return=mean_return, mean_length=float(ep["length"].mean()), solved=solved)
 
 
 EVALUATORS: dict[str, Callable[[Trainer, Any, jax.Array], dict]] = {

@@ -18,10 +18,12 @@ imports gymnax and registers them all, so ``import jaxenvs`` never imports gymna
   step sets both flags, as Gymnasium does. The registry also gives each id a
   :class:`~jaxenvs.wrappers.TimeLimit` of the gymnax default ``max_steps_in_episode`` (so
   ``spec.max_episode_steps`` is meaningful); when both limits apply, the smaller one ends the episode;
-* spaces are converted to :mod:`jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``);
-  dtypes follow jaxenvs' contract: float observations become float32, bool observations (MinAtar's
-  image channels) uint8 in ``{0, 1}``, other integers int32; reward float32, flags bool, and every
-  leaf of the state keeps the dtype ``reset`` gave it (a ``lax.scan`` carry type-checks);
+* spaces are converted to :mod:`jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``)
+  with jaxenvs' dtypes: float boxes become float32, bool boxes uint8 in ``{0, 1}``, other integer
+  boxes int32; every observation leaf is cast to its space's dtype (gymnax's observations and
+  spaces disagree at times: MinAtar's bool image channels in a float32 Box come out float32);
+  reward float32, flags bool, and every leaf of the state keeps the dtype ``reset`` gave it (a
+  ``lax.scan`` carry type-checks);
 * out-of-range Discrete actions are clipped into ``[0, n - 1]`` (gymnax leaves them undefined);
 * ``info`` is gymnax's step info (e.g. ``"discount"``); rendering is not available: gymnax has no
   jittable renderer (its ``gymnax.visualize.Visualizer`` draws matplotlib animations host-side),
@@ -83,7 +85,8 @@ def _canonical_dtype(dtype) -> np.dtype:
 def from_gymnax_space(space) -> spaces.Space:
     """The :mod:`jaxenvs.spaces` equivalent of a gymnax space (Discrete, Box, Dict, Tuple).
 
-    Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``.
+    Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``;
+    float bounds at ``+-finfo(float32).max`` (gymnax's "unbounded") become ``+-inf``.
     """
     from gymnax.environments import spaces as gs
 
@@ -92,7 +95,14 @@ def from_gymnax_space(space) -> spaces.Space:
     if isinstance(space, gs.Box):
         dtype = _canonical_dtype(space.dtype)
         low, high = space.low, space.high
-        if dtype.kind != "f" and not isinstance(low, jax.core.Tracer):
+        traced = isinstance(low, jax.core.Tracer) or isinstance(high, jax.core.Tracer)
+        if dtype.kind == "f" and not traced:
+            # gymnax writes "unbounded" as +-finfo(float32).max (CartPole's velocities): make it
+            # +-inf, as Gymnasium does, so consumers do not take high - low (an overflow) as a range
+            big = np.finfo(np.float32).max
+            low = np.where(np.asarray(low, np.float64) <= -big, -np.inf, np.asarray(low, np.float64))
+            high = np.where(np.asarray(high, np.float64) >= big, np.inf, np.asarray(high, np.float64))
+        if dtype.kind != "f" and not traced:
             info = np.iinfo(dtype)
             low = np.clip(np.asarray(low, np.float64), info.min, info.max)
             high = np.clip(np.asarray(high, np.float64), info.min, info.max)
