@@ -58,18 +58,13 @@ def gallery(force: bool = False) -> list[Path]:
 def episode_frames(env_id: str):
     """uint8[T, H, W, 3]: whole episodes of ``env_id`` under a random policy, one after another,
     each from its initial state to the state it ended in (at most ``GALLERY_FRAMES`` frames)."""
-    import jax
     import numpy as np
 
     import jaxenvs
-    from jaxenvs.rendering import render_frames
-    from jaxenvs.rollout import random_policy, rollout
 
     env = jaxenvs.make(env_id, autoreset=False)  # the state an episode ends in stays visible
-    traj = rollout(env, jax.random.key(0), random_policy(env), GALLERY_STEPS, num_envs=GALLERY_ENVS)
-    states = jax.tree.map(lambda s, last: np.concatenate([s, last[None]]), traj.state, traj.last_state)
-    frames = render_frames(env, states)  # [steps + 1, envs, H, W, 3]
-    done = np.asarray(traj.terminated | traj.truncated)
+    frames, done = _rollout_frames(env)  # [steps + 1, envs, H, W, 3], [steps, envs]
+    frames, done = np.asarray(frames), np.asarray(done)
     clips = []
     for e in range(GALLERY_ENVS):
         end = int(np.argmax(done[:, e])) + 1 if done[:, e].any() else GALLERY_STEPS
@@ -77,6 +72,23 @@ def episode_frames(env_id: str):
         if sum(len(c) for c in clips) >= GALLERY_FRAMES:
             break
     return np.concatenate(clips)[:GALLERY_FRAMES]
+
+
+def _rollout_frames(env):
+    """A random-policy rollout of ``GALLERY_ENVS`` envs and the frames of every state it passed
+    through (the last one included), in one compiled program."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxenvs.rollout import random_policy, rollout
+
+    @jax.jit
+    def run(key):
+        traj = rollout(env, key, random_policy(env), GALLERY_STEPS, num_envs=GALLERY_ENVS)
+        states = jax.tree.map(lambda s, last: jnp.concatenate([s, last[None]]), traj.state, traj.last_state)
+        return jax.vmap(jax.vmap(env.render))(states), traj.terminated | traj.truncated
+
+    return run(jax.random.key(0))
 
 
 def _si(x: float) -> str:
