@@ -28,29 +28,34 @@ from jaxenvs.wrappers import TimeLimit  # noqa: E402
 import reference_envs as R  # noqa: E402
 
 ENVS = {env_id: jaxenvs.make(env_id) for env_id in R.REFERENCES}
+# episodes per run: the default where a run is cheap or its compiled rollout is shared with a
+# mutant's; 200 where plain-numpy references take ~100 steps an episode (a compiled rollout serves
+# one number of episodes, so the runs of one env keep to one number)
+EPISODES = {"GridWorld-v0": 1000, "PointEnv-v0": 200, "HurdleRace-v0": 1000, "Lottery-v0": 1000, "RockPaperScissors-v0": 1000}
+STATE_EPISODES = dict(EPISODES, **{"GridWorld-v0": 200})
 
 
 # ---------------------------------------------------------------------------------------------
 # faithful ports pass
 # ---------------------------------------------------------------------------------------------
 
-# GridWorld at the defaults (its reference run is shared with the mutants below); PointEnv's
-# 100-step episodes in plain numpy make 200 episodes enough here
+# GridWorld's reference run at seed 0 is shared with the mutants below
 FAITHFUL = [
-    ("GridWorld-v0", 1000, 0),
-    ("PointEnv-v0", 200, 0),
-    ("HurdleRace-v0", 1000, 0),
-    ("HurdleRace-v0", 1000, 1),
-    ("Lottery-v0", 1000, 0),
-    ("Lottery-v0", 1000, 1),
-    ("Lottery-v0", 1000, 2),
-    ("RockPaperScissors-v0", 1000, 0),
-    ("RockPaperScissors-v0", 1000, 1),
+    ("GridWorld-v0", 0),
+    ("PointEnv-v0", 0),
+    ("HurdleRace-v0", 0),
+    ("HurdleRace-v0", 1),
+    ("Lottery-v0", 0),
+    ("Lottery-v0", 1),
+    ("Lottery-v0", 2),
+    ("RockPaperScissors-v0", 0),
+    ("RockPaperScissors-v0", 1),
 ]
 
 
-@pytest.mark.parametrize("env_id,num_episodes,seed", FAITHFUL)
-def test_faithful_port_passes(env_id, num_episodes, seed):
+@pytest.mark.parametrize("env_id,seed", FAITHFUL)
+def test_faithful_port_passes(env_id, seed):
+    num_episodes = EPISODES[env_id]
     report = verify_port(ENVS[env_id], R.REFERENCES[env_id], num_episodes=num_episodes, seed=seed)
     assert report.num_episodes == num_episodes
     assert all(s.p_value >= report.threshold for s in report.statistics)
@@ -65,7 +70,9 @@ def test_faithful_port_passes(env_id, num_episodes, seed):
 
 @pytest.mark.parametrize("env_id", list(R.REFERENCES))
 def test_faithful_port_passes_with_state_to_jax(env_id):
-    report = verify_port(ENVS[env_id], R.REFERENCES[env_id], state_to_jax=R.STATE_TO_JAX[env_id], num_episodes=150)
+    report = verify_port(
+        ENVS[env_id], R.REFERENCES[env_id], state_to_jax=R.STATE_TO_JAX[env_id], num_episodes=STATE_EPISODES[env_id]
+    )
     assert report.states_checked >= 16  # t = 0 of the first 16 episodes at least
     if ENVS[env_id].traits.chance == "stochastic":
         assert report.statistics[0].name.startswith("step from reference states")
@@ -129,7 +136,7 @@ def test_wrong_reward_sign_is_caught_per_transition_with_state_to_jax():
     with pytest.raises(PortMismatch, match=r"^transition: reward after reference episode \d+ step \d+"):
         verify_port(
             TimeLimit(RewardSignFlipped(), 300), R.REFERENCES["GridWorld-v0"],
-            state_to_jax=R.STATE_TO_JAX["GridWorld-v0"], num_episodes=150,
+            state_to_jax=R.STATE_TO_JAX["GridWorld-v0"], num_episodes=STATE_EPISODES["GridWorld-v0"],
         )
 
 
@@ -185,10 +192,7 @@ def test_tests_keep_their_false_alarm_rate_and_detect_a_shift():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_assert_env_ok_passes_a_good_env_and_names_the_broken_rule():
-    report = assert_env_ok(ENVS["RockPaperScissors-v0"], num_steps=4, num_envs=2)
-    assert "reward-dtype" in report.rules
-
+def test_assert_env_ok_names_the_broken_rule():
     from jaxenvs.envs.rock_paper_scissors import RockPaperScissors
 
     class IntReward(RockPaperScissors):
