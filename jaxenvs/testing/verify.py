@@ -42,10 +42,20 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import spaces
-from jaxenvs.checker import _jit as _fast_jit  # XLA's cheapest passes: these programs run briefly
+from jaxenvs.checker import _compiler_options  # XLA's cheapest passes: these programs run briefly
+from jaxenvs.checker import _jit as _fast_jit
 from jaxenvs.core import Environment
 from jaxenvs.testing import stats
-from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, Wrapper, has_wrapper, strip_autoreset, tree_select
+from jaxenvs.wrappers.base import (
+    AutoReset,
+    TimeLimit,
+    TimeLimitState,
+    WithParams,
+    Wrapper,
+    has_wrapper,
+    strip_autoreset,
+    tree_select,
+)
 
 __all__ = ["verify_port", "PortMismatch", "PortReport", "Statistic", "MAX_STATES", "RESAMPLES", "HORIZON"]
 
@@ -54,6 +64,12 @@ MAX_STATES = 512  # reference states whose transitions are checked with state_to
 RESAMPLES = 8  # samples per side and state when the port's step is stochastic
 MAX_CATEGORIES = 32  # a scalar statistic with at most this many distinct values is categorical
 RTOL, ATOL = 1e-5, 1e-6
+# reference rollouts by (reference, conversions, policy, sizes, seed): checking several ports
+# against one reference object (mutants of a port, a port being mended) runs the reference once
+_REFERENCE_RUNS: dict = {}
+_REFERENCE_CACHE_SIZE = 8
+_DEFAULT_POLICIES: dict = {}
+_CONTAINS: dict = {}  # compiled space.contains by (space, agent axes)  # by action space: one compiled policy serves every port of that space
 STICKINESS = 0.75  # the default policy's largest probability of repeating its episode's action
 
 
@@ -128,7 +144,7 @@ def _rebuild_state(env, core_state, t: int):
         return core_state
     inner = _rebuild_state(env.env, core_state, t)
     if isinstance(env, TimeLimit):
-        return TimeLimitState(inner, jnp.asarray(t, jnp.int32))
+        return TimeLimitState(inner, np.int32(t))
     if type(env).inner_state is Wrapper.inner_state:
         return inner  # a wrapper without state of its own
     raise ValueError(
@@ -184,7 +200,9 @@ def _summary_real(x: np.ndarray) -> str:
 def _compare(name: str, x: np.ndarray, y: np.ndarray, categorical: bool | None = None) -> Statistic:
     """Two-sample test of rows ``x`` [n, D] and ``y`` [m, D]: categorical when ``categorical`` or
     (``None``) when at most MAX_CATEGORIES distinct rows occur; else KS (D must be 1)."""
-    x, y = np.asarray(x, np.float64).reshape(len(x), -1), np.asarray(y, np.float64).reshape(len(y), -1)
+    # rounded to float32 and 5 significant digits: sums of float32 rewards that differ in the last
+    # bits are one value, not two that a KS test would tell apart
+    x, y = _quantize(np.reshape(x, (len(x), -1))), _quantize(np.reshape(y, (len(y), -1)))
     cx, cy = _codes(x), _codes(y)
     if categorical is None:
         categorical = len(np.unique(np.concatenate([cx, cy]))) <= MAX_CATEGORIES
@@ -271,20 +289,60 @@ def _default_policy(space: spaces.Space, num_agents: int, multi: bool):
     return policy
 
 
-def _step_key(policy_key, episode, t):
-    return jax.random.fold_in(jax.random.fold_in(policy_key, episode), t)
+def _episode_keys(seed_key, index):
+    """The keys of episode ``index`` (traced): reset, step, the policy's per-episode and per-step
+    keys. One derivation inside the compiled functions serves both sides."""
+    k_reset, k_step, k_ep, k_policy = jax.random.split(seed_key, 4)
+    fold = lambda k: jax.random.fold_in(k, index)  # noqa: E731
+    return fold(k_reset), fold(k_step), fold(k_ep), fold(k_policy)
 
 
-@functools.lru_cache(maxsize=32)
+def _env_key(env):
+    """A key under which ports compute alike given the same params: the wrapper chain without
+    ``WithParams`` (params are arguments of the compiled functions), the base class and its
+    constructor's attributes; the env itself when some wrapper or attribute is not understood."""
+    parts, inner = [], env
+    while isinstance(inner, Wrapper):
+        if isinstance(inner, TimeLimit):
+            parts.append(("TimeLimit", inner.max_episode_steps))
+        elif not isinstance(inner, WithParams):
+            return env
+        inner = inner.env
+    attrs = []
+    for k, v in sorted(vars(inner).items()):
+        if isinstance(v, np.ndarray):
+            v = (v.shape, v.dtype.str, v.tobytes())
+        try:
+            hash(v)
+        except TypeError:
+            return env
+        attrs.append((k, v))
+    return (tuple(parts), type(inner), tuple(attrs))
+
+
+_COMPILED: dict = {}  # (what, env key, ...) -> compiled function; the first env of a key serves
+
+
+def _compiled(what, build, env, *args):
+    key = (what, _env_key(env)) + args
+    fn = _COMPILED.get(key)
+    if fn is None:
+        if len(_COMPILED) >= 64:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        fn = _COMPILED[key] = build(env, *args)
+    return fn
+
+
 def _port_rollout_fn(env, policy, horizon: int):
     """Jitted: ``num_episodes`` episodes (vmapped) of at most ``horizon`` steps; a while loop that
     stops once every episode has ended, writing each step into ``[horizon]`` buffers."""
 
-    def episode(params, reset_key, step_key, ep_key, policy_key, index):
+    def episode(params, seed_key, index):
+        reset_key, step_key, ep_key, policy_key = _episode_keys(seed_key, index)
         obs0, state0 = env.reset(reset_key, params)
 
         def transition(t, obs, state):
-            action = policy(ep_key, _step_key(policy_key, index, t), obs)
+            action = policy(ep_key, jax.random.fold_in(policy_key, t), obs)
             out = env.step(jax.random.fold_in(step_key, t), state, action, params)
             return action, out
 
@@ -308,24 +366,39 @@ def _port_rollout_fn(env, policy, horizon: int):
         alive = jnp.arange(horizon) < t
         return obs0, buffers + (alive,)
 
-    return _fast_jit(jax.vmap(episode, in_axes=(None, 0, 0, 0, None, 0)))
+    def run(params, seed_key, num_episodes: int):
+        return jax.vmap(episode, in_axes=(None, None, 0))(params, seed_key, jnp.arange(num_episodes))
+
+    return _fast_jit_static(run, 2)
+
+
+def _fast_jit_static(fn, *static):
+    return jax.jit(fn, static_argnums=static, compiler_options=_compiler_options(jax.default_backend()))
 
 
 @functools.lru_cache(maxsize=32)
 def _batched_policy_fn(policy):
-    return _fast_jit(
-        jax.vmap(lambda ek, pk, i, t, obs: policy(ek, _step_key(pk, i, t), obs), in_axes=(0, None, 0, None, 0))
-    )
+    def act(seed_key, t, obs, num_episodes: int):
+        def one(index, o):
+            _, _, ep_key, policy_key = _episode_keys(seed_key, index)
+            return policy(ep_key, jax.random.fold_in(policy_key, t), o)
+
+        return jax.vmap(one)(jnp.arange(num_episodes), obs)
+
+    return _fast_jit_static(act, 3)
 
 
-@functools.lru_cache(maxsize=32)
 def _state_step_fn(env, samples: int):
     def one(params, state, action, key):
         keys = jax.random.split(key, samples)
         nobs, _, reward, term, trunc, _ = jax.vmap(lambda k: env.step(k, state, action, params))(keys)
         return nobs, reward, term, trunc
 
-    return _fast_jit(jax.vmap(one, in_axes=(None, 0, 0, 0)))
+    def run(params, states, actions, seed_key):
+        keys = jax.random.split(jax.random.fold_in(seed_key, 1 << 30), len(actions))
+        return jax.vmap(one, in_axes=(None, 0, 0, 0))(params, states, actions, keys)
+
+    return _fast_jit(run)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,23 +494,16 @@ def verify_port(
 
     # ---- the port's rollout -------------------------------------------------------------------
     key = jax.random.key(seed)
-    k_reset, k_step, k_ep, k_policy, k_states = jax.random.split(key, 5)
     if policy is None:
-        pol = _default_policy(act_space, num_agents, multi)
+        pol = _DEFAULT_POLICIES.setdefault(
+            (repr(act_space), num_agents, multi), _default_policy(act_space, num_agents, multi)
+        )
     else:
         if not callable(policy):
             raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
         pol = _UserPolicy(policy)
-    ep_keys = jax.random.split(k_ep, num_episodes)
-    run = _port_rollout_fn(env, pol, horizon)
-    obs0, (p_obs, p_act, p_nobs, p_rew, p_term, p_trunc, p_alive) = run(
-        params,
-        jax.random.split(k_reset, num_episodes),
-        jax.random.split(k_step, num_episodes),
-        ep_keys,
-        k_policy,
-        jnp.arange(num_episodes),
-    )
+    run = _compiled("rollout", _port_rollout_fn, env, pol, horizon)
+    obs0, (p_obs, p_act, p_nobs, p_rew, p_term, p_trunc, p_alive) = run(params, key, num_episodes)
     port = _Side(
         obs0=_flat(obs0, 1),
         obs=_flat(p_obs, 2),
@@ -492,81 +558,94 @@ def verify_port(
             return {ag: _to_python(a[i]) for i, ag in enumerate(agents)}
         return _to_python(a)
 
-    rng = np.random.default_rng(seed)
-    seeds = rng.integers(0, 2**31 - 1, size=num_episodes)
-    envs = [reference() for _ in range(num_episodes - 1)]
-    envs.insert(0, ref_probe)
-    cur = np.stack([convert_obs(e.reset(seed=int(sd))[0]) for e, sd in zip(envs, seeds)])
-    ref = _Side(
-        obs0=cur.copy(),
-        obs=np.zeros(port.obs.shape),
-        act=np.zeros(port.act.shape),
-        nobs=np.zeros(port.nobs.shape),
-        rew=np.zeros(port.rew.shape),
-        term=np.zeros((num_episodes, horizon), bool),
-        trunc=np.zeros((num_episodes, horizon), bool),
-        alive=np.zeros((num_episodes, horizon), bool),
-    )
-    # which reference steps are mapped with state_to_jax: t = 0 of the first 16 episodes, and 4
-    # random steps among the first 64 of each of the first 128 episodes
-    wanted: dict[int, set] = {}
-    if state_to_jax is not None:
-        _rebuild_state(env, env.unwrapped.reset(jax.random.key(0), params)[1], 0)  # refuse other wrappers early
-        for i in range(min(num_episodes, 128)):
-            wanted[i] = set(rng.integers(0, min(horizon, 64), size=4).tolist()) | ({0} if i < 16 else set())
+    def run_reference():
+        rng = np.random.default_rng(seed)
+        seeds = rng.integers(0, 2**31 - 1, size=num_episodes)
+        envs = [reference() for _ in range(num_episodes - 1)]
+        envs.insert(0, ref_probe)
+        cur = np.stack([convert_obs(e.reset(seed=int(sd))[0]) for e, sd in zip(envs, seeds)])
+        ref = _Side(
+            obs0=cur.copy(),
+            obs=np.zeros(port.obs.shape),
+            act=np.zeros(port.act.shape),
+            nobs=np.zeros(port.nobs.shape),
+            rew=np.zeros(port.rew.shape),
+            term=np.zeros((num_episodes, horizon), bool),
+            trunc=np.zeros((num_episodes, horizon), bool),
+            alive=np.zeros((num_episodes, horizon), bool),
+        )
+        # which reference steps are mapped with state_to_jax: t = 0 of the first 16 episodes, and 4
+        # random steps among the first 64 of each of the first 128 episodes
+        wanted: dict[int, set] = {}
+        if state_to_jax is not None:
+            _rebuild_state(env, _state_template(env, params), 0)  # refuse other wrappers early
+            for i in range(min(num_episodes, 128)):
+                wanted[i] = set(rng.integers(0, min(horizon, 64), size=4).tolist()) | ({0} if i < 16 else set())
+        stochastic = env.unwrapped.traits.chance != "deterministic"
+        resamples = RESAMPLES if stochastic else 1
+        recorded = []  # [episode, t, core state, action, reference outcomes [(obs_flat, reward, term, trunc)]]
+
+        policy_batch = _batched_policy_fn(pol)
+        done = np.zeros(num_episodes, bool)
+        act_shape = port.act.shape[2:]
+        for t in range(horizon):
+            if done.all():
+                break
+            actions = np.asarray(jax.tree.leaves(policy_batch(key, t, unflatten(cur), num_episodes))[0])
+            for i in np.flatnonzero(~done):
+                e, a = envs[i], actions[i]
+                a_ref = convert_action(a)
+                if action_to_reference is not None and not _ref_contains(ref_act_space, a_ref, agents):
+                    raise PortMismatch(
+                        "action space", f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {ref_act_space!r}"
+                    )
+                out = None
+                if t in wanted.get(i, ()):
+                    core = state_to_jax(e)
+                    outs = [_ref_step(copy.deepcopy(e), a_ref, multi, agents, rng, convert_obs) for _ in range(resamples - 1)]
+                    out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
+                    recorded.append((i, t, core, a, outs + [out]))
+                else:
+                    out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
+                nobs, reward, term, trunc = out
+                ref.obs[i, t] = cur[i]
+                ref.act[i, t] = np.asarray(a, np.float64).reshape(act_shape)
+                ref.nobs[i, t] = nobs
+                ref.rew[i, t] = reward
+                ref.term[i, t], ref.trunc[i, t], ref.alive[i, t] = term, trunc, True
+                cur[i] = nobs
+                done[i] = term or trunc
+        return ref, cur, recorded
+
+    cache_key = (reference, state_to_jax, obs_to_jax, action_to_reference, pol, num_episodes, seed, horizon,
+                 repr(act_space), repr(obs_space), env.unwrapped.traits.chance)
+    cached = _REFERENCE_RUNS.pop(cache_key, None)
+    ref, cur, recorded = cached if cached is not None else run_reference()
+    _REFERENCE_RUNS[cache_key] = (ref, cur, recorded)
+    while len(_REFERENCE_RUNS) > _REFERENCE_CACHE_SIZE:
+        _REFERENCE_RUNS.pop(next(iter(_REFERENCE_RUNS)))
     stochastic = env.unwrapped.traits.chance != "deterministic"
     resamples = RESAMPLES if stochastic else 1
-    recorded = []  # [episode, t, core state, action, reference outcomes [(obs_flat, reward, term, trunc)]]
-
-    policy_batch = _batched_policy_fn(pol)
-    done = np.zeros(num_episodes, bool)
-    indices = jnp.arange(num_episodes)
-    act_shape = port.act.shape[2:]
-    for t in range(horizon):
-        if done.all():
-            break
-        actions = np.asarray(jax.tree.leaves(policy_batch(ep_keys, k_policy, indices, t, unflatten(cur)))[0])
-        for i in np.flatnonzero(~done):
-            e, a = envs[i], actions[i]
-            a_ref = convert_action(a)
-            if action_to_reference is not None and not _ref_contains(ref_act_space, a_ref, agents):
-                raise PortMismatch(
-                    "action space", f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {ref_act_space!r}"
-                )
-            out = None
-            if t in wanted.get(i, ()):
-                core = state_to_jax(e)
-                outs = [_ref_step(copy.deepcopy(e), a_ref, multi, agents, rng, convert_obs) for _ in range(resamples - 1)]
-                out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
-                recorded.append((i, t, core, a, outs + [out]))
-            else:
-                out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
-            nobs, reward, term, trunc = out
-            ref.obs[i, t] = cur[i]
-            ref.act[i, t] = np.asarray(a, np.float64).reshape(act_shape)
-            ref.nobs[i, t] = nobs
-            ref.rew[i, t] = reward
-            ref.term[i, t], ref.trunc[i, t], ref.alive[i, t] = term, trunc, True
-            cur[i] = nobs
-            done[i] = term or trunc
     _check_in_space(obs_space, unflatten(np.concatenate([ref.obs0, cur])), lead, obs_to_jax)
 
     # ---- 2. transitions from the reference's states -------------------------------------------
     statistics: list[Statistic] = []
     if recorded:
-        st = _check_states(env, params, recorded, k_states, resamples, lead, stochastic)
+        st = _check_states(env, params, recorded, key, resamples, lead, stochastic)
         if st is not None:
             statistics.append(st)
 
     # ---- 3. statistics ------------------------------------------------------------------------
-    statistics.append(_compare("initial observation", port.obs0, ref.obs0, categorical=True if discrete_obs else None))
-    if discrete_obs and port.obs0.shape[1] > 1:
-        for j in range(port.obs0.shape[1]):
-            statistics.append(_compare(f"initial observation[{j}]", port.obs0[:, j], ref.obs0[:, j], categorical=True))
-    elif not discrete_obs and port.obs0.shape[1] > 1:
-        statistics = statistics[:-1]
-        for j in range(port.obs0.shape[1]):
-            statistics.append(_compare(f"initial observation[{j}]", port.obs0[:, j], ref.obs0[:, j]))
+    # the joint initial observation (categorical when discrete; KS needs one dimension), and each
+    # component of a multi-dimensional one
+    dims = port.obs0.shape[1]
+    if discrete_obs or dims == 1:
+        statistics.append(_compare("initial observation", port.obs0, ref.obs0, categorical=True if discrete_obs else None))
+    if dims > 1:
+        cat = True if discrete_obs else None
+        statistics += [
+            _compare(f"initial observation[{j}]", port.obs0[:, j], ref.obs0[:, j], categorical=cat) for j in range(dims)
+        ]
     statistics.append(_compare("episode length", port.alive.sum(1), ref.alive.sum(1)))
     statistics.append(_compare("outcome (0 terminated, 1 truncated, 2 horizon)", port.outcome(), ref.outcome(), True))
     p_ret, r_ret = port.returns(), ref.returns()
@@ -576,7 +655,8 @@ def verify_port(
     else:
         statistics += [_compare(f"return[agent {j}]", p_ret[:, j], r_ret[:, j]) for j in range(p_ret.shape[1])]
     if discrete_obs and discrete_act:
-        statistics += _transition_statistics(port, ref)
+        # alpha / m with the two transition statistics counted: summaries only where they fail
+        statistics += _transition_statistics(port, ref, alpha / (len(statistics) + 2))
 
     threshold = alpha / len(statistics)
     for s in statistics:
@@ -656,6 +736,7 @@ def _ref_step(e, a_ref, multi, agents, rng, convert_obs):
     else:
         o, reward, term, trunc, _ = e.step(a_ref)
         o, reward = convert_obs(o), np.array([float(reward)])
+    reward = reward.astype(np.float32).astype(np.float64)  # the port's float32 rewards, summed alike
     return o, reward, bool(term), bool(trunc)
 
 
@@ -674,7 +755,10 @@ def _check_in_space(space, stacked_obs, lead: int, converted):
     contains = space.contains
     for _ in range(1 + lead):
         contains = jax.vmap(contains)
-    ok = np.asarray(_fast_jit(contains)(stacked_obs))
+    fn = _CONTAINS.get((repr(space), lead))
+    if fn is None:
+        fn = _CONTAINS[(repr(space), lead)] = _fast_jit(contains)
+    ok = np.asarray(fn(stacked_obs))
     ok = ok.reshape(ok.shape[0], -1).all(axis=1)
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
@@ -699,7 +783,7 @@ def _first_visits(side: _Side):
     return strata, nxt, rew
 
 
-def _transition_statistics(port: _Side, ref: _Side) -> list[Statistic]:
+def _transition_statistics(port: _Side, ref: _Side, threshold: float) -> list[Statistic]:
     ps, pn, pr = _first_visits(port)
     rs, rn, rr = _first_visits(ref)
     out = []
@@ -708,8 +792,8 @@ def _transition_statistics(port: _Side, ref: _Side) -> list[Statistic]:
         ("reward | (observation, action)", pr, rr),
     ):
         p, k = stats.stratified_test(ps, _codes(px), rs, _codes(rx))
-        worst = _worst_stratum(ps, px, rs, rx)
-        out.append(Statistic(name, "stratified chi-square", p, len(ps), len(rs), f"{k} strata on both sides; {worst[0]}", worst[1]))
+        worst = _worst_stratum(ps, px, rs, rx) if p < threshold else ("", "")
+        out.append(Statistic(name, "stratified chi-square", p, len(ps), len(rs), f"{k} strata on both sides{worst[0]}", worst[1]))
     return out
 
 
@@ -729,17 +813,21 @@ def _worst_stratum(ps, px, rs, rx) -> tuple[str, str]:
             best = tv
             row = np.frombuffer(bytes(s), np.float64)
             desc = (
-                f"at {_fmt_row(row)} most different: {_summary_categorical(ca, a)} (n={len(a)})",
+                f"; most different at {_fmt_row(row)}: {_summary_categorical(ca, a)} (n={len(a)})",
                 f"{_summary_categorical(cb, b)} (n={len(b)})",
             )
     return desc
 
 
+def _state_template(env, params):
+    """Shapes and dtypes of the unwrapped port's state (nothing is computed)."""
+    return jax.eval_shape(env.unwrapped.reset, jax.random.key(0), params)[1]
+
+
 def _check_states(env, params, recorded, key, resamples, lead, stochastic) -> Statistic | None:
     """Step the port from the recorded reference states; raise on a deterministic mismatch,
     return the stratified comparison for a stochastic port."""
-    template = env.unwrapped.reset(jax.random.key(0), params)[1]
-    t_leaves, t_def = jax.tree.flatten(template)
+    t_leaves, t_def = jax.tree.flatten(_state_template(env, params))
     states = []
     for i, t, core, _, _ in recorded:
         leaves, treedef = jax.tree.flatten(core)
@@ -747,12 +835,12 @@ def _check_states(env, params, recorded, key, resamples, lead, stochastic) -> St
             raise ValueError(
                 f"state_to_jax returned {treedef}; the unwrapped port's state (env.unwrapped.reset_env) is {t_def}"
             )
-        core = jax.tree.unflatten(t_def, [np.asarray(x, np.asarray(tl).dtype) for x, tl in zip(leaves, t_leaves)])
+        core = jax.tree.unflatten(t_def, [np.asarray(x, tl.dtype) for x, tl in zip(leaves, t_leaves)])
         states.append(_rebuild_state(env, core, t))
-    state_batch = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *states)
-    actions = jnp.stack([jnp.asarray(r[3]) for r in recorded])
-    nobs, reward, term, trunc = _state_step_fn(env, resamples)(
-        params, state_batch, actions, jax.random.split(key, len(recorded))
+    state_batch = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states)
+    actions = np.stack([np.asarray(r[3]) for r in recorded])
+    nobs, reward, term, trunc = _compiled("state step", _state_step_fn, env, resamples)(
+        params, state_batch, actions, key
     )
     p_obs = _flat(nobs, 2)  # [S, R, D]
     p_rew = np.asarray(reward, np.float64).reshape(len(recorded), resamples, -1)
@@ -798,6 +886,6 @@ def _check_states(env, params, recorded, key, resamples, lead, stochastic) -> St
         p,
         len(strata_p),
         len(strata_r),
-        f"{k} states, {resamples} samples each; {worst[0]}",
+        f"{k} states, {resamples} samples each{worst[0]}",
         worst[1],
     )
