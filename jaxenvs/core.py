@@ -260,6 +260,10 @@ class Environment:
         Out-of-range values follow each environment's documented behaviour; use
         :func:`jaxenvs.checked` to make them raise.
 
+        Integer actions beyond int32 are clipped, not wrapped, when ``step`` sees them; ``jax.jit``
+        converts host arguments at its boundary first (wrapping int64 into int32 while x64 is off),
+        so pass int32 to a jitted step (:func:`jaxenvs.checked` refuses such arguments).
+
         For multi-agent environments the action is ``(num_agents, ...)``; a batch of them under
         ``vmap`` is ``(num_envs, num_agents, ...)``. When ``num_envs == num_agents`` a transposed
         batch has the right shape and cannot be told apart: keep agents on the inner axis.
