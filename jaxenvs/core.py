@@ -233,12 +233,6 @@ class Environment:
         wherever params enter. Use :func:`require_param`; it accepts stacked params too.
         """
 
-    def is_terminal(self, state: Any, params: Any) -> jax.Array | None:
-        """Scalar bool: ``state`` is one the episode ended in (jittable), or ``None`` when the
-        environment cannot tell from its state. Checked mode uses it to flag a step taken after the
-        episode ended without an auto-reset."""
-        return None
-
     # ---- public API ---------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Obs, Any]:
         """Initial ``(obs, state)`` drawn with ``key``.

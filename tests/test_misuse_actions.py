@@ -16,6 +16,8 @@ from jaxenvs.core import ActionError
 from jaxenvs.envs.grid_world import EnvState as GridState
 from jaxenvs.envs.point_env import EnvState as PointState
 from jaxenvs.wrappers import NormalizeObservation
+from jaxenvs.wrappers.normalize import NormalizeObservationState, RunningMeanStd
+from jaxenvs.wrappers.checked import CheckedState
 
 KEY = jax.random.key(0)
 GRID = jaxenvs.make("GridWorld-v0", autoreset=False, max_episode_steps=None)
@@ -73,10 +75,10 @@ def test_wide_integers_under_x64_are_clipped_too():
 
 
 def test_checked_mode_raises_on_nan_and_wide_integer_actions():
-    state = CHECKED_POINT.reset(KEY)[1]
+    state = CheckedState(PointState(position=jnp.array([0.5, 0.5], jnp.float32)), jnp.zeros((), bool))
     with pytest.raises(checkify.JaxRuntimeError, match=r"PointEnv: action out of the action space Box"):
         CHECKED_POINT_STEP(KEY, state, jnp.array([jnp.nan, 0.0], jnp.float32))
-    state = CHECKED_GRID.reset(KEY)[1]
+    state = CheckedState(GRID_MIDDLE, jnp.zeros((), bool))
     # clipped to int32's largest value: outside Discrete(4)
     with pytest.raises(checkify.JaxRuntimeError, match=r"GridWorld: action out of the action space Discrete\(4\)"):
         CHECKED_GRID_STEP(KEY, state, jnp.int32(2**31 - 1))
@@ -106,7 +108,8 @@ def test_multi_agent_actions_with_the_agent_axis_first_or_an_error():
 def test_one_nan_observation_does_not_poison_the_running_statistics():
     env = NormalizeObservation(POINT)
     step = jax.jit(env.step)
-    _, state = env.reset(KEY)
+    start = PointState(position=jnp.array([0.5, -0.5], jnp.float32))
+    state = NormalizeObservationState(start, RunningMeanStd.create((2,)).update(start.position))
     _, state, *_ = step(KEY, state, jnp.array([0.1, 0.1], jnp.float32))
     before = state.obs_rms
     obs, state, reward, *_ = step(KEY, state, jnp.array([jnp.nan, 0.0], jnp.float32))
@@ -140,29 +143,30 @@ def test_point_env_after_the_end_walks_on():
     assert not terminated and float(reward) == pytest.approx(-0.105)
 
 
-@pytest.mark.parametrize(
-    "env, action",
-    [
-        (CHECKED_GRID, None),
-        (CHECKED_POINT, None),
-        (jaxenvs.make("Lottery-v0", checked=True, autoreset=False), jnp.int32(2)),
-    ],
-    ids=["GridWorld", "PointEnv", "Lottery"],
-)
-def test_checked_mode_flags_a_step_after_termination(env, action):
-    step = CHECKED_GRID_STEP if env is CHECKED_GRID else CHECKED_POINT_STEP if env is CHECKED_POINT else jaxenvs.checked(env.step)
-    _, state = env.reset(KEY)
-    if env is CHECKED_GRID:  # walk onto the target
-        inner = GridState(agent=jnp.array([0, 0], jnp.int32), target=jnp.array([1, 0], jnp.int32))
-        state, action = state.replace(env_state=inner), jnp.int32(0)
-    elif env is CHECKED_POINT:
-        state = state.replace(env_state=PointState(position=jnp.array([0.05, 0.0], jnp.float32)))
-        action = jnp.array([-0.05, 0.0], jnp.float32)
+LOTTERY = jaxenvs.make("Lottery-v0", checked=True, autoreset=False)
+NOT_TERMINATED = jnp.zeros((), bool)
+FINISHING = [
+    # (checked step, a state one step from the end, the action that ends the episode)
+    (CHECKED_GRID_STEP, CheckedState(GridState(agent=jnp.array([0, 0], jnp.int32), target=jnp.array([1, 0], jnp.int32)), NOT_TERMINATED), jnp.int32(0)),
+    (CHECKED_POINT_STEP, CheckedState(PointState(position=jnp.array([0.05, 0.0], jnp.float32)), NOT_TERMINATED), jnp.array([-0.05, 0.0], jnp.float32)),
+    (jaxenvs.checked(LOTTERY.step), None, jnp.int32(2)),
+]
+
+
+@pytest.mark.parametrize("step, state, action", FINISHING, ids=["GridWorld", "PointEnv", "Lottery"])
+def test_checked_mode_flags_a_step_after_termination(step, state, action):
+    if state is None:
+        state = jax.jit(LOTTERY.reset)(KEY)[1]
     _, state, _, terminated, *_ = step(KEY, state, action)
     assert terminated
     with pytest.raises(checkify.JaxRuntimeError, match=r"step after the episode terminated; reset first \(or use AutoReset\)"):
         step(KEY, state, action)
-    # with AutoReset (make's default) the same episode end is followed by a fresh episode: no error
-    auto = jaxenvs.make(env.spec.id, checked=True)
-    _, state = auto.reset(KEY)
-    jaxenvs.checked(auto.step)(KEY, state, auto.action_space().sample(KEY))
+
+
+def test_checked_mode_with_autoreset_steps_on_after_the_end():
+    env = jaxenvs.make("Lottery-v0", checked=True)  # every step ends the episode, AutoReset starts the next
+    step = jaxenvs.checked(env.step)
+    _, state = jax.jit(env.reset)(KEY)
+    for _ in range(2):
+        _, state, _, terminated, *_ = step(KEY, state, jnp.int32(2))
+        assert terminated
