@@ -233,12 +233,6 @@ class Environment:
         wherever params enter. Use :func:`require_param`; it accepts stacked params too.
         """
 
-    def is_terminal(self, state: Any, params: Any) -> jax.Array | None:
-        """Scalar bool: ``state`` is one the episode ended in (jittable), or ``None`` when the
-        environment cannot tell from its state. Checked mode uses it to flag a step taken after the
-        episode ended without an auto-reset."""
-        return None
-
     # ---- public API ---------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Obs, Any]:
         """Initial ``(obs, state)`` drawn with ``key``.
@@ -259,6 +253,10 @@ class Environment:
         :class:`ParamsError`, :class:`StateError`, :class:`ActionError` or a TypeError for the key.
         Out-of-range values follow each environment's documented behaviour; use
         :func:`jaxenvs.checked` to make them raise.
+
+        Integer actions beyond int32 are clipped, not wrapped, when ``step`` sees them; ``jax.jit``
+        converts host arguments at its boundary first (wrapping int64 into int32 while x64 is off),
+        so pass int32 to a jitted step (:func:`jaxenvs.checked` refuses such arguments).
 
         For multi-agent environments the action is ``(num_agents, ...)``; a batch of them under
         ``vmap`` is ``(num_envs, num_agents, ...)``. When ``num_envs == num_agents`` a transposed

@@ -13,8 +13,8 @@ the tutorial, with its constants as params fields:
 
 Edge cases (documented rules, outside the tutorial):
 
-* a NaN in the action makes the position, the observation, the reward and ``info["distance"]``
-  NaN and ``terminated`` False, from then on (a NaN never looks like a good result: it is never
+* a NaN in an action component makes that component of the position (and of the observation),
+  the reward and ``info["distance"]`` NaN and ``terminated`` False, from then on (a NaN never looks like a good result: it is never
   rewarded as being at the goal); :func:`jaxenvs.checked` raises on it, and training stops on a
   non-finite loss;
 * stepping a state whose episode terminated (no auto-reset) walks on: the dynamics apply

@@ -13,7 +13,10 @@ What checked mode catches, beyond the trace-time checks every ``step`` makes:
 * traced params that the environment's ``validate_params`` rejects (concrete params are
   validated by ``reset``/``step`` in any mode); they are read on the host with a callback;
 * a ``step`` from a state in which the episode already terminated (without an auto-reset in
-  between): the wrapper keeps a ``terminated`` flag in its state (:class:`CheckedState`).
+  between): the wrapper keeps a ``terminated`` flag in its state (:class:`CheckedState`);
+* host integers outside int32's range among the arguments of a function made by :func:`checked`
+  (a ValueError before the call: ``jax.jit`` would wrap them, e.g. ``2**32 + 1`` into ``1``,
+  while x64 is off).
 """
 
 from __future__ import annotations
@@ -85,6 +88,19 @@ class CheckedActions(Wrapper):
         return state.env_state
 
 
+def _check_host_ints(tree) -> None:
+    info = np.iinfo(np.int32)
+    for path, x in jax.tree_util.tree_leaves_with_path(tree):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, np.ndarray)):
+            continue
+        a = np.asarray(x)
+        if a.dtype.kind in "iu" and a.size and (a.min() < info.min or a.max() > info.max):
+            raise ValueError(
+                f"checked: argument{jax.tree_util.keystr(path)} holds integers outside int32's range "
+                f"[{info.min}, {info.max}] (min {a.min()}, max {a.max()}); jax.jit would wrap them"
+            )
+
+
 def checked(fn: Callable, jit: bool = True) -> Callable:
     """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise on failed checkify checks."""
     f = checkify.checkify(fn)
@@ -92,6 +108,8 @@ def checked(fn: Callable, jit: bool = True) -> Callable:
         f = jax.jit(f)
 
     def wrapper(*args, **kwargs):
+        if not jax.config.jax_enable_x64:
+            _check_host_ints((args, kwargs))
         err, out = f(*args, **kwargs)
         err.throw()
         return out
