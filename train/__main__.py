@@ -238,7 +238,13 @@ def _epilog() -> str:
 
 
 def parse_args(argv):
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every >= 0):
+        parser.error(f"--checkpoint-every {args.checkpoint_every}: must be a finite number of seconds >= 0")
+    if args.devices is not None and args.devices < 1:
+        parser.error(f"--devices {args.devices}: must be an integer >= 1")
+    return args
 
 
 def config_overrides(args) -> dict:
