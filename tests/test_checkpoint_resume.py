@@ -182,3 +182,20 @@ def test_atomic_write_leaves_the_old_file_whole_when_writing_fails(tmp_path):
     with atomic_write(path) as tmp:
         tmp.write_text("new")
     assert path.read_text() == "new"
+
+
+def test_unequal_chunks_share_one_program_and_train_as_one_chunk_does(tmp_path, capsys):
+    params = []
+    for chunks in ("2", "1"):  # 3 updates as chunks of 2 and 1 (one program, its last step skipped), or one of 3
+        out = tmp_path / chunks
+        code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *TINY, "--chunks", chunks, "--out", str(out))
+        assert code == 0, err
+        assert ("chunks of 2 or 1 update(s)" if chunks == "2" else "chunks of 3 update(s)") in stdout
+        assert stdout.count("compiling the training program") == 1 and f"chunk {chunks}/{chunks}" in stdout
+        run_dir = only_run(out)
+        assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS, 2 * STEPS, 3 * STEPS]
+        _, runner, meta = load_run(run_dir)
+        assert meta["update"] == 3
+        params.append(runner.params)
+    for a, b in zip(jax.tree.leaves(params[0]), jax.tree.leaves(params[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
