@@ -753,14 +753,19 @@ def _run(run: Run) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        if run.resumed_at == run.config.num_updates:
+        curve, ckpt = run.run_dir / "learning_curve.png", run.run_dir / CHECKPOINT
+        outputs_current = curve.exists() and curve.stat().st_mtime >= ckpt.stat().st_mtime
+        steps = f"{run.resumed_at * run.config.steps_per_update:,} env steps"
+        if run.resumed_at < run.config.num_updates:
+            run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({steps})")
+        elif not outputs_current:  # stopped after training, before its curve (and evaluation, GIF) were written
+            run.say(f"{run.run_dir} is trained to the end ({steps}) but its outputs are older than its checkpoint; writing them")
+        else:
             run.say(
-                f"{run.run_dir} is complete: {run.resumed_at} updates ({run.resumed_at * run.config.steps_per_update:,} "
-                f"env steps per seed) trained; nothing to do. Pass a larger --total-timesteps to train on, or "
-                f"evaluate it with  python -m train.evaluate {run.run_dir}"
+                f"{run.run_dir} is complete: {run.resumed_at} updates ({steps} per seed) trained; nothing to do. "
+                f"Pass a larger --total-timesteps to train on, or evaluate it with  python -m train.evaluate {run.run_dir}"
             )
             return 0
-        run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({run.resumed_at * run.config.steps_per_update:,} env steps)")
     else:
         run.start_new()
     if run.config.num_updates > int(to_host(run.runner.update).reshape(-1)[0]):
