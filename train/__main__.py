@@ -70,7 +70,7 @@ import numpy as np  # noqa: E402
 
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host  # noqa: E402
 from .checkpoint import (  # noqa: E402
-    CHECKPOINT, CONFIG, CheckpointError, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
+    CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
 )
 from .configs import (  # noqa: E402
     ALGOS, DEFAULT_ENV, DEFAULTS, Bool, Choice, Float, Int, Mapping, Sizes, config_from_dict, get_config, load_config_file,
