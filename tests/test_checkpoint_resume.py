@@ -61,18 +61,18 @@ def grid_run(tmp_path_factory):
     return only_run(out)
 
 
-@pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
-def test_resume_continues_every_env_and_a_finished_run_is_left_alone(env_id, tmp_path, capsys):
-    code, _, err = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_path, capsys):
+    code, _, err = train(capsys, "--env", "PointEnv-v0", "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 0, err
     run_dir = only_run(tmp_path)
+    # no episode ends in 4 steps: metrics.json stores null, which resume reads back
+    assert json.loads((run_dir / "metrics.json").read_text())["per_seed"]["episode_return"] == [[None]]
     code, out, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
     assert code == 0, err
     assert "at update 1" in out
     stored = json.loads((run_dir / "metrics.json").read_text())
-    assert stored["env_steps"] == [STEPS, 2 * STEPS] and len(stored["per_seed"]["pg_loss"]) == 2
-    if env_id == "PointEnv-v0":  # no episode ends in 4 steps: null rows, read back on resume
-        assert stored["per_seed"]["episode_return"] == [[None], [None]]
+    assert stored["env_steps"] == [STEPS, 2 * STEPS] and stored["per_seed"]["episode_return"] == [[None], [None]]
+    assert len(stored["per_seed"]["pg_loss"]) == 2
     _, _, meta = load_run(run_dir)
     assert meta["update"] == 2 and json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 2 * STEPS
 
@@ -82,19 +82,29 @@ def test_resume_continues_every_env_and_a_finished_run_is_left_alone(env_id, tmp
     assert files(run_dir) == before  # nothing rewritten
 
 
-def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
+def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path, capsys, monkeypatch):
     def interrupt(self, plan):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli.Run, "compile_chunks", interrupt)
-    code, out, _ = train(capsys, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+    code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and "--resume" in out
     run_dir = only_run(tmp_path)
-    assert load_run(run_dir)[2]["update"] == 0  # the checkpoint written at the start
-    monkeypatch.undo()
-    code, out, err = train(capsys, "--resume", str(run_dir))
-    assert code == 0, err
-    assert load_run(run_dir)[2]["update"] == 1
+    trainer, runner, meta = load_run(run_dir)  # every env's state round-trips through the checkpoint
+    assert meta["update"] == 0 and trainer.config.env_id == env_id
+    keys = jax.random.split(jax.random.key(0), 1)  # --seed 0: the state the run started from
+    fresh = jax.vmap(trainer.init, in_axes=(0, None))(keys, trainer.config.hparams())
+    assert all(
+        np.array_equal(jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
+                       jax.random.key_data(b) if jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key) else b)
+        for a, b in zip(jax.tree.leaves(runner), jax.tree.leaves(fresh))
+    )
+    if env_id == "GridWorld-v0":  # and resume trains it to the end (the program grid_run compiled)
+        monkeypatch.undo()
+        code, out, err = train(capsys, "--resume", str(run_dir))
+        assert code == 0, err
+        assert load_run(run_dir)[2]["update"] == 1
 
 
 def test_nonfinite_training_stops_with_exit_1_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
@@ -172,3 +182,21 @@ def test_atomic_write_leaves_the_old_file_whole_when_writing_fails(tmp_path):
     with atomic_write(path) as tmp:
         tmp.write_text("new")
     assert path.read_text() == "new"
+
+
+def test_unequal_chunks_share_one_program_and_train_as_one_chunk_does(tmp_path, capsys):
+    params = []
+    for chunks in ("2", "1"):  # 3 updates as chunks of 2 and 1 (one program, its last step skipped), or one of 3
+        out = tmp_path / chunks
+        code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *TINY, "--chunks", chunks, "--out", str(out))
+        assert code == 0, err
+        assert ("chunks of 2 or 1 update(s)" if chunks == "2" else "chunks of 3 update(s)") in stdout
+        compiled = [line for line in stdout.splitlines() if line.startswith("compiling") and "done in" in line]
+        assert len(compiled) == 1 and f"chunk {chunks}/{chunks}" in stdout
+        run_dir = only_run(out)
+        assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS, 2 * STEPS, 3 * STEPS]
+        _, runner, meta = load_run(run_dir)
+        assert meta["update"] == 3
+        params.append(runner.params)
+    for a, b in zip(jax.tree.leaves(params[0]), jax.tree.leaves(params[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

@@ -97,7 +97,7 @@ def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     assert p.returncode == (0 if result["solved"] else 1)
 
     lines = format_table(result).splitlines()  # what the command prints without --json
-    assert lines[0].startswith("evaluation of GridWorld-v0: 1000 episodes per seed") and "(2 seeds)" in lines[0]
+    assert lines[0].startswith("evaluation: GridWorld-v0, 1000 episodes per seed") and "(2 seeds)" in lines[0]
     assert lines[1] == "solved when: success_rate = 1 and length_ratio <= 1.1"
     assert lines[2].split()[:3] == ["metric", "seed", "0"] and "seed 1" in lines[2]
     success = next(line for line in lines if line.startswith("success_rate"))

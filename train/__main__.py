@@ -6,8 +6,8 @@
     srun python -m train --distributed                # one process per host (SLURM), all their devices
 
 The run is split into ``--chunks N`` chunks of updates (exactly N calls, lengths differing by at
-most one update, so at most two compiled programs; ``config.json`` records the count used); each
-chunk is one call of a compiled program (all seeds vmapped). Between chunks the policy is
+most one update; ``config.json`` records the count used); each chunk is one call of one compiled
+program (all seeds vmapped). Between chunks the policy is
 evaluated on what measures progress in its environment (see :mod:`train.evaluate`) and a
 progress line (steps, steps/s, that measure, ETA) is printed (after every chunk on a terminal, at
 most every 2 s in a log), so printing costs nothing inside the compiled program. Every phase
@@ -70,7 +70,7 @@ import numpy as np  # noqa: E402
 
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host  # noqa: E402
 from .checkpoint import (  # noqa: E402
-    CHECKPOINT, CONFIG, CheckpointError, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
+    CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
 )
 from .configs import (  # noqa: E402
     ALGOS, DEFAULT_ENV, DEFAULTS, Bool, Choice, Float, Int, Mapping, Sizes, config_from_dict, get_config, load_config_file,
@@ -108,7 +108,7 @@ def chunk_length(num_updates: int, num_chunks: int) -> int:
 def chunk_plan(num_updates: int, num_chunks: int) -> list[int]:
     """The lengths of the chunks ``num_updates`` updates split into: exactly
     ``min(num_chunks, num_updates)`` chunks whose lengths differ by at most one (longer ones
-    first), so at most two programs are compiled and ``--chunks N`` makes N calls."""
+    first), so ``--chunks N`` makes N calls (of one compiled program: see ``Run.compile_chunks``)."""
     n = max(1, min(num_chunks, num_updates))
     q, r = divmod(num_updates, n)
     return [q + 1] * r + [q] * (n - r)
@@ -238,7 +238,13 @@ def _epilog() -> str:
 
 
 def parse_args(argv):
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not (math.isfinite(args.checkpoint_every) and args.checkpoint_every >= 0):
+        parser.error(f"--checkpoint-every {args.checkpoint_every}: must be a finite number of seconds >= 0")
+    if args.devices is not None and args.devices < 1:
+        parser.error(f"--devices {args.devices}: must be an integer >= 1")
+    return args
 
 
 def config_overrides(args) -> dict:
@@ -560,21 +566,49 @@ class Run:
             write_text_atomic(self.run_dir / CONFIG, json.dumps(self.config.to_dict(), indent=2) + "\n")
 
     # -- training ------------------------------------------------------------------------------
-    def compile_chunks(self, plan: list[int]) -> dict:
-        trainer, mesh, hp = self.trainer, self.mesh, self.hparams
-        programs = {}
-        lengths = sorted(set(plan), reverse=True)
-        label = f"compiling the training program{'s' if len(lengths) > 1 else ''} (chunks of {' and '.join(map(str, lengths))} update(s))"
+    def compile_chunks(self, plan: list[int]):
+        """One compiled program for every chunk: ``(runner, hparams, n) -> (runner, metrics)``
+        runs ``n <= plan[0]`` updates. When the chunks differ in length (``--chunks`` not dividing
+        the updates), the program's scan skips its last ``plan[0] - n`` steps with a
+        ``lax.cond`` whose predicate is the same for every seed, so no update is computed twice and
+        nothing is compiled twice; the skipped steps' metrics are dropped on the host."""
+        import jax.numpy as jnp
+
+        trainer, mesh, hp, length = self.trainer, self.mesh, self.hparams, plan[0]
+        if len(set(plan)) == 1:
+            def one_seed(r, h, n):
+                return trainer.run_updates(r, h, num_updates=length)
+        else:
+            def one_seed(r, h, n):
+                def update(r):
+                    r, m = trainer.run_updates(r, h, num_updates=1)
+                    return r, jax.tree.map(lambda x: x[0], m)
+
+                shapes = jax.eval_shape(update, r)[1]
+
+                def step(r, i):
+                    skip = lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))  # noqa: E731
+                    return jax.lax.cond(i < n, update, skip, r)
+
+                return jax.lax.scan(step, r, jnp.arange(length))
+
+        body = jax.vmap(one_seed, in_axes=(0, None, None))
+        if mesh is None:
+            chunk = jax.jit(body)
+        else:  # the runner keeps its layout; metrics come back whole on every device
+            shardings = runner_shardings(self.runner, mesh)
+            chunk = jax.jit(body, in_shardings=(shardings, replicated(mesh), replicated(mesh)),
+                            out_shardings=(shardings, replicated(mesh)))
+        n = jnp.int32(length) if mesh is None else put_global(np.int32(length), replicated(mesh))
+        label = f"compiling the training program (chunks of {' or '.join(map(str, sorted(set(plan), reverse=True)))} update(s))"
         with self.say.phase(label, "compile"):
-            for length in lengths:
-                body = jax.vmap(lambda r, h, n=length: trainer.run_updates(r, h, num_updates=n), in_axes=(0, None))
-                if mesh is None:
-                    chunk = jax.jit(body)
-                else:  # the runner keeps its layout; metrics come back whole on every device
-                    shardings = runner_shardings(self.runner, mesh)
-                    chunk = jax.jit(body, in_shardings=(shardings, replicated(mesh)), out_shardings=(shardings, replicated(mesh)))
-                programs[length] = chunk.lower(self.runner, hp).compile()
-        return programs
+            compiled = chunk.lower(self.runner, hp, n).compile()
+
+        def run(runner, hp, k):
+            k_arr = jnp.int32(k) if mesh is None else put_global(np.int32(k), replicated(mesh))
+            return compiled(runner, hp, k_arr)
+
+        return run
 
     def train(self) -> None:
         config, say = self.config, self.say
@@ -592,7 +626,7 @@ class Run:
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
-        programs = self.compile_chunks(plan)
+        run_chunk = self.compile_chunks(plan)
         from .evaluate import progress_metrics
 
         total = config.num_updates * config.steps_per_update
@@ -600,8 +634,8 @@ class Run:
         train_s = eval_s = 0.0
         for i, length in enumerate(plan):
             t0 = time.perf_counter()
-            new_runner, metrics = programs[length](self.runner, self.hparams)
-            metrics = to_host(metrics)  # waits for the chunk
+            new_runner, metrics = run_chunk(self.runner, self.hparams, length)
+            metrics = {k: np.asarray(v)[:, :length] for k, v in to_host(metrics).items()}  # waits for the chunk
             train_s += time.perf_counter() - t0
             bad = first_nonfinite_update(metrics)
             if bad is not None:
@@ -719,14 +753,19 @@ def _run(run: Run) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        if run.resumed_at == run.config.num_updates:
+        curve, ckpt = run.run_dir / "learning_curve.png", run.run_dir / CHECKPOINT
+        outputs_current = curve.exists() and curve.stat().st_mtime >= ckpt.stat().st_mtime
+        steps = f"{run.resumed_at * run.config.steps_per_update:,} env steps"
+        if run.resumed_at < run.config.num_updates:
+            run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({steps})")
+        elif not outputs_current:  # stopped after training, before its curve (and evaluation, GIF) were written
+            run.say(f"{run.run_dir} is trained to the end ({steps}) but its outputs are older than its checkpoint; writing them")
+        else:
             run.say(
-                f"{run.run_dir} is complete: {run.resumed_at} updates ({run.resumed_at * run.config.steps_per_update:,} "
-                f"env steps per seed) trained; nothing to do. Pass a larger --total-timesteps to train on, or "
-                f"evaluate it with  python -m train.evaluate {run.run_dir}"
+                f"{run.run_dir} is complete: {run.resumed_at} updates ({steps} per seed) trained; nothing to do. "
+                f"Pass a larger --total-timesteps to train on, or evaluate it with  python -m train.evaluate {run.run_dir}"
             )
             return 0
-        run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({run.resumed_at * run.config.steps_per_update:,} env steps)")
     else:
         run.start_new()
     if run.config.num_updates > int(to_host(run.runner.update).reshape(-1)[0]):

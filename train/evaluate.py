@@ -314,7 +314,7 @@ def format_table(result: dict) -> str:
     rows.append(["solved"] + [_cell(m["solved"]) for m in seeds] + [""])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
     lines = [
-        f"evaluation of {result['env_id']}: {result.get('num_episodes', NUM_EPISODES)} episodes per seed, greedy policy"
+        f"evaluation: {result['env_id']}, {result.get('num_episodes', NUM_EPISODES)} episodes per seed, greedy policy"
         f" ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
         f"solved when: {result.get('solved_when') or 'no criterion for this environment'}",
     ]

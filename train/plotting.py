@@ -90,6 +90,7 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
         ax.set_xlabel("env steps (per seed)")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
         ax.grid(alpha=0.3)
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
