@@ -353,8 +353,6 @@ def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = Fa
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
     run: greedily (the most likely action) or, with ``sample``, drawn from the policy.
     """
-    from jaxenvs.rollout import random_policy  # noqa: F401  (jaxenvs first: the train package needs it)
-
     try:
         import jax
 
