@@ -4,6 +4,7 @@
     jaxenvs describe GridWorld-v0                  spaces, what the actions mean, params, traits, spec
     jaxenvs play GridWorld-v0 --episodes 3 --render gif --out out.gif
     jaxenvs play --policy runs/GridWorld-v0-... --render gif --out trained.gif
+    jaxenvs play runs/GridWorld-v0-... --render human     the same: a run directory as ID
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
@@ -352,8 +353,6 @@ def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = Fa
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
     run: greedily (the most likely action) or, with ``sample``, drawn from the policy.
     """
-    from jaxenvs.rollout import random_policy  # noqa: F401  (jaxenvs first: the train package needs it)
-
     try:
         import jax
 
@@ -420,6 +419,15 @@ def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_
     return firsts, states
 
 
+def _run_dir_as_id(args) -> None:
+    """``jaxenvs play RUN_DIR`` means ``jaxenvs play --policy RUN_DIR``: an ID that names a folder
+    holding a run's config.json is taken as the run."""
+    if args.env_id is not None and (Path(args.env_id) / "config.json").is_file():
+        if args.policy != "random":
+            raise UsageError(f"give the run either as ID or as --policy, not both ({args.env_id!r}, {args.policy!r})")
+        args.policy, args.env_id = args.env_id, None
+
+
 def cmd_play(args) -> None:
     import jax
 
@@ -428,6 +436,7 @@ def cmd_play(args) -> None:
 
     mode = args.render
     path = _check_out(mode, args.out)
+    _run_dir_as_id(args)
     if args.policy == "random":
         if args.env_id is None:
             raise UsageError("play needs an environment ID, or --policy RUN_DIR to play a trained run")

@@ -357,6 +357,8 @@ def test_play_a_trained_run_mistakes(trained_grid_world, tmp_path, capsys):
     run = str(trained_grid_world)
     assert main(["play", "PointEnv-v0", "--policy", run]) == 2
     assert f"the run in {run!r} was trained on GridWorld-v0, not PointEnv-v0" in one_error_line(capsys.readouterr().err)
+    assert main(["play", run, "--policy", run]) == 2
+    assert "give the run either as ID or as --policy, not both" in one_error_line(capsys.readouterr().err)
     assert main(["play", "--policy", run, "--run-seed", "3"]) == 2
     assert "--run-seed 3: the run has 1 seed(s), 0 to 0" in one_error_line(capsys.readouterr().err)
     assert main(["play", "--policy", str(tmp_path)]) == 2
@@ -367,6 +369,17 @@ def test_play_a_trained_run_mistakes(trained_grid_world, tmp_path, capsys):
     (broken / CHECKPOINT_NAME).write_bytes(b"not a checkpoint")
     assert main(["play", "--policy", str(broken)]) == 1
     assert f"cannot load the run in {str(broken)!r}" in one_error_line(capsys.readouterr().err)
+
+
+def test_a_run_directory_as_id_is_the_policy(trained_grid_world, tmp_path):
+    from jaxenvs.cli import _run_dir_as_id, build_parser
+
+    args = build_parser().parse_args(["play", str(trained_grid_world), "--render", "human"])
+    _run_dir_as_id(args)
+    assert (args.policy, args.env_id) == (str(trained_grid_world), None)
+    args = build_parser().parse_args(["play", "GridWorld-v0"])  # an id stays an id
+    _run_dir_as_id(args)
+    assert (args.policy, args.env_id) == ("random", "GridWorld-v0")
 
 
 def test_play_a_trained_run_without_the_train_extra(trained_grid_world, monkeypatch, capsys):

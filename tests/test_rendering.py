@@ -340,3 +340,12 @@ def test_cli_gif_of_lottery_has_the_legend(tmp_path):
     frames = iio.imread(path, index=None)
     assert frames.shape[1:] == (96 + strip.shape[0], 192, 3)
     np.testing.assert_array_equal(frames[:, 96:], np.broadcast_to(strip, (len(frames), *strip.shape)))
+
+
+def test_legend_without_pillow_says_what_to_install(monkeypatch):
+    from jaxenvs.rendering.legend import legend_strip
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if not installed
+    env = jaxenvs.make("RockPaperScissors-v0")
+    with pytest.raises(ImportError, match=r"drawing a legend needs Pillow: pip install 'jaxenvs\[render\]'"):
+        legend_strip(env, 257)  # a width not drawn before (legends are cached per width)

@@ -54,17 +54,18 @@ def legend_rows(env) -> list[list[Entry]] | None:
     return None if make_rows is None else make_rows()
 
 
-def _font():
-    from PIL import ImageFont
-
-    return ImageFont.load_default()
+def _pil():
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError as e:
+        raise ImportError("drawing a legend needs Pillow: pip install 'jaxenvs[render]' (or leave the legend out)") from e
+    return Image, ImageDraw, ImageFont
 
 
 @functools.lru_cache(maxsize=32)
 def _strip(rows: tuple, width: int) -> np.ndarray:
-    from PIL import Image, ImageDraw
-
-    font = _font()
+    Image, ImageDraw, ImageFont = _pil()
+    font = ImageFont.load_default()
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     ascent, descent = font.getmetrics() if hasattr(font, "getmetrics") else (10, 2)
     line_h = ascent + descent + 3
