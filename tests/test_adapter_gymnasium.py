@@ -25,6 +25,7 @@ from jaxenvs.adapters.gymnasium import (  # noqa: E402
     register_gymnasium_envs,
 )
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION  # noqa: E402
+from tests.conftest import require  # noqa: E402
 
 
 def registry_params(multi_agent: bool) -> list:
@@ -83,6 +84,21 @@ def test_import_jaxenvs_needs_no_adapter_library():
         "import sys, jaxenvs, jaxenvs.adapters\n"
         "bad = [m for m in ('gymnasium', 'stable_baselines3', 'pettingzoo', 'torch', 'pygame') if m in sys.modules]\n"
         "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("module", ["pettingzoo", "sb3"])
+def test_importing_another_adapter_registers_nothing_with_gymnasium(module):
+    """Only importing jaxenvs.adapters.gymnasium registers the jaxenvs/ ids with Gymnasium."""
+    if module == "sb3":
+        require("stable_baselines3")
+    code = (
+        f"import sys, gymnasium, jaxenvs.adapters.{module}\n"
+        "ids = [i for i in gymnasium.registry if i.startswith('jaxenvs/')]\n"
+        "assert not ids and 'jaxenvs.adapters.gymnasium' not in sys.modules, ids\n"
+        "import jaxenvs.adapters.gymnasium\n"
+        "assert 'jaxenvs/GridWorld-v0' in gymnasium.registry\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 

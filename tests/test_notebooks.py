@@ -233,6 +233,8 @@ def test_notebook_runs_top_to_bottom(name, tmp_path, monkeypatch):
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend makes the PNGs
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))  # the kernel's profile and history
     monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))  # its connection file
+    # quick budgets make compiling the bulk of the time: XLA:CPU skips its backend optimisations
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
     nb = _execute(name, tmp_path)
     text = _text(nb)
     assert "[quick mode]" in text

@@ -13,9 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jaxenvs
-from jaxenvs.wrappers import TimeLimit
+from jaxenvs.wrappers import AutoReset, FlattenObservation, RecordEpisodeStatistics, TimeLimit, TransformReward
 
 FAST_JIT = functools.partial(jax.jit, compiler_options={"xla_backend_optimization_level": 0})
 SIZE = 5
@@ -188,3 +190,104 @@ def test_dtypes_are_stable_across_reset_and_autoreset_steps():
         assert (a.shape, a.dtype, a.weak_type) == (b.shape, b.dtype, b.weak_type)
     assert jax.tree.structure((obs, state)) == jax.tree.structure(out[:2])
     assert (out[2].dtype, out[3].dtype, out[4].dtype) == (jnp.float32, jnp.bool_, jnp.bool_)
+
+
+# ---- wrapper composition ------------------------------------------------------------------------
+
+
+def test_time_limit_over_an_autoreset_is_refused():
+    with pytest.raises(ValueError, match=r"max_episode_steps=N\), or AutoReset\(TimeLimit\("):
+        TimeLimit(jaxenvs.make("GridWorld-v0"), 5)
+    with pytest.raises(ValueError, match="would count across episodes"):
+        TimeLimit(RecordEpisodeStatistics(jaxenvs.make("GridWorld-v0")), 5)  # found below other wrappers too
+    assert TimeLimit(TimeLimit(jaxenvs.make("GridWorld-v0", autoreset=False), 300), 5).max_episode_steps == 5
+
+
+def test_autoreset_over_an_autoreset_is_refused():
+    with pytest.raises(ValueError, match=r"already resets its episodes itself.*autoreset=False"):
+        AutoReset(jaxenvs.make("GridWorld-v0"))
+    with pytest.raises(ValueError, match="already resets"):
+        AutoReset(FlattenObservation(jaxenvs.make("GridWorld-v0")))
+
+
+WRAPPERS = {
+    "AutoReset": AutoReset,
+    "RecordEpisodeStatistics": RecordEpisodeStatistics,
+    "FlattenObservation": FlattenObservation,
+    "TransformReward": lambda env: TransformReward(env, lambda r: 2.0 * r),
+    **{f"TimeLimit({n})": functools.partial(TimeLimit, max_episode_steps=n) for n in (2, 3, 5)},
+}
+
+
+def _agent_target(obs):
+    """(agent, target) int arrays from a GridWorld observation, dict or flattened."""
+    if isinstance(obs, dict):
+        return np.asarray(obs["agent"]), np.asarray(obs["target"])
+    obs = np.asarray(obs)
+    return obs[..., :2].astype(np.int64), obs[..., 2:4].astype(np.int64)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(sorted(WRAPPERS)), max_size=4))
+def test_any_wrapper_composition_keeps_the_time_limit_and_final_observation_rules(names):
+    """Wrappers applied in the listed order over a 3x3 GridWorld (which has make's 300-step limit
+    and no auto-reset) either build an environment that keeps the rules, or are refused at
+    construction, exactly when a TimeLimit or an AutoReset goes over an AutoReset. Rules, over 16
+    random steps (with no AutoReset, up to the end of the first episode):
+    truncated exactly when the episode has run as many steps as the tightest limit; terminated
+    only on the target; each step moves the agent at most one cell from the previous observation
+    to the observation the step ended on (``info["final_obs"]`` with an AutoReset, which equals
+    ``obs`` unless the episode ended; a new episode never starts on its target);
+    RecordEpisodeStatistics counts the episode's steps."""
+    env = jaxenvs.make("GridWorld-v0", size=3, autoreset=False)
+    below_autoreset = False
+    limits = [300]
+    for name in names:
+        if below_autoreset and (name == "AutoReset" or name.startswith("TimeLimit")):
+            with pytest.raises(ValueError, match="AutoReset inside"):
+                WRAPPERS[name](env)
+            return
+        env = WRAPPERS[name](env)
+        below_autoreset |= name == "AutoReset"
+        if name.startswith("TimeLimit"):
+            limits.append(env.max_episode_steps)
+    limit, num_steps = min(limits), 16
+
+    @FAST_JIT
+    def run(key):
+        obs, state = env.reset(jax.random.key(1))
+
+        def body(carry, key):
+            obs, state = carry
+            action = jax.random.randint(key, (), 0, 4)
+            out = env.step(jax.random.fold_in(key, 1), state, action)
+            return out[:2], (out[0], out[2], out[3], out[4], out[5])
+
+        return obs, jax.lax.scan(body, (obs, state), jax.random.split(key, num_steps))[1]
+
+    obs0, (obs, reward, terminated, truncated, info) = jax.tree.map(np.asarray, run(jax.random.key(len(names))))
+    final = info["final_obs"] if below_autoreset else obs
+    prev_agent, _ = _agent_target(obs0)
+    agent, target = _agent_target(obs)
+    final_agent, final_target = _agent_target(final)
+    length = 0
+    for t in range(num_steps):
+        length += 1
+        assert truncated[t] == (length == limit), (t, length, limit)
+        done = terminated[t] or truncated[t]
+        if terminated[t]:
+            np.testing.assert_array_equal(final_agent[t], final_target[t])
+        assert np.abs(final_agent[t] - prev_agent).sum() <= 1, t
+        if "RecordEpisodeStatistics" in names:
+            assert info["episode_length"][t] == length
+        if below_autoreset:
+            if done:
+                assert (agent[t] != target[t]).any()
+            else:
+                np.testing.assert_array_equal(final[t] if not isinstance(final, dict) else final["agent"][t],
+                                              obs[t] if not isinstance(obs, dict) else obs["agent"][t])
+        elif done:
+            break
+        if done:
+            length = 0
+        prev_agent = agent[t]

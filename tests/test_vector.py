@@ -13,8 +13,11 @@ N = 8
 
 def _manual_step(inner, key, state, action, stochastic):
     """What VectorEnv.step must compute, spelt out with the unbatched, non-resetting env."""
-    key_step, key_reset = jax.random.split(key)
-    step_keys = jax.random.split(key_step, N) if stochastic else jnp.stack([key_step] * N)
+    if stochastic:  # one split: the reset key, then one step key per env
+        keys = jax.random.split(key, N + 1)
+        key_reset, step_keys = keys[0], keys[1:]
+    else:  # a deterministic step ignores its key: the batch key serves the reset
+        key_reset, step_keys = key, jnp.stack([key] * N)
     obs, st, r, term, trunc, info = jax.vmap(inner.step)(step_keys, state, action)
     reset_obs, reset_state = jax.vmap(inner.reset)(jax.random.split(key_reset, N))
     done = term | trunc

@@ -32,7 +32,7 @@ import numpy as np
 
 from jaxenvs.core import Environment, check_params
 from jaxenvs.registration import make
-from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset, tree_select
+from jaxenvs.wrappers.base import AutoReset, has_wrapper, same_step_reset, strip_autoreset, tree_select
 
 __all__ = ["resolve_env", "seed_to_key", "seeds_to_keys", "reset_keys", "compiled", "check_seed", "pack", "Unpacker", "Runner"]
 
@@ -212,10 +212,13 @@ def compiled(env: Environment, batched: bool) -> SimpleNamespace:
 
     def step_same_one(key, state, action, params):
         (key, obs, state), (_, reward, terminated, truncated, info) = step_one(key, state, action, params)
-        done = terminated | truncated
-        reset_part, _ = reset_one(key, params)
-        key, new_obs, state = tree_select(done, reset_part, (key, obs, state))
-        return (key, new_obs, state), (new_obs, reward, terminated, truncated, info, obs)
+        (reset_key, reset_obs, reset_state), _ = reset_one(key, params)
+        # the one auto-reset rule; the key chain advances with the state it belongs to
+        obs, (key, state), info = same_step_reset(
+            terminated | truncated, obs, (key, state), info, reset_obs, (reset_key, reset_state)
+        )
+        final_obs = info.pop("final_obs")
+        return (key, obs, state), (obs, reward, terminated, truncated, info, final_obs)
 
     def step_next_one(key, state, pending, action, params):
         (key_next, s_obs, s_state), (_, reward, terminated, truncated, info) = step_one(key, state, action, params)

@@ -19,7 +19,7 @@ from gymnasium.utils import seeding
 
 from jaxenvs import spaces
 from jaxenvs.adapters import Runner, resolve_env, seed_to_key
-from jaxenvs.adapters.gymnasium import (
+from jaxenvs.adapters.host import (
     HumanWindow,
     check_action,
     check_render_mode,

@@ -21,7 +21,7 @@ from gymnasium.vector.utils import batch_space
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
 
 from jaxenvs.adapters import Runner, reset_keys, resolve_env
-from jaxenvs.adapters.gymnasium import (
+from jaxenvs.adapters.host import (
     check_action,
     check_render_mode,
     obs_rows,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import warnings
 from functools import partial
 from pathlib import Path
@@ -22,10 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs.rendering.window import Window
+
 __all__ = ["render_frames", "save_gif", "save_mp4", "save_video", "check_video_path", "play_human", "VIDEO_SUFFIXES"]
 
 RENDER_EXTRA = "pip install 'jaxenvs[render]'"
-_HEADLESS_DRIVERS = ("offscreen", "dummy")  # SDL video drivers that show nothing
 
 
 @partial(jax.jit, static_argnums=0)
@@ -154,14 +154,6 @@ def save_video(frames, path: str | os.PathLike, fps: float = 4) -> Path:
     return VIDEO_SUFFIXES[path.suffix.lower()](frames, path, fps)
 
 
-def _import_pygame():
-    try:
-        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-        return importlib.import_module("pygame")
-    except ImportError as e:
-        raise ImportError(f"showing frames in a window needs pygame: {RENDER_EXTRA}") from e
-
-
 def play_human(env, frames_or_states, fps: float | None = None, params: Any = None) -> int:
     """Show frames in a pygame window at ``fps`` (default ``env.render_fps``); returns frames shown.
 
@@ -170,43 +162,18 @@ def play_human(env, frames_or_states, fps: float | None = None, params: Any = No
     The window is closed on return. Raises OSError when there is no display, unless
     ``SDL_VIDEODRIVER`` names a driver explicitly (``dummy`` for tests).
     """
-    pygame = _import_pygame()
     if isinstance(frames_or_states, (np.ndarray, jax.Array)):
         frames = _check_frames(frames_or_states)
     else:
         frames = _check_frames(render_frames(env, frames_or_states, params))
     fps = _check_fps(env.render_fps if fps is None else fps)
-    height, width = frames.shape[1:3]
-    if sys.platform.startswith("linux") and not any(
-        os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER")
-    ):
-        raise OSError("no display to open a window on (DISPLAY is not set); save a file instead, e.g. as a .gif")
-    pygame.display.init()
+    window = Window(getattr(env, "name", "jaxenvs"), fps, require_display=True)
+    shown = 0
     try:
-        try:
-            screen = pygame.display.set_mode((width, height))
-        except pygame.error as e:
-            raise OSError(f"cannot open a window ({e}); save a file instead, e.g. as a .gif") from e
-        driver = pygame.display.get_driver()
-        if driver in _HEADLESS_DRIVERS and "SDL_VIDEODRIVER" not in os.environ:
-            raise OSError(
-                f"no display to open a window on (SDL fell back to its {driver!r} video driver); "
-                "save a file instead, e.g. as a .gif"
-            )
-        pygame.display.set_caption(getattr(env, "name", "jaxenvs"))
-        clock = pygame.time.Clock()
-        shown = 0
         for frame in frames:
-            if any(
-                ev.type == pygame.QUIT or (ev.type == pygame.KEYDOWN and ev.key == pygame.K_ESCAPE)
-                for ev in pygame.event.get()
-            ):
+            if not window.show(frame):
                 break
-            pygame.surfarray.blit_array(screen, np.ascontiguousarray(frame.transpose(1, 0, 2)))
-            pygame.display.flip()
             shown += 1
-            clock.tick(fps)
         return shown
     finally:
-        pygame.display.quit()
-
+        window.close()

@@ -1,6 +1,6 @@
 """Pure, jittable, composable wrappers (Gymnasium's names and semantics)."""
 
-from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, WithParams, Wrapper, tree_select
+from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, WithParams, Wrapper, same_step_reset, tree_select
 from jaxenvs.wrappers.checked import CheckedActions, checked
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "CheckedActions",
     "checked",
     "tree_select",
+    "same_step_reset",
 ]
 from jaxenvs.wrappers.action import ActionWrapper, ClipAction, RescaleAction, TransformAction
 from jaxenvs.wrappers.episode_statistics import EpisodeStatisticsState, RecordEpisodeStatistics

@@ -16,7 +16,18 @@ from jaxenvs import struct
 
 from jaxenvs.core import Environment, check_params
 
-__all__ = ["step_draws_randomness", "strip_autoreset", "has_wrapper", "Wrapper", "WithParams", "TimeLimit", "TimeLimitState", "AutoReset", "tree_select"]
+__all__ = [
+    "step_draws_randomness",
+    "strip_autoreset",
+    "has_wrapper",
+    "same_step_reset",
+    "Wrapper",
+    "WithParams",
+    "TimeLimit",
+    "TimeLimitState",
+    "AutoReset",
+    "tree_select",
+]
 
 
 def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -25,13 +36,39 @@ def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 
 
 def step_draws_randomness(env: Environment) -> bool:
-    """Whether ``env``'s ``step_env`` uses its key: false when the base env's traits say
-    ``chance="deterministic"`` (``jaxenvs.check_env`` verifies that such a step ignores its key)."""
-    return env.unwrapped.traits.chance != "deterministic"
+    """Whether ``env``'s ``step_env`` uses its key, decided on the whole wrapper stack: true when a
+    wrapper in it draws randomness in its own step (:attr:`Wrapper.draws_in_step`, e.g. an
+    :class:`AutoReset` that resets inside ``step``) or when the base env's traits do not say
+    ``chance="deterministic"`` (``jaxenvs.check_env`` verifies that such a step ignores its key).
+    Batched paths give every env its own step key only when this is true."""
+    while isinstance(env, Wrapper):
+        if env.draws_in_step:
+            return True
+        env = env.env
+    return env.traits.chance != "deterministic"
+
+
+def same_step_reset(done, obs, state, info: dict, reset_obs, reset_state, batched: bool = False):
+    """The auto-reset rule, shared by :class:`AutoReset`, :class:`jaxenvs.VectorEnv` and the
+    adapters: ``(obs, state, info)`` where the episodes that ended (``done``) continue from
+    ``(reset_obs, reset_state)``, with the observation they ended on in ``info["final_obs"]``
+    (equal to ``obs`` where ``done`` is false). ``batched``: ``done`` is bool[num_envs] and every
+    leaf has that leading axis; otherwise ``done`` is a scalar."""
+    select = jax.vmap(tree_select) if batched else tree_select
+    info = dict(info)
+    info["final_obs"] = obs
+    return select(done, reset_obs, obs), select(done, reset_state, state), info
 
 
 class Wrapper(Environment):
-    """Forwards everything to ``self.env``; subclasses override what they change."""
+    """Forwards everything to ``self.env``; subclasses override what they change.
+
+    A subclass whose ``step_env`` draws randomness of its own (more than its inner env's step
+    draws) sets ``draws_in_step = True``, so that batched paths give it one key per env
+    (:func:`step_draws_randomness`).
+    """
+
+    draws_in_step: bool = False
 
     def __init__(self, env: Environment):
         if not isinstance(env, Environment):
@@ -145,6 +182,12 @@ class TimeLimit(Wrapper):
 
     def __init__(self, env: Environment, max_episode_steps: int):
         super().__init__(env)
+        if has_wrapper(env, AutoReset):
+            raise ValueError(
+                f"TimeLimit over {env!r}, which resets its episodes itself (an AutoReset inside): the limit "
+                "would count across episodes and cut none of them. Put the time limit below the auto-reset: "
+                "jaxenvs.make(id, max_episode_steps=N), or AutoReset(TimeLimit(jaxenvs.make(id, autoreset=False), N))"
+            )
         if not isinstance(max_episode_steps, int) or isinstance(max_episode_steps, bool) or max_episode_steps < 1:
             raise ValueError(f"TimeLimit needs max_episode_steps as an int >= 1, got {max_episode_steps!r}")
         self.max_episode_steps = max_episode_steps
@@ -170,12 +213,28 @@ class AutoReset(Wrapper):
     initial state (a new draw for every episode), while ``reward``, the flags and ``info`` are those
     of the final transition. The observation the episode ended on is in ``info["final_obs"]``
     (equal to ``obs`` on steps that did not end an episode), so a truncated episode can be
-    bootstrapped from it.
+    bootstrapped from it (:func:`same_step_reset`).
 
-    The step key is split into the transition's key and the reset's key, except for environments
-    whose ``traits.chance`` is ``"deterministic"``: their ``step_env`` draws no randomness, so the
-    whole key goes to the reset (one split less per step).
+    The step key is split into the transition's key and the reset's key, except when the wrapped
+    stack draws no randomness in ``step`` (:func:`step_draws_randomness`): then the whole key goes
+    to the reset (one split less per step).
+
+    One AutoReset per stack: wrapping an environment that already resets itself is refused (its
+    episodes would end inside it, out of this wrapper's sight). Wrappers that must see episodes
+    end (TimeLimit) go below it, wrappers whose state outlives episodes (RecordEpisodeStatistics,
+    NormalizeObservation) above it.
     """
+
+    draws_in_step = True
+
+    def __init__(self, env: Environment):
+        super().__init__(env)
+        if has_wrapper(env, AutoReset):
+            raise ValueError(
+                f"AutoReset over {env!r}, which already resets its episodes itself (an AutoReset inside): "
+                "info['final_obs'] would hold the new episode's observation. Use the environment as it is, "
+                "or build it with jaxenvs.make(id, autoreset=False) and wrap that"
+            )
 
     def step_env(self, key, state, action, params):
         if step_draws_randomness(self.env):
@@ -184,9 +243,5 @@ class AutoReset(Wrapper):
             key_step = key_reset = key
         obs, state, reward, terminated, truncated, info = self.env.step_env(key_step, state, action, params)
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
-        done = terminated | truncated
-        info = dict(info)
-        info["final_obs"] = obs
-        obs = tree_select(done, reset_obs, obs)
-        state = tree_select(done, reset_state, state)
+        obs, state, info = same_step_reset(terminated | truncated, obs, state, info, reset_obs, reset_state)
         return obs, state, reward, terminated, truncated, info
