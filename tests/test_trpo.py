@@ -158,11 +158,11 @@ def test_normalize_rescales_actions_and_composes_the_optional_normalisers():
 
 
 def test_bad_trpo_configs_are_rejected_with_the_allowed_values():
-    with pytest.raises(ValueError, match="baseline must be 'linear' or 'value'"):
+    with pytest.raises(ValueError, match="baseline must be one of 'linear', 'value'; got 'quadratic'"):
         get_config("PointEnv-v0", algo="trpo", baseline="quadratic")
     with pytest.raises(ValueError, match="max_kl must be a finite number > 0"):
         get_config("PointEnv-v0", algo="trpo", max_kl=float("nan"))
-    with pytest.raises(ValueError, match="backtrack_ratio must lie in"):
+    with pytest.raises(ValueError, match=r"backtrack_ratio must be a finite number > 0 and < 1; got 1.0"):
         get_config("PointEnv-v0", algo="trpo", backtrack_ratio=1.0)
     with pytest.raises(TypeError, match="unknown TRPOConfig field"):
         get_config("PointEnv-v0", algo="trpo", clip_eps=0.2)
@@ -220,5 +220,5 @@ def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
     evaluation = json.loads((run_dir / "evaluation.json").read_text())
     assert len(evaluation["seeds"]) == 2 and "success_rate" in evaluation["seeds"][0]
     capsys.readouterr()
-    evaluate_main([str(run_dir)])  # reloads the TRPO checkpoint (exit status: whether it is solved)
+    evaluate_main([str(run_dir), "--json"])  # reloads the TRPO checkpoint (exit status: whether it is solved)
     assert json.loads(capsys.readouterr().out)["seeds"] == evaluation["seeds"]
