@@ -64,8 +64,9 @@ def test_every_accepted_step_keeps_the_mean_kl_within_max_kl():
     hp = TRPOConfig().hparams()
 
     @jax.jit
-    def step(key, max_kl):
+    def step(key, max_kl, poison=jnp.float32(1.0)):
         apply_fn, dist_fn, theta = _tiny_policy(True)
+        theta = theta * poison
         k_a, k_adv = jax.random.split(key)
         old = dist_fn(apply_fn(theta))
         actions = old.sample(k_a)
@@ -92,6 +93,10 @@ def test_every_accepted_step_keeps_the_mean_kl_within_max_kl():
             else:
                 assert float(info["kl"]) == 0.0 and float(info["step_fraction"]) == 0.0
     assert accepted >= 10  # the quadratic model of the KL holds for a tiny network: most steps pass
+    info, _, _ = step(jax.random.key(0), jnp.float32(0.01))
+    assert bool(info["finite"])
+    info, _, _ = step(jax.random.key(0), jnp.float32(0.01), jnp.float32(jnp.nan))  # poisoned params
+    assert not bool(info["finite"]) and not bool(info["accepted"])
 
 
 def test_line_search_rejects_a_step_that_improves_the_surrogate_but_breaks_the_kl_bound():
@@ -168,28 +173,7 @@ def test_bad_trpo_configs_are_rejected_with_the_allowed_values():
         get_config("PointEnv-v0", algo="trpo", clip_eps=0.2)
 
 
-TINY_TRPO = dict(total_timesteps=64, num_envs=4, num_steps=8, hidden_sizes=(8,))
-
-
-@pytest.fixture(scope="module")
-def tiny_trpo():
-    trainer = make_trainer(get_config("PointEnv-v0", algo="trpo", **TINY_TRPO))
-    return trainer, trainer.init(jax.random.key(0))
-
-
-def test_trpo_updates_respect_the_trust_region_and_flag_a_poisoned_parameter(tiny_trpo):
-    trainer, runner = tiny_trpo
-    new, metrics = trainer.run_updates(runner, num_updates=2)
-    assert not np.asarray(metrics["nonfinite"]).any()
-    accepted = np.asarray(metrics["accepted"]) == 1.0
-    assert np.all(np.asarray(metrics["approx_kl"])[accepted] <= trainer.config.max_kl * (1 + 1e-4))
-    assert int(new.update) == 2
-    # greedy actions are the registered env's (normalize maps [-1, 1] onto PointEnv's +-0.1)
-    a = np.asarray(trainer.act(new.params, new.obs))
-    assert a.shape == (4, 2) and np.all(np.abs(a) <= 0.1 + 1e-7)
-    poisoned = runner.replace(params=jax.tree.map(lambda x: x.at[...].set(jnp.nan), runner.params))
-    _, metrics = trainer.run_updates(poisoned, num_updates=2)
-    assert np.asarray(metrics["nonfinite"]).all()
+TINY_TRPO = dict(total_timesteps=128, num_envs=4, num_steps=8, hidden_sizes=(8,))
 
 
 def test_ppo_flags_a_nan_learning_rate_as_nonfinite():
@@ -204,10 +188,11 @@ def test_ppo_flags_a_nan_learning_rate_as_nonfinite():
 
 def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
     from jaxenvs.train.__main__ import main
+    from jaxenvs.train.checkpoint import load_run
     from jaxenvs.train.evaluate import main as evaluate_main
 
     config = tmp_path / "tiny.json"
-    config.write_text(json.dumps(dict(TINY_TRPO, total_timesteps=128)))
+    config.write_text(json.dumps(TINY_TRPO))
     assert main(["--algo", "trpo", "--env", "PointEnv-v0", "--config", str(config), "--seeds", "2",
                  "--chunks", "2", "--out", str(tmp_path / "runs"), "--no-gif"]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
@@ -217,8 +202,18 @@ def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
     assert stored["algo"] == "trpo" and stored["baseline"] == "linear" and stored["num_seeds"] == 2
     rows = (run_dir / "metrics.csv").read_text().strip().splitlines()
     assert len(rows) == 1 + 128 // 32  # header + one row per update
+    per_seed = json.loads((run_dir / "metrics.json").read_text())["per_seed"]
+    kl = np.array(per_seed["approx_kl"], np.float64)  # [updates, seeds]: 0 where a step was rejected
+    assert kl.shape == (4, 2) and np.all(kl <= stored["max_kl"] * (1 + 1e-4)) and np.any(kl > 0)
     evaluation = json.loads((run_dir / "evaluation.json").read_text())
     assert len(evaluation["seeds"]) == 2 and "success_rate" in evaluation["seeds"][0]
     capsys.readouterr()
     evaluate_main([str(run_dir), "--json"])  # reloads the TRPO checkpoint (exit status: whether it is solved)
     assert json.loads(capsys.readouterr().out)["seeds"] == evaluation["seeds"]
+    # greedy actions are the registered env's: normalize maps [-1, 1] onto PointEnv's +-0.1
+    trainer, runner, meta = load_run(run_dir)
+    assert meta["update"] == 4 and trainer.config.ALGO == "trpo"
+    params = jax.tree.map(lambda x: x[0], runner.params)
+    obs = jax.random.uniform(jax.random.key(3), (64, 2), minval=-1.0, maxval=1.0)
+    a = np.asarray(trainer.act(params, obs))
+    assert a.shape == (64, 2) and np.all(np.abs(a) <= 0.1 + 1e-7) and np.abs(a).max() > 0

@@ -26,6 +26,9 @@ Details that matter:
   compiled program, so ``jax.vmap`` over them sweeps e.g. the learning rate in one call.
 * **Chunks**: :meth:`Trainer.run_updates` runs any number of updates from a :class:`RunnerState`;
   the CLI calls it repeatedly (one compiled program) and prints progress between calls.
+* **Non-finite numbers**: every update's metrics carry ``nonfinite`` (bool), True when a loss, a
+  gradient or a new parameter of that update was NaN or infinite, for the caller to check
+  between chunks (no host callback inside the program).
 """
 
 from __future__ import annotations
