@@ -145,6 +145,7 @@ def cmd_list(args) -> None:
     import jaxenvs
 
     rows = []
+    jaxenvs.registration.load_lazy_namespaces()  # e.g. gymnax/ ids, when gymnax is installed
     for env_id in sorted(jaxenvs.registry):
         spec = jaxenvs.registry[env_id]
         try:

@@ -40,6 +40,7 @@ def test_list_through_console_script():
     p = run("list", script=True)
     assert p.returncode == 0, p.stderr
     lines = {line.split()[0]: line for line in p.stdout.strip().splitlines()}
+    jaxenvs.registration.load_lazy_namespaces()  # as `jaxenvs list` does
     assert set(lines) == set(jaxenvs.registry)
     assert re.search(r"max_episode_steps=300\s+agents=1 simultaneous deterministic", lines["GridWorld-v0"])
     assert "terminal-reward minimal" in lines["GridWorld-v0"]
