@@ -75,6 +75,13 @@ def _load_lazy_namespace(ns: str | None, installed_only: bool = False) -> None:
     _lazy_loaded.add(ns)
 
 
+def load_lazy_namespaces() -> None:
+    """Register the ids of every lazily registered namespace whose package is installed (what a
+    full listing of the registry calls first)."""
+    for ns in LAZY_NAMESPACES:
+        _load_lazy_namespace(ns, installed_only=True)
+
+
 def parse_env_id(env_id: str) -> tuple[str | None, str, int | None]:
     """Split ``[namespace/]Name[-vN]`` into ``(namespace, name, version)``; ValueError if malformed."""
     if not isinstance(env_id, str):
@@ -200,8 +207,7 @@ def pprint_registry(print_output: bool = True) -> str | None:
     """List the registered ids grouped by namespace, with their traits (``jaxenvs list`` prints
     this listing too); returns it as a string instead when ``print_output`` is False."""
     groups: dict[str, list[EnvSpec]] = {}
-    for ns in LAZY_NAMESPACES:
-        _load_lazy_namespace(ns, installed_only=True)
+    load_lazy_namespaces()
     for s in registry.values():
         groups.setdefault(s.namespace or "(core)", []).append(s)
     lines = []

@@ -53,6 +53,7 @@ def one_error_line(err: str) -> str:
 def test_list_through_console_script(run):
     p = run("list", script=True)
     assert p.returncode == 0, p.stderr
+    jaxenvs.registration.load_lazy_namespaces()  # as `jaxenvs list` does
     assert p.stdout.strip() == jaxenvs.pprint_registry(print_output=False)  # one listing
     lines = {line.split()[0]: line for line in p.stdout.strip().splitlines() if not line.startswith("=====")}
     assert set(lines) == set(jaxenvs.registry)
