@@ -155,9 +155,13 @@ def test_a_config_that_disagrees_with_the_checkpoint_is_reported(grid_run, tmp_p
 
 
 def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
-    for target, words in [(tmp_path, "not a run directory"), (tmp_path / "nope", "does not exist")]:
+    for argv, words in [
+        ([str(tmp_path)], "not a run directory"),
+        ([str(tmp_path / "nope")], "does not exist"),
+        ([str(tmp_path), "--seed", str(10**23)], "--seed"),
+    ]:
         with pytest.raises(SystemExit) as e:
-            evaluate_main([str(target)])
+            evaluate_main(argv)
         assert e.value.code == 2 and words in capsys.readouterr().err
     with pytest.raises(CheckpointError, match="no config.json and no checkpoint.msgpack"):
         check_run_dir(tmp_path)
@@ -184,15 +188,17 @@ def test_atomic_write_leaves_the_old_file_whole_when_writing_fails(tmp_path):
     assert path.read_text() == "new"
 
 
-def test_unequal_chunks_share_one_program_and_train_as_one_chunk_does(tmp_path, capsys):
+def test_unequal_chunks_share_one_program_and_train_as_equal_chunks_do(tmp_path, capsys):
     params = []
-    for chunks in ("2", "1"):  # 3 updates as chunks of 2 and 1 (one program, its last step skipped), or one of 3
+    # 3 updates as chunks of 2 and 1 (one program whose scan skips its last step in the second
+    # call), or as 3 chunks of 1 (the program the other tests here compiled)
+    for chunks, lengths in (("2", "2 or 1"), ("3", "1")):
         out = tmp_path / chunks
         code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *TINY, "--chunks", chunks, "--out", str(out))
         assert code == 0, err
-        assert ("chunks of 2 or 1 update(s)" if chunks == "2" else "chunks of 3 update(s)") in stdout
         compiled = [line for line in stdout.splitlines() if line.startswith("compiling") and "done in" in line]
-        assert len(compiled) == 1 and f"chunk {chunks}/{chunks}" in stdout
+        assert len(compiled) == 1 and f"chunks of {lengths} update(s)" in compiled[0]
+        assert f"chunk {chunks}/{chunks}" in stdout and json.loads((only_run(out) / "config.json").read_text())["num_chunks"] == int(chunks)
         run_dir = only_run(out)
         assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS, 2 * STEPS, 3 * STEPS]
         _, runner, meta = load_run(run_dir)
