@@ -464,11 +464,14 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     from jaxenvs import _cache
 
     before = jax.config.jax_compilation_cache_dir
+    min_time = jax.config.jax_persistent_cache_min_compile_time_secs
     try:
         jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", raising=False)
         monkeypatch.setenv("JAXENVS_CACHE_DIR", str(tmp_path / "c"))
         assert _cache.enable_compilation_cache() == tmp_path / "c" and (tmp_path / "c").is_dir()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "c")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == _cache.MIN_COMPILE_S
         jax.config.update("jax_compilation_cache_dir", None)
         for off in ("off", "", "0"):
             monkeypatch.setenv("JAXENVS_CACHE_DIR", off)
@@ -484,3 +487,4 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
         assert _cache.enable_compilation_cache() == tmp_path / "mine"  # an explicit setting wins
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
