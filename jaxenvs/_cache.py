@@ -16,6 +16,7 @@ __all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache"]
 
 ENV_VAR = "JAXENVS_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
+MIN_COMPILE_S = 0.2
 
 
 def cache_dir() -> Path | None:
@@ -30,7 +31,8 @@ def cache_dir() -> Path | None:
 def enable_compilation_cache() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`cache_dir`; returns the folder in use.
 
-    Leaves an explicitly configured cache (``JAX_COMPILATION_CACHE_DIR`` or
+    Programs that took at least :data:`MIN_COMPILE_S` to compile are kept (unless
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise). Leaves an explicitly configured cache (``JAX_COMPILATION_CACHE_DIR`` or
     ``jax.config.update("jax_compilation_cache_dir", ...)``) alone and returns its folder. A
     folder that cannot be created turns the cache off rather than failing the command (the
     cache only saves time); None is returned then, and when the cache is off.
@@ -50,4 +52,8 @@ def enable_compilation_cache() -> Path | None:
     if not os.access(folder, os.W_OK):
         return None
     jax.config.update("jax_compilation_cache_dir", str(folder))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+        # a command compiles many small programs: keep those that took MIN_COMPILE_S or more
+        # (JAX's default keeps only those over 1 s)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
     return folder

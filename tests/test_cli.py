@@ -301,7 +301,10 @@ def trained_grid_world(tmp_path_factory):
         hidden_sizes=(32, 32),
     )
     trainer = make_trainer(config)
-    runner, _ = jax.jit(jax.vmap(trainer.train))(jax.random.split(jax.random.key(0), config.num_seeds))
+    # one seed, compiled with XLA's cheap backend settings: the tiny program's compile dominates
+    options = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+    train = jax.jit(trainer.train).lower(jax.random.key(0)).compile(compiler_options=options)
+    runner = jax.tree.map(lambda x: x[None], train(jax.random.key(0))[0])  # the run's seed axis
     run_dir = tmp_path_factory.mktemp("runs") / "GridWorld-v0-tiny"
     run_dir.mkdir()
     (run_dir / CONFIG).write_text(json.dumps(config.to_dict()))
@@ -462,11 +465,14 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     from jaxenvs import _cache
 
     before = jax.config.jax_compilation_cache_dir
+    min_time = jax.config.jax_persistent_cache_min_compile_time_secs
     try:
         jax.config.update("jax_compilation_cache_dir", None)
+        monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", raising=False)
         monkeypatch.setenv("JAXENVS_CACHE_DIR", str(tmp_path / "c"))
         assert _cache.enable_compilation_cache() == tmp_path / "c" and (tmp_path / "c").is_dir()
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "c")
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == _cache.MIN_COMPILE_S
         jax.config.update("jax_compilation_cache_dir", None)
         for off in ("off", "", "0"):
             monkeypatch.setenv("JAXENVS_CACHE_DIR", off)
@@ -482,3 +488,4 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
         assert _cache.enable_compilation_cache() == tmp_path / "mine"  # an explicit setting wins
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
