@@ -17,36 +17,45 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 
 RUNNING = """\
-**Running it.** On Colab pick *Runtime → Change runtime type → GPU* (a CPU runtime works too).
-The first cell installs jaxenvs from a checkout of its repository when it is not installed yet,
-and reports the device JAX runs on. Setting the environment variable `JAXENVS_NOTEBOOK_QUICK=1`
-before it runs (`%env JAXENVS_NOTEBOOK_QUICK=1` in a cell above it) selects small budgets; the
-tests execute every notebook that way."""
+**Running it.** On Colab pick *Runtime → Change runtime type → GPU* (a CPU runtime works too; JAX
+uses the GPU without any change to the code). The first cell installs jaxenvs when it is not
+installed yet (from a clone of the repository in this folder, a parent of it or `./jaxenvs`, else
+from the repository's git URL) and reports the device JAX runs on. Setting the environment
+variable `JAXENVS_NOTEBOOK_QUICK=1` before it runs (`%env JAXENVS_NOTEBOOK_QUICK=1` in a cell above
+it) selects small budgets; the tests execute every notebook that way."""
+
+REPOSITORY = "jaxenvs/jaxenvs"  # on GitHub: the project URLs of pyproject.toml
+COLAB_LINK = (
+    "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    "(https://colab.research.google.com/github/{repository}/blob/main/notebooks/{name})"
+)
 
 SETUP = """\
 # Setup: install jaxenvs when it is missing, then report the device.
-import importlib.util
+import importlib
+import importlib.metadata
 import os
 import pathlib
 import sys
 
 QUICK = os.environ.get("JAXENVS_NOTEBOOK_QUICK") == "1"  # small budgets (used by the tests)
 
-if importlib.util.find_spec("jaxenvs") is None:
-    # a checkout of the repository: this folder, a parent of it (run from notebooks/) or ./jaxenvs
+try:  # installed means installed: a clone's folder jaxenvs/ alone is only an empty namespace package
+    importlib.metadata.version("jaxenvs")
+except importlib.metadata.PackageNotFoundError:
+    # a clone of the repository: this folder, a parent of it (run from notebooks/) or ./jaxenvs
     cwd = pathlib.Path.cwd()
     root = next(
         (p for p in (cwd, *cwd.parents, cwd / "jaxenvs")
          if (p / "pyproject.toml").is_file() and (p / "jaxenvs" / "__init__.py").is_file()),
         None,
     )
-    if root is None:
-        raise ModuleNotFoundError(
-            "jaxenvs is not installed and no checkout of it was found here: clone the jaxenvs "
-            "repository, run  pip install -e '<checkout>[train]'  and restart the kernel"
-        )
-    %pip install -q -e "{root}[train]"
-    sys.path.insert(0, str(root))  # importable in this kernel without a restart
+    if root is not None:
+        %pip install -q "{root}[train]"
+    else:
+        %pip install -q "jaxenvs[train] @ git+https://github.com/jaxenvs/jaxenvs"
+    importlib.invalidate_caches()  # importable in this kernel without a restart
+    sys.modules.pop("jaxenvs", None)  # an empty namespace package found before the install
 
 # XLA's CPU runtime can deadlock, intermittently, on some vmapped programs (seen with jax 0.10 on 2
 # CPU cores, e.g. the seed-batched PPO run of 02_train_ppo). This flag avoids it; it only concerns
@@ -622,6 +631,8 @@ def build(name: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook(metadata=METADATA)
     for i, (kind, source) in enumerate(NOTEBOOKS[name]):
         make = nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell
+        if i == 0:  # the title cell opens with the link that runs the notebook on Colab
+            source = COLAB_LINK.format(repository=REPOSITORY, name=name) + "\n\n" + source
         nb.cells.append(make(source, id=f"cell-{i:02d}"))
     nbformat.validate(nb)
     return nb

@@ -72,17 +72,24 @@ def test_committed_notebook_is_what_the_generator_writes(name):
 
 
 def _run_setup_cell_without_jaxenvs(monkeypatch, cwd: Path, ipython_dir: Path):
-    """Run the shared first cell in an in-process IPython shell that cannot find jaxenvs (no
-    history, profile in ``ipython_dir``); returns the arguments ``%pip`` was called with and the
-    cell's ``ExecutionResult``."""
+    """Run the shared first cell in an in-process IPython shell that finds no installed jaxenvs
+    (no history, profile in ``ipython_dir``, ``%pip`` recording its arguments); returns those
+    arguments and the cell's ``ExecutionResult``. The real install, from a clone into a fresh
+    environment, is tests/test_packaging.py's Colab route."""
+    import importlib.metadata
+
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "jaxenvs" else real_find_spec(name, *a)
-    )
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    real_version = importlib.metadata.version
+
+    def version(name):
+        if name == "jaxenvs":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the cell drops a stale jaxenvs entry
     monkeypatch.setenv("XLA_FLAGS", "")
     monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
     monkeypatch.chdir(cwd)
@@ -98,20 +105,27 @@ def _run_setup_cell_without_jaxenvs(monkeypatch, cwd: Path, ipython_dir: Path):
     return pip_calls, result
 
 
-def test_setup_cell_installs_from_the_checkout(monkeypatch, tmp_path):
+def test_setup_cell_installs_from_a_clone(monkeypatch, tmp_path):
     root = NOTEBOOK_DIR.parent
     pip_calls, result = _run_setup_cell_without_jaxenvs(monkeypatch, NOTEBOOK_DIR, tmp_path / "ipython")
     assert result.error_in_exec is None, result.error_in_exec
-    assert pip_calls == [f'install -q -e "{root}[train]"']
-    assert sys.path[0] == str(root)
+    assert pip_calls == [f'install -q "{root}[train]"']
     assert "--xla_cpu_enable_concurrency_optimized_scheduler=false" in os.environ["XLA_FLAGS"]
 
 
-def test_setup_cell_without_checkout_says_how_to_install(monkeypatch, tmp_path):
+def test_setup_cell_without_a_clone_installs_from_the_git_url(monkeypatch, tmp_path):
     pip_calls, result = _run_setup_cell_without_jaxenvs(monkeypatch, tmp_path, tmp_path / "ipython")
-    assert pip_calls == []
-    assert isinstance(result.error_in_exec, ModuleNotFoundError)
-    assert "pip install -e '<checkout>[train]'" in str(result.error_in_exec)
+    assert result.error_in_exec is None, result.error_in_exec
+    assert pip_calls == ['install -q "jaxenvs[train] @ git+https://github.com/jaxenvs/jaxenvs"']
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_colab_link_and_gpu_note(name):
+    first = _read(name).cells[0].source
+    link = f"https://colab.research.google.com/github/jaxenvs/jaxenvs/blob/main/notebooks/{name}"
+    assert first.startswith("[![Open In Colab]") and f"({link})" in first
+    assert "Change runtime type → GPU" in first
+    assert _read(name).metadata.accelerator == "GPU"
 
 
 # ---- executing them --------------------------------------------------------------------------------

@@ -87,3 +87,42 @@ def test_checked_mode_uses_traced_param_bounds():
     step(jax.random.key(1), state, jnp.array([[0.05, 0.0], [0.3, 0.0]]), params)  # both legal
     with pytest.raises(Exception, match="action out of the action space"):
         step(jax.random.key(1), state, jnp.array([[0.3, 0.0], [0.3, 0.0]]), params)  # 0.3 > 0.1
+
+
+def test_step_keys_are_decided_on_the_whole_wrapper_stack():
+    """GridWorld's step is deterministic, but an AutoReset inside the stack resets in step: the
+    batch must then give every env its own key, or envs ending together restart identically."""
+    assert not jaxenvs.VectorEnv(jaxenvs.make("GridWorld-v0"), N)._step_needs_key
+    env = FlattenObservation(jaxenvs.make("GridWorld-v0", max_episode_steps=1))
+    venv = jaxenvs.VectorEnv(env, N)
+    assert venv._step_needs_key and not venv.autoreset
+    obs, state = venv.reset(jax.random.key(0))
+    _, state, *_ = venv.step(jax.random.key(1), state, jnp.zeros(N, jnp.int32))
+    starts = np.asarray(jax.vmap(env.unwrapped_state)(state).agent)  # every env restarted this step
+    assert len({tuple(a) for a in starts}) > 1
+
+
+def test_reset_pool_shares_start_states_within_a_step_only():
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=1)  # every step ends every episode
+    venv = jaxenvs.VectorEnv(env, N, reset_pool=2)
+    obs, state = venv.reset(jax.random.key(0))
+    step = jax.jit(venv.step)
+    starts = []
+    for t in range(30):
+        obs, state, _, _, truncated, info = step(jax.random.key(t), state, jnp.zeros(N, jnp.int32))
+        assert np.asarray(truncated).all()
+        agent, target = np.asarray(obs["agent"]), np.asarray(obs["target"])
+        np.testing.assert_array_equal(agent, np.tile(agent[:2], (N // 2, 1)))  # env i takes pool entry i % 2
+        np.testing.assert_array_equal(target, np.tile(target[:2], (N // 2, 1)))
+        assert (agent != target).any(axis=1).all()
+        starts.append((tuple(agent[0]), tuple(target[0])))
+    assert len(set(starts)) > 20  # a fresh pool every step: 600 (agent, target) pairs to draw from
+
+
+def test_reset_pool_rejects_bad_values():
+    env = jaxenvs.make("GridWorld-v0")
+    for bad in (0, N + 1, 2.0, True):
+        with pytest.raises(ValueError, match=r"reset_pool must be None or an int in \[1, num_envs=8\]"):
+            jaxenvs.VectorEnv(env, N, reset_pool=bad)
+    with pytest.raises(ValueError, match="params_axis"):
+        jaxenvs.VectorEnv(env, N, reset_pool=2, params_axis=0)

@@ -22,6 +22,7 @@ over ``num_envs`` copies produces exactly the trajectories of ``num_envs`` singl
 
 from __future__ import annotations
 
+import collections
 import functools
 from types import SimpleNamespace
 from typing import Any
@@ -196,7 +197,8 @@ def compiled(env: Environment, batched: bool) -> SimpleNamespace:
       ``pending`` (``terminated | truncated``). Gymnasium's next-step auto-reset.
 
     and, unpacked: ``render(state, params)`` (uint8 frame(s)), ``select(mask, new, old)`` (per-copy
-    choice between two pytrees). Cached per environment object, so every adapter over the same
+    choice between two pytrees). ``traces[name]`` counts how often ``name`` has been traced
+    (compiled). Cached per environment object, so every adapter over the same
     object compiles once.
     """
 
@@ -235,8 +237,11 @@ def compiled(env: Environment, batched: bool) -> SimpleNamespace:
         # params (the last argument) is shared by every copy
         raw = {name: jax.vmap(f, in_axes=(0,) * (f.__code__.co_argcount - 1) + (None,)) for name, f in raw.items()}
 
-    def packed(f):
+    traces: collections.Counter = collections.Counter()
+
+    def packed(name, f):
         def run(*args):
+            traces[name] += 1  # Python runs only while jax traces: counts compilations
             device, host = f(*args)
             return device, pack(host)
 
@@ -258,8 +263,9 @@ def compiled(env: Environment, batched: bool) -> SimpleNamespace:
     render = jax.vmap(render_one, in_axes=(0, None)) if batched else render_one
     select = jax.vmap(tree_select) if batched else tree_select
     return SimpleNamespace(
-        **{name: packed(f) for name, f in raw.items()},
+        **{name: packed(name, f) for name, f in raw.items()},
         unpacker=unpacker,
+        traces=traces,
         render=jax.jit(render),
         select=jax.jit(select),
     )
