@@ -12,8 +12,9 @@ For each environment and batch size, in one run:
 * ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
 
 Compile time is excluded from steps/s and reported apart; every timing is the median of
-``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG under runs/benchmarks/ (untracked) unless ``--out`` says
-otherwise; the committed ``benchmarks/results/steps_per_sec`` only takes a full run.
+``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG
+under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
+``benchmarks/results/steps_per_sec`` only takes a full run.
 
     python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs -> runs/benchmarks/
     python benchmarks/steps_per_sec.py --out benchmarks/results/steps_per_sec   # update the committed results

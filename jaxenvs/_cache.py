@@ -32,10 +32,11 @@ def enable_compilation_cache() -> Path | None:
     """Point JAX's persistent compilation cache at :func:`cache_dir`; returns the folder in use.
 
     Programs that took at least :data:`MIN_COMPILE_S` to compile are kept (unless
-    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise). Leaves an explicitly configured cache (``JAX_COMPILATION_CACHE_DIR`` or
-    ``jax.config.update("jax_compilation_cache_dir", ...)``) alone and returns its folder. A
-    folder that cannot be created turns the cache off rather than failing the command (the
-    cache only saves time); None is returned then, and when the cache is off.
+    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise). An explicitly configured
+    cache (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update("jax_compilation_cache_dir",
+    ...)``) is left alone and its folder returned. A folder that cannot be created turns the
+    cache off rather than failing the command (the cache only saves time); None is returned
+    then, and when the cache is off.
     """
     import jax
 

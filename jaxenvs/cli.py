@@ -46,9 +46,20 @@ class Failure(Exception):
     """A command that could not do its job for a reason outside the command line (exit status 1)."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless there is none to show (None, off, empty) or the help
+    text already says it."""
+
+    def _get_help_string(self, action):
+        nothing = action.default is None or action.default is False or action.default == []
+        if nothing or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("formatter_class", argparse.ArgumentDefaultsHelpFormatter)
+        kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
@@ -148,7 +159,7 @@ def _add_env_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument(
         "env_id", metavar="ID", nargs="?" if optional else None, default=None,
         help="registered environment id, e.g. GridWorld-v0"
-        + (" (with --policy RUN_DIR: the run's)" if optional else ""),
+        + (" (with --policy RUN_DIR: the run's; a run directory here means --policy RUN_DIR)" if optional else ""),
     )
     p.add_argument(
         "--kwarg", "-k", type=_env_kwarg, action="append", default=[], metavar="NAME=VALUE",
