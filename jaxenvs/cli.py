@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["main", "build_parser", "format_space", "describe_env", "play_episodes", "load_policy"]
+__all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_policy"]
 
 PROG = "jaxenvs"
 SEED_LIMIT = 2**63  # jax.random.key takes seeds that fit a signed 64-bit integer
@@ -259,77 +259,12 @@ def cmd_list(args) -> None:
     pprint_registry()
 
 
-def _number(x) -> str:
-    """The shortest text that reads back as the same float32/int (``0.1``, not ``0.10000000149011612``)."""
-    x = np.asarray(x)
-    if np.issubdtype(x.dtype, np.integer):
-        return str(int(x))
-    if np.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return np.format_float_positional(x.astype(np.float32)[()], unique=True, trim="-")
-
-
-def format_space(space) -> str:
-    """A space as readable text: bounds of a Box as the shortest numbers that round-trip,
-    one number when all bounds are equal; Dict and Tuple spaces recursively."""
-    from jaxenvs import spaces
-
-    if isinstance(space, spaces.Box):
-        def bound(b):
-            b = np.asarray(b)
-            if b.size and np.all(b == b.flat[0]):
-                return _number(b.flat[0])
-            return "[" + ", ".join(_number(v) for v in b.reshape(-1)) + "]"
-
-        try:
-            lo, hi = bound(space.low), bound(space.high)
-        except Exception:  # traced bounds
-            return repr(space)
-        return f"Box({lo}, {hi}, {space.shape}, {np.dtype(space.dtype).name})"
-    if isinstance(space, spaces.Dict):
-        return "Dict(" + ", ".join(f"{k}: {format_space(v)}" for k, v in space.spaces.items()) + ")"
-    if isinstance(space, spaces.Tuple):
-        return "Tuple(" + ", ".join(format_space(v) for v in space.spaces) + ")"
-    return repr(space)
-
-
-def _action_lines(base, space) -> list[str]:
-    from jaxenvs import spaces
-
-    names = getattr(base, "ACTION_NAMES", None)
-    if names and isinstance(space, spaces.Discrete):
-        return [f"    {space.start + i} = {name}" for i, name in enumerate(names)]
-    return []
-
-
 def describe_env(env_id: str) -> str:
-    """What ``jaxenvs describe`` prints: spec, spaces, what the actions mean, params, traits."""
-    import dataclasses
+    """What ``jaxenvs describe`` prints (:func:`jaxenvs.describe`), with a bad id as a usage error."""
+    from jaxenvs.registration import describe
 
-    env = _make(env_id, autoreset=False)
-    base = env.unwrapped
-    params = env.default_params
-    lines = [f"{env.spec.id}  ({type(base).__module__}.{type(base).__name__})"]
-    doc = (type(base).__doc__ or "").strip().splitlines()
-    if doc:
-        lines.append("  " + doc[0])
-    lines.append(f"  observation_space: {format_space(env.observation_space(params))}" + (
-        " (per agent)" if env.multi_agent else ""))
-    action_space = env.action_space(params)
-    lines.append(f"  action_space:      {format_space(action_space)}" + (" (per agent)" if env.multi_agent else ""))
-    lines.extend(_action_lines(base, action_space))
-    if dataclasses.is_dataclass(params):
-        for f in dataclasses.fields(params):
-            lines.append(f"  param {f.name} = {getattr(params, f.name)!r}")
-    for k, v in base.traits.as_dict().items():
-        if k == "dynamics" and not env.multi_agent:
-            continue  # simultaneous or sequential moves only mean something with several agents
-        lines.append(f"  trait {k}: {v}")
-    lines.append(f"  max_episode_steps: {env.spec.max_episode_steps}")
-    lines.append(f"  reward_threshold: {env.spec.reward_threshold}")
-    if env.multi_agent:
-        lines.append(f"  agents: {env.agents}")
-    return "\n".join(lines)
+    _make(env_id, autoreset=False)  # an unknown id, bad kwargs or an unimportable module: UsageError
+    return describe(env_id)
 
 
 def cmd_describe(args) -> None:
