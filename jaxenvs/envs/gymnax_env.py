@@ -247,7 +247,16 @@ class _GymnaxEntryPoint:
             self.__signature__ = inspect.Signature()
 
     def __call__(self, **kwargs) -> GymnaxEnv:
-        return GymnaxEnv(self.factory(**kwargs))
+        try:
+            env = self.factory(**kwargs)
+        except TypeError:  # wrong constructor arguments: the caller's mistake, kept as it is
+            raise
+        except Exception as e:  # e.g. MNISTBandit downloads MNIST in its constructor
+            raise ImportError(
+                f"gymnax/{self.gymnax_id} cannot be built here: gymnax's constructor failed with "
+                f"{type(e).__name__}: {e}"
+            ) from e
+        return GymnaxEnv(env)
 
     def __repr__(self) -> str:
         return f"gymnax.make({self.gymnax_id!r})"
