@@ -174,7 +174,8 @@ def natural_gradient_step(apply_fn, dist_fn, theta, actions, old_log_prob, advan
     full_step = jnp.sqrt(2.0 * hp.max_kl / (jnp.dot(x, fvp(x)) + 1e-8)) * x
     new_theta, info = line_search(surrogate, mean_kl, theta, full_step, loss_before, hp.max_kl, hp.backtrack_ratio, max_backtracks)
     finite = all_finite((loss_before, g, x, new_theta))
-    return new_theta, dict(info, loss_before=loss_before, entropy=old.entropy().mean(), finite=finite)
+    info = dict(info, loss_before=loss_before, entropy=old.entropy().mean(), finite=finite)
+    return new_theta, dict(info, grad_norm=jnp.linalg.norm(g), step_norm=jnp.linalg.norm(full_step))
 
 
 @dataclasses.dataclass
@@ -296,6 +297,8 @@ class TRPOTrainer(Trainer):
             accepted=info["accepted"].astype(jnp.float32),
             backtracks=info["backtracks"].astype(jnp.float32),
             step_fraction=info["step_fraction"],
+            grad_norm=info["grad_norm"],
+            step_norm=info["step_norm"],
             value_mean=values.mean(),
             nonfinite=~(info["finite"] & vf_finite & all_finite(params)),
         )
