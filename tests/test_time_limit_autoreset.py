@@ -227,7 +227,7 @@ def _agent_target(obs):
     return obs[..., :2].astype(np.int64), obs[..., 2:4].astype(np.int64)
 
 
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(sorted(WRAPPERS)), max_size=4))
 def test_any_wrapper_composition_keeps_the_time_limit_and_final_observation_rules(names):
     """Wrappers applied in the listed order over a 3x3 GridWorld (which has make's 300-step limit
