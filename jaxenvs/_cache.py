@@ -28,10 +28,10 @@ def cache_dir() -> Path | None:
     return Path(base) / "jaxenvs" / "jax"
 
 
-def enable_compilation_cache() -> Path | None:
+def enable_compilation_cache(min_compile_s: float = MIN_COMPILE_S) -> Path | None:
     """Point JAX's persistent compilation cache at :func:`cache_dir`; returns the folder in use.
 
-    Programs that took at least :data:`MIN_COMPILE_S` to compile are kept (unless
+    Programs that took at least ``min_compile_s`` to compile are kept (unless
     ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise). An explicitly configured
     cache (``JAX_COMPILATION_CACHE_DIR`` or ``jax.config.update("jax_compilation_cache_dir",
     ...)``) is left alone and its folder returned. A folder that cannot be created turns the
@@ -56,5 +56,7 @@ def enable_compilation_cache() -> Path | None:
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         # a command compiles many small programs: keep those that took MIN_COMPILE_S or more
         # (JAX's default keeps only those over 1 s)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_S)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_compile_s)
+        if min_compile_s == 0:
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return folder

@@ -19,7 +19,7 @@ tuned values; ``--show-config`` prints the resolved config). Config values are c
 anything runs; training that produces a non-finite loss, gradient or parameter stops with an
 error (exit status 1), keeping the last good checkpoint. Usage errors exit with status 2.
 Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache/jaxenvs/jax``;
-empty turns it off). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
+``off`` or empty turns it off; :mod:`jaxenvs._cache`). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
 
 * ``config.json``: the full :class:`~train.configs.PPOConfig` (``--config FILE`` reads one back);
 * ``metrics.csv`` (one row per update: env steps, return/length mean and std over seeds, losses)
@@ -68,6 +68,7 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from jaxenvs import _cache
 from jaxenvs.parallel import env_mesh, initialize_distributed, to_host  # noqa: E402
 from .checkpoint import (  # noqa: E402
     CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
@@ -233,8 +234,8 @@ def _epilog() -> str:
     return (
         f"tuned defaults per environment (ppo; '-' = the default above):\n{table}\n\n"
         "compiled programs are cached on disk (JAX's persistent compilation cache), so a second run of the\n"
-        f"same shapes starts in well under a second: directory {_cache_dir() or '(off)'}; set JAXENVS_CACHE_DIR to\n"
-        "move it, or to an empty string to turn it off" + (f" (now {cache!r})" if cache is not None else "") + ".\n"
+        f"same shapes starts in well under a second: directory {_cache.cache_dir() or '(off)'}; set JAXENVS_CACHE_DIR to\n"
+        "move it, or to 'off' (or an empty string) to turn it off" + (f" (now {cache!r})" if cache is not None else "") + ".\n"
         "exit status: 0 done, 1 training diverged (non-finite numbers), 2 usage error, 130 interrupted."
     )
 
@@ -258,29 +259,10 @@ def config_overrides(args) -> dict:
 # Compilation cache
 
 
-def _cache_dir() -> str | None:
-    """The persistent compilation cache's directory: ``$JAXENVS_CACHE_DIR`` (empty: off), else
-    ``$XDG_CACHE_HOME/jaxenvs/jax`` (``~/.cache/jaxenvs/jax``)."""
-    if "JAXENVS_CACHE_DIR" in os.environ:
-        return os.environ["JAXENVS_CACHE_DIR"] or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "jaxenvs", "jax")
-
-
-def enable_compilation_cache() -> str | None:
-    """Turn on JAX's persistent compilation cache at :func:`_cache_dir` (every program, however
-    quick to compile); returns the directory, or None when it is off or cannot be created."""
-    path = _cache_dir()
-    if path is None:
-        return None
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError:
-        return None  # an unwritable cache only costs speed
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    return path
+def enable_compilation_cache():
+    """JAX's persistent compilation cache for the trainer's commands (:mod:`jaxenvs._cache`),
+    keeping every program however quick to compile: a warm start then compiles nothing."""
+    return _cache.enable_compilation_cache(min_compile_s=0.0)
 
 
 # ----------------------------------------------------------------------------------------------
