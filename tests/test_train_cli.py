@@ -220,3 +220,16 @@ def test_help_shows_defaults_and_tuned_values_and_show_config_resolves_them(caps
     shown = json.loads(out)
     assert code == 0 and shown["lr"] == 1e-3 and shown["ent_coef"] == 0.0 and shown["num_seeds"] == 3
     assert shown == get_config("PointEnv-v0", num_seeds=3).to_dict()
+
+
+def test_config_file_without_algo_takes_the_algo_flag(tmp_path, capsys, no_cache):
+    path = tmp_path / "trpo.json"
+    path.write_text(json.dumps({"max_kl": 0.02, "num_envs": 8}))  # TRPO fields, no "algo" key
+    code, out, _ = _main(capsys, "--algo", "trpo", "--config", str(path), "--show-config")
+    shown = json.loads(out)
+    assert code == 0 and shown["algo"] == "trpo" and shown["max_kl"] == 0.02 and shown["num_envs"] == 8
+    code, _, err = _main(capsys, "--config", str(path), "--show-config")  # PPO has no max_kl: a usage error
+    assert code == 2 and "max_kl" in err
+    path.write_text(json.dumps({"algo": "ppo", "lr": 1e-3}))
+    code, _, err = _main(capsys, "--algo", "trpo", "--config", str(path), "--show-config")
+    assert code == 2 and "is for algorithm 'ppo', not 'trpo'" in err

@@ -492,7 +492,7 @@ class Run:
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self):
         args = self.args
-        file_cfg = load_config_file(args.config) if args.config else {}
+        file_cfg = load_config_file(args.config, algo=args.algo) if args.config else {}
         overrides = config_overrides(args)
         env_id = overrides.pop("env_id", None) or file_cfg.pop("env_id", None) or DEFAULT_ENV
         file_cfg.pop("env_id", None)

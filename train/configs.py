@@ -450,16 +450,20 @@ def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
     return _from_dict({**tuned, **overrides, "env_id": env_id}, cls)
 
 
-def load_config_file(path: str) -> dict:
-    """Read a JSON object of ``PPOConfig`` fields (e.g. a run's ``config.json``)."""
+def load_config_file(path: str, algo: str | None = None) -> dict:
+    """Read a JSON object of config fields (e.g. a run's ``config.json``), checked against the
+    fields of its algorithm: the file's ``"algo"``, else ``algo`` (e.g. ``--algo``), else PPO.
+    A file whose ``"algo"`` differs from a given ``algo`` is refused."""
     with open(path) as f:
         try:
             d = json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"config file {path!r} is not valid JSON: {e}") from e
     if not isinstance(d, dict):
-        raise ValueError(f"config file {path!r} must hold a JSON object of PPOConfig fields, got {type(d).__name__}")
-    algo = d.get("algo", "ppo")
+        raise ValueError(f"config file {path!r} must hold a JSON object of config fields, got {type(d).__name__}")
+    if algo is not None and d.get("algo", algo) != algo:
+        raise ValueError(f"config file {path!r} is for algorithm {d['algo']!r}, not {algo!r}; drop its \"algo\" or the flag")
+    algo = d.get("algo", algo or "ppo")
     if algo not in ALGOS:
         raise ValueError(f"config file {path!r} names unknown algorithm {algo!r}; available: {sorted(ALGOS)}")
     names = {f.name for f in dataclasses.fields(ALGOS[algo])} | {"algo"}

@@ -41,7 +41,7 @@ from jaxenvs.adapters.host import (  # noqa: F401  (also importable from here, a
     supported_render_modes,
     tree_index,
 )
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, Traits
 from jaxenvs.spaces import to_gymnasium
 
 __all__ = ["GymnasiumEnv", "GymnasiumVectorEnv", "register_gymnasium_envs", "gymnasium_id"]
@@ -70,9 +70,10 @@ def register_gymnasium_envs() -> list[str]:
 
     ``gymnasium.make(gymnasium_id(id), **kwargs)`` builds ``GymnasiumEnv(id, **kwargs)`` and
     ``gymnasium.make_vec`` a :class:`GymnasiumVectorEnv`. Ids already registered are skipped,
-    so calling this again picks up environments registered since; ids that cannot be built
-    (module missing, constructor arguments required) are skipped too. Called when this module is
-    imported.
+    so calling this again picks up environments registered since; ids whose entry point cannot
+    be imported are skipped too. An entry point with a ``traits`` attribute tells whether the
+    env is multi-agent without building it; others are built once (those that cannot be built
+    without arguments are skipped). Called when this module is imported.
     """
     added = []
     for env_id, spec in list(registration.registry.items()):
@@ -80,10 +81,12 @@ def register_gymnasium_envs() -> list[str]:
         if gid in gymnasium.registry:
             continue
         try:
-            env = registration.make(env_id, autoreset=False)
+            traits = getattr(spec.load(), "traits", None)  # a class attribute: nothing is built
+            if not isinstance(traits, Traits):
+                traits = registration.make(env_id, autoreset=False).traits
         except (ImportError, TypeError):
             continue
-        if env.multi_agent:
+        if traits.num_agents > 1:
             continue
         gymnasium.register(
             id=gid,
