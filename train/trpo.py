@@ -85,10 +85,30 @@ def _merge(policy, critic) -> dict:
 
 def conjugate_gradient(matvec: Callable, b: jax.Array, iters: int, residual_tol: float = 1e-10) -> jax.Array:
     """``x ~ A^-1 b`` for a symmetric positive-definite ``A`` given as ``matvec(v) = A v``:
-    at most ``iters`` conjugate-gradient iterations from ``x = 0``, stopping once the squared
+    ``iters`` conjugate-gradient iterations from ``x = 0`` that stop changing ``x`` once the squared
     residual norm is below ``residual_tol`` (garage's ``cg``: ``cg_iters=10, residual_tol=1e-10``).
-    ``jax.scipy.sparse.linalg.cg`` does the iterations."""
-    x, _ = jax.scipy.sparse.linalg.cg(matvec, b, maxiter=iters, tol=0.0, atol=residual_tol**0.5)
+
+    A fixed-length ``lax.scan`` with masked updates, as garage's loop of ``cg_iters`` steps with
+    an early break, rather than ``jax.scipy.sparse.linalg.cg``: that solver's ``while_loop``,
+    vmapped over seeds inside the scan over updates, returned NaN for finite inputs on XLA:CPU
+    (jax 0.10.2; GridWorld, 4 seeds, 2 updates per call), and a fixed trip count also keeps the
+    seeds of a vmapped run in lockstep.
+    """
+
+    def body(carry, _):
+        x, r, p, rs = carry
+        active = rs > residual_tol
+        ap = matvec(p)
+        p_ap = jnp.dot(p, ap)
+        alpha = jnp.where(active & (p_ap > 0), rs / jnp.where(p_ap > 0, p_ap, 1.0), 0.0)
+        x, r = x + alpha * p, r - alpha * ap
+        rs_new = jnp.dot(r, r)
+        beta = rs_new / jnp.where(rs > 0, rs, 1.0)
+        p = jnp.where(active, r + beta * p, p)
+        return (x, r, p, jnp.where(active, rs_new, rs)), None
+
+    b = jnp.asarray(b)
+    (x, *_), _ = jax.lax.scan(body, (jnp.zeros_like(b), b, b, jnp.dot(b, b)), None, length=iters)
     return x
 
 
