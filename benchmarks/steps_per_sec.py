@@ -12,9 +12,12 @@ For each environment and batch size, in one run:
 * ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
 
 Compile time is excluded from steps/s and reported apart; every timing is the median of
-``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG.
+``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG
+under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
+``benchmarks/results/steps_per_sec`` only takes a full run.
 
-    python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs
+    python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs -> runs/benchmarks/
+    python benchmarks/steps_per_sec.py --out benchmarks/results/steps_per_sec   # update the committed results
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 4096 16384 --devices 1 2 4
     srun python benchmarks/steps_per_sec.py --distributed --envs GridWorld-v0 --num-envs 65536
@@ -115,17 +118,48 @@ def num_steps_for(num_envs, target_steps):
     return int(max(16, min(2000, target_steps // num_envs)))
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--envs", nargs="+", default=DEFAULT_ENVS)
-    p.add_argument("--num-envs", nargs="+", type=int, default=[1, 64, 1024, 4096, 16384])
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--target-steps", type=int, default=4_000_000, help="env steps per timed call (approx.)")
-    p.add_argument("--python-steps", type=int, default=20_000, help="env steps per Python-loop timing")
-    p.add_argument("--python-max-envs", type=int, default=1024, help="largest batch for the Python baselines")
-    p.add_argument("--out", default="benchmarks/results/steps_per_sec",
-                   help="path stem of the results: STEM.json and STEM.png (a trailing .json is dropped)")
-    p.add_argument("--no-plot", action="store_true")
+DEFAULT_NUM_ENVS = [1, 64, 1024, 4096, 16384]
+# the results committed with the repository (README's table): only a full run may replace them
+COMMITTED = os.path.join("benchmarks", "results", "steps_per_sec")
+DEFAULT_OUT = os.path.join("runs", "benchmarks", "steps_per_sec")  # runs/ is gitignored
+# one colour per method in every panel (the scaling rows, "jaxenvs vmap, N devices", get shades)
+METHOD_COLORS = {
+    "jaxenvs vmap": "tab:blue",
+    "jaxenvs VectorEnv": "tab:orange",
+    "lean JAX": "tab:green",
+    "python loop": "tab:red",
+    "gymnasium SyncVectorEnv": "tab:purple",
+}
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--envs", nargs="+", default=DEFAULT_ENVS, metavar="ID", help="registered environment ids")
+    p.add_argument("--num-envs", nargs="+", type=_positive_int, default=DEFAULT_NUM_ENVS, metavar="N",
+                   help="batch sizes (parallel environments)")
+    p.add_argument("--repeats", type=_positive_int, default=5, help="timed calls per measurement; the median counts")
+    p.add_argument("--target-steps", type=_positive_int, default=4_000_000,
+                   help="env steps per timed call (approx.: 16 to 2000 steps per env)")
+    p.add_argument("--python-steps", type=_positive_int, default=20_000, help="env steps per Python-loop timing")
+    p.add_argument("--python-max-envs", type=_positive_int, default=1024, help="largest batch for the Python baselines")
+    p.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="STEM",
+        help=f"path stem of the results: STEM.json and STEM.png (a trailing .json is dropped); {COMMITTED} "
+        "holds the committed results, which only a run with the default --envs and --num-envs may replace",
+    )
+    p.add_argument("--no-plot", action="store_true", help="write the JSON only")
     p.add_argument(
         "--devices", type=int, nargs="+", default=None, metavar="N",
         help="measure scaling: the plain path with the env batch split over each N devices "
@@ -135,7 +169,27 @@ def main(argv=None):
         "--distributed", action="store_true",
         help="start jax.distributed (see python -m train --help) and measure over every process's devices",
     )
+    return p
+
+
+def check_out(p: argparse.ArgumentParser, args) -> str:
+    """The results' path stem; a partial run may not overwrite the committed results."""
+    out = args.out[: -len(".json")] if args.out.endswith(".json") else args.out
+    partial = args.envs != DEFAULT_ENVS or args.num_envs != DEFAULT_NUM_ENVS or args.devices
+    if partial and os.path.abspath(out) == os.path.abspath(COMMITTED):
+        p.error(
+            f"--out {args.out}: a run with other --envs, --num-envs or --devices than the defaults would "
+            f"overwrite the committed full results; write it elsewhere (default: {DEFAULT_OUT})"
+        )
+    if os.path.isdir(out) or os.path.isdir(out + ".json"):
+        p.error(f"--out {args.out}: is a folder; give a path stem such as {os.path.join(out, 'steps_per_sec')}")
+    return out
+
+
+def main(argv=None):
+    p = build_parser()
     args = p.parse_args(argv)
+    args.out = check_out(p, args)
     if args.distributed:
         initialize_distributed()
         args.devices = args.devices or [jax.device_count()]
@@ -187,7 +241,6 @@ def main(argv=None):
     print("\n" + summary(rows))
     if jax.process_index() != 0:
         return rows
-    args.out = args.out[: -len(".json")] if args.out.endswith(".json") else args.out
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out + ".json", "w") as f:
         json.dump({"device": dev, "jax": jax.__version__, "rows": rows}, f, indent=1)
@@ -225,24 +278,51 @@ def summary(rows) -> str:
     return "\n".join(lines)
 
 
-def plot(rows, dev, path):
+def plot(rows, dev, path=None):
+    """The log-log figure of steps/s against num_envs, one panel per env, saved at ``path``
+    (not saved when None); returns the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     envs = sorted({r["env"] for r in rows})
-    fig, axes = plt.subplots(1, len(envs), figsize=(4.5 * len(envs), 4), squeeze=False)
+    colors = method_colors([r["method"] for r in rows])
+    fig, axes = plt.subplots(1, len(envs), figsize=(4.5 * len(envs), 4.4), squeeze=False)
     for ax, env_id in zip(axes[0], envs):
-        for method in dict.fromkeys(r["method"] for r in rows if r["env"] == env_id):
+        for method in colors:
             pts = sorted((r["num_envs"], r["steps_per_sec"]) for r in rows if r["env"] == env_id and r["method"] == method)
-            ax.plot(*zip(*pts), marker="o", label=method)
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=method, color=colors[method])
         ax.set(xscale="log", yscale="log", title=env_id, xlabel="num_envs", ylabel="steps/s")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+    # one legend for the figure: a method has the same colour in every panel
+    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_lines()}
+    fig.legend([handles[m] for m in colors if m in handles], [m for m in colors if m in handles],
+               loc="lower center", ncol=min(len(handles), 5), fontsize=8, frameon=False)
     fig.suptitle(f"random-policy steps/s — {dev}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if path is not None:
+        fig.tight_layout(rect=(0, 0.08, 1, 1))
+        fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return fig
+
+
+def method_colors(methods) -> dict:
+    """``{method: colour}`` for the methods in ``methods`` (first-seen order): the fixed colours of
+    :data:`METHOD_COLORS`, and shades of blue for the scaling rows by device count."""
+    import matplotlib
+
+    methods = list(dict.fromkeys(methods))
+    scaling = sorted((m for m in methods if m not in METHOD_COLORS), key=lambda m: (len(m), m))
+    shades = matplotlib.colormaps["Blues"]
+    out = {}
+    for m in methods:
+        if m in METHOD_COLORS:
+            out[m] = METHOD_COLORS[m]
+        else:
+            out[m] = matplotlib.colors.to_hex(shades(0.4 + 0.6 * scaling.index(m) / max(len(scaling) - 1, 1)))
+    return out
 
 
 if __name__ == "__main__":

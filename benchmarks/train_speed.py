@@ -8,12 +8,22 @@ For each environment:
   (compile time reported apart, evaluation time excluded). Env-steps/s over the whole run.
 * ``jaxenvs PPO, N seeds``: the same run vmapped over ``--seeds`` seeds in one program: the total
   env-steps/s against one seed's.
+* ``jaxenvs TRPO``: ``train.trpo`` with its tuned defaults (``get_config(env, algo="trpo")``),
+  one seed, measured as ``jaxenvs PPO`` is (``--no-trpo`` skips it).
 * ``SB3 PPO, same settings`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO
   with the same rollout shape and hyperparameters on the same env through
   :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with the same criterion every chunk, up to
   ``--sb3-timesteps``: what each trainer costs per env step for the same work.
 * ``SB3 PPO, its defaults``: ``PPO("MlpPolicy", env)`` on one env, as SB3 users start (2048
   steps per update, 10 epochs of 64-sample minibatches): what a user would otherwise run.
+
+* ``rejax PPO, same settings`` (when rejax is installed: ``pip install "jaxenvs[rejax]"``):
+  rejax 0.1.3's PPO, unmodified, on ``jaxenvs.adapters.gymnax.to_gymnax(make(env_id))`` with
+  the same rollout shape, epochs, minibatches, learning rate, gamma, lambda, clip, entropy and
+  value coefficients and network (64x64 tanh, separate actor and critic), trained in the same
+  chunks and evaluated with the same ``train.evaluate`` criterion (greedy policy). rejax cannot
+  anneal its learning rate and clips gradients elementwise (``optax.clip``) rather than by
+  global norm: those two differ. Its compile time is that of one chunk, as for jaxenvs.
 
 * ``arithmetic``: XLA's FLOP count of one update per env step (the rollout's forward passes and
   the gradient steps, which both trainers compute alike) and this machine's float32 matmul peak,
@@ -25,6 +35,7 @@ Torch runs with its own default thread count unless ``--torch-threads`` sets one
     python benchmarks/train_speed.py                         # GridWorld-v0
     python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
     python benchmarks/train_speed.py --num-envs 1024 --seeds 2      # both trainers at 1024 envs
+    python benchmarks/train_speed.py --envs gymnax/CartPole-v1 GridWorld-v0 --no-sb3   # vs rejax
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ from jaxenvs.rollout import time_calls  # noqa: E402
 from jaxenvs.train.__main__ import chunk_length  # noqa: E402
 from jaxenvs.train.configs import get_config  # noqa: E402
 from jaxenvs.train.evaluate import evaluate_params  # noqa: E402
-from jaxenvs.train.ppo import make_trainer  # noqa: E402
+from jaxenvs.train.trainers import make_trainer  # noqa: E402
 
 
 def _config(env_id: str, num_envs: int | None, **kw):
@@ -55,9 +66,9 @@ def _config(env_id: str, num_envs: int | None, **kw):
     return get_config(env_id, **kw) if num_envs is None else get_config(env_id, num_envs=num_envs, **kw)
 
 
-def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict:
-    """Train one seed in ``num_chunks`` jitted calls, evaluating after each."""
-    cfg = _config(env_id, num_envs, seed=seed)
+def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None, algo: str = "ppo") -> dict:
+    """Train one seed of ``algo`` ("ppo" or "trpo") in ``num_chunks`` jitted calls, evaluating after each."""
+    cfg = _config(env_id, num_envs, seed=seed, algo=algo)
     trainer = make_trainer(cfg)
     per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m train: equal chunks, num_updates in all
     t0 = time.perf_counter()
@@ -188,6 +199,64 @@ def sb3_time_to_solve(
             "final_metrics": metrics}
 
 
+class _RejaxGreedy:
+    """What ``train.evaluate.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``
+    and ``act``), for rejax's actor: the mode of its action distribution on the observation as
+    ``to_gymnax`` presents it."""
+
+    def __init__(self, cfg, algo, genv):
+        self.config, self.algo, self.genv = cfg, algo, genv
+
+    def act(self, actor_params, obs):
+        flat = jax.vmap(self.genv._obs)(obs)
+        return self.algo.actor.apply(actor_params, flat, method="_action_dist").mode()
+
+
+def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
+    """rejax's PPO at jaxenvs' tuned settings on ``to_gymnax(make(env_id))``, in the same chunks
+    as :func:`jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
+    try:
+        from rejax import PPO
+    except ImportError:
+        return None
+    from jaxenvs.adapters.gymnax import to_gymnax
+
+    cfg = _config(env_id, num_envs, seed=seed)
+    genv = to_gymnax(jaxenvs.make(env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
+    per_chunk = chunk_length(cfg.num_updates, num_chunks)
+    chunk_steps = per_chunk * cfg.steps_per_update
+    algo = PPO.create(
+        env=genv, total_timesteps=chunk_steps, eval_freq=chunk_steps, skip_initial_evaluation=True,
+        num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
+        num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+        agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
+    )
+    algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))  # evaluated below, as jaxenvs is
+    train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
+    t0 = time.perf_counter()
+    jax.block_until_ready(train(algo.init_state(jax.random.key(seed))))  # compiles (and runs once)
+    compile_s = time.perf_counter() - t0
+    ts = algo.init_state(jax.random.key(seed))
+    greedy = _RejaxGreedy(cfg, algo, genv)
+    train_s, steps, solved_at, metrics = 0.0, 0, None, {}
+    for _ in range(cfg.num_updates // per_chunk):
+        t0 = time.perf_counter()
+        ts = jax.block_until_ready(train(ts))
+        train_s += time.perf_counter() - t0
+        steps += chunk_steps
+        metrics = evaluate_params(greedy, ts.actor_ts.params)
+        if metrics.get("solved"):
+            solved_at = (train_s, steps)
+            break
+    return {
+        "compile_s": compile_s, "train_s": train_s, "env_steps": steps, "steps_per_sec": steps / train_s,
+        "solved": solved_at is not None, "time_to_solve_s": solved_at[0] if solved_at else None,
+        "steps_to_solve": solved_at[1] if solved_at else None,
+        "final_metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, bool))},
+    }
+
+
 def sb3_evaluate(model, env_id: str, num_episodes: int = 200) -> dict:
     """Success rate of SB3's deterministic policy over ``num_episodes`` first episodes; solved as
     ``train.evaluate`` defines it for GridWorld and PointEnv (success rate 1.0 and >= 0.95)."""
@@ -216,6 +285,8 @@ def main(argv=None):
                    "chunks as python -m train --chunks splits them")
     p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
     p.add_argument("--no-sb3", action="store_true")
+    p.add_argument("--no-trpo", action="store_true", help="skip jaxenvs TRPO (its tuned defaults, one seed)")
+    p.add_argument("--no-rejax", action="store_true", help="skip rejax's PPO (run when rejax is installed)")
     p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
     p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
     p.add_argument("--out", default="benchmarks/results/train_speed.json")
@@ -227,6 +298,8 @@ def main(argv=None):
     results = {}
     for env_id in args.envs:
         r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)}
+        if not args.no_trpo:
+            r["trpo"] = jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs, algo="trpo")
         r["seeds"] = jaxenvs_seeds_speed(env_id, args.seeds, num_envs=args.num_envs)
         cfg = _config(env_id, args.num_envs)
         r["arithmetic"] = ppo_flops_per_env_step(make_trainer(cfg))
@@ -245,6 +318,8 @@ def main(argv=None):
                 r["sb3_defaults"] = sb3_time_to_solve(
                     env_id, args.sb3_timesteps, args.chunks, sb3_defaults=True, threads=args.torch_threads
                 )
+        if single_agent and not args.no_rejax:
+            r["rejax"] = rejax_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)
         results[env_id] = r
         print_env(env_id, r, args.seeds)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -260,6 +335,10 @@ def print_env(env_id, r, num_seeds):
     print(f"\n{env_id}")
     print(f"  jaxenvs PPO : {j['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(j['time_to_solve_s'])}"
           f" ({j['steps_to_solve']} steps; compile {j['compile_s']:.1f} s apart)")
+    if r.get("trpo"):
+        tr = r["trpo"]
+        print(f"  jaxenvs TRPO: {tr['steps_per_sec']:>12,.0f} env-steps/s   time to solve {t(tr['time_to_solve_s'])}"
+              f" ({tr['steps_to_solve']} steps; compile {tr['compile_s']:.1f} s apart)")
     one, many = r["seeds"][1], r["seeds"][num_seeds]
     print(f"  {num_seeds} seeds vmapped: {many['steps_per_sec']:>12,.0f} env-steps/s  vs 1 seed "
           f"{one['steps_per_sec']:,.0f}  ({many['steps_per_sec'] / one['steps_per_sec']:.2f}x)")
@@ -272,6 +351,14 @@ def print_env(env_id, r, num_seeds):
         if j["time_to_solve_s"] and s["time_to_solve_s"]:
             ratio += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.0f}x sooner solved"
         print(f"    jaxenvs vs {label}: {ratio}")
+    x = r.get("rejax")
+    if x:
+        print(f"  rejax PPO, same settings: {x['steps_per_sec']:>10,.0f} env-steps/s   time to solve "
+              f"{t(x['time_to_solve_s'])} ({x['steps_to_solve']} steps; compile {x['compile_s']:.1f} s apart)")
+        ratio = f"{j['steps_per_sec'] / x['steps_per_sec']:.2f}x env-steps/s"
+        if j["time_to_solve_s"] and x["time_to_solve_s"]:
+            ratio += f", {x['time_to_solve_s'] / j['time_to_solve_s']:.2f}x sooner solved"
+        print(f"    jaxenvs vs rejax: {ratio}, compile {x['compile_s'] / j['compile_s']:.2f}x shorter")
     a = r.get("arithmetic")
     if a:
         flops, peak, layer = a["flops_per_env_step"], a["matmul_peak_gflops"], a["layer_matmul_gflops"]

@@ -15,6 +15,8 @@ Rules (ids of :data:`RULES`), roughly in the order they are checked::
     params           env.validate_params(params) accepts the params under test
     action-shape     batched_action_shape is (num_agents, *space.shape) (no agent axis if single)
     jit              reset/step trace and run under jax.jit
+    no-leaked-tracer reset/step store no traced value on the environment object (they are pure:
+                     everything that changes goes into the returned state)
     reset-structure  reset returns (obs, state)
     step-structure   step returns (obs, state, reward, terminated, truncated, info)
     action-sample    a sample of the action space lies in it and step accepts it
@@ -58,7 +60,7 @@ import numpy as np
 from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 
 from jaxenvs import spaces
-from jaxenvs.core import ActionError, Traits
+from jaxenvs.core import ActionError, Traits, check_key
 
 __all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "SKIPPABLE_RULES"]
 
@@ -68,6 +70,7 @@ RULES = (
     "params",
     "action-shape",
     "jit",
+    "no-leaked-tracer",
     "reset-structure",
     "step-structure",
     "action-sample",
@@ -147,6 +150,8 @@ def check_env(
     whose randomness or failures are rare. ``skip`` names rules of :data:`SKIPPABLE_RULES` to
     leave out. Takes about a second for a small environment (most of it compiling).
     """
+    if key is not None:
+        check_key(key, "check_env")
     skip = tuple(skip)
     bad = [r for r in skip if r not in SKIPPABLE_RULES]
     if bad:
@@ -336,8 +341,31 @@ class _Checker:
             raise
         except ActionError as e:
             raise EnvCheckError("action-sample", f"{what} rejected an action sampled from {self.act_space}: {e}") from e
+        except jax.errors.UnexpectedTracerError as e:
+            self.check_no_leaked_tracer()
+            raise EnvCheckError("no-leaked-tracer", f"{what} used a tracer leaked from an earlier trace: {e}") from e
         except Exception as e:
             raise EnvCheckError(rule, f"{what} raised {type(e).__name__}: {e}") from e
+
+    def check_no_leaked_tracer(self):
+        """Raise unless no attribute of the environment (or of any wrapper in its chain) holds a
+        JAX tracer, as a ``step`` that saves its traced state on ``self`` leaves behind."""
+        env, seen = self.env, set()
+        while env is not None and id(env) not in seen:
+            seen.add(id(env))
+            for name, value in getattr(env, "__dict__", {}).items():
+                try:
+                    leaves = jax.tree.leaves(value)
+                except Exception:  # not a pytree: nothing of JAX's inside
+                    continue
+                if any(isinstance(x, jax.core.Tracer) for x in leaves):
+                    raise EnvCheckError(
+                        "no-leaked-tracer",
+                        f"after jax.jit(env.step), attribute {name!r} of {type(env).__name__} holds a traced value: "
+                        "reset/step must be pure (return what changes in the state, store nothing on self)",
+                        f"{type(env).__name__}.{name}",
+                    )
+            env = env.__dict__.get("env") if hasattr(env, "__dict__") else None
 
     # -- static checks ------------------------------------------------------------------------
     def check_static(self):
@@ -549,6 +577,7 @@ class _Checker:
             state = out[1]
             first_state_out = out[1] if first_state_out is None else first_state_out
         self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[-1], params)
+        self.check_no_leaked_tracer()
 
         info_ref = self.info_signature(loop[0][5])
         for t, out in enumerate(loop[1:], 1):

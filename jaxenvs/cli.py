@@ -1,30 +1,41 @@
 """The ``jaxenvs`` command line (also ``python -m jaxenvs``).
 
     jaxenvs list                                   registered environments and their traits
-    jaxenvs describe GridWorld-v0                  spaces, params with defaults, traits, spec
-    jaxenvs play GridWorld-v0 --episodes 3 --render gif out.gif
+    jaxenvs describe GridWorld-v0                  spaces, what the actions mean, params, traits, spec
+    jaxenvs play GridWorld-v0 --episodes 3 --render gif --out out.gif
+    jaxenvs play --policy runs/GridWorld-v0-... --render gif --out trained.gif
+    jaxenvs play runs/GridWorld-v0-... --render human     the same: a run directory as ID
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
+    jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
 
 Exit status: 0 on success, 1 when a check fails or something outside the command line is
 missing (an optional package, a display, a writable folder), 2 for a mistake in the command line
-(unknown flag or environment id, bad value). Mistakes are reported as one line on stderr.
+(unknown flag or environment id, bad value or path). Mistakes are reported as one line on stderr.
+
+Run from a shell, the command keeps JAX's compiled programs in a per-user cache (see
+:mod:`jaxenvs._cache`; ``JAXENVS_CACHE_DIR`` moves it, ``JAXENVS_CACHE_DIR=off`` turns it off).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_policy"]
 
 PROG = "jaxenvs"
+SEED_LIMIT = 2**63  # jax.random.key takes seeds that fit a signed 64-bit integer
+RENDER_MODES = ("text", "human", "gif", "mp4")
+TRAIN_EXTRA = "pip install 'jaxenvs[train]'"
 
 
 class UsageError(Exception):
@@ -35,11 +46,27 @@ class Failure(Exception):
     """A command that could not do its job for a reason outside the command line (exit status 1)."""
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, unless there is none to show (None, off, empty) or the help
+    text already says it."""
+
+    def _get_help_string(self, action):
+        nothing = action.default is None or action.default is False or action.default == []
+        if nothing or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+# ---- argument types ----------------------------------------------------------------------------
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -50,13 +77,33 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {text!r}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
     return value
 
 
@@ -66,13 +113,54 @@ def _env_kwarg(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     try:
         value = ast.literal_eval(raw)
-    except (ValueError, SyntaxError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         value = raw
     return name, value
 
 
-def _add_env_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("env_id", metavar="ID", help="registered environment id, e.g. GridWorld-v0")
+def _render_mode(text: str) -> str:
+    if text in RENDER_MODES:
+        return text
+    suffix = Path(text).suffix.lower()
+    if suffix in (".gif", ".mp4"):
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(RENDER_MODES)}, got {text!r}; write --render {suffix[1:]} --out {text}"
+        )
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(RENDER_MODES)}, got {text!r}")
+
+
+def _legacy_render(argv: list[str]) -> list[str]:
+    """The older ``--render gif PATH`` spelling, rewritten as ``--render gif --out PATH``.
+
+    Only a word after ``--render gif``/``--render mp4`` that looks like a file name (it has a
+    suffix such as ``.gif`` or ``.png`` and no ``-vN`` version) is taken as the path: an
+    environment id there stays the environment id.
+    """
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            out.extend(argv[i:])
+            break
+        if a == "--render" and i + 2 < len(argv) and argv[i + 1] in ("gif", "mp4"):
+            word = argv[i + 2]
+            if not word.startswith("-") and re.fullmatch(r"[^\s]*\.[A-Za-z][A-Za-z0-9]{1,4}", word) and not re.search(
+                r"-v\d+$", word
+            ):
+                out.extend([a, argv[i + 1], "--out", word])
+                i += 3
+                continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def _add_env_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    p.add_argument(
+        "env_id", metavar="ID", nargs="?" if optional else None, default=None,
+        help="registered environment id, e.g. GridWorld-v0"
+        + (" (with --policy RUN_DIR: the run's; a run directory here means --policy RUN_DIR)" if optional else ""),
+    )
     p.add_argument(
         "--kwarg", "-k", type=_env_kwarg, action="append", default=[], metavar="NAME=VALUE",
         help="passed to jaxenvs.make (a params field or a constructor argument); repeatable",
@@ -89,102 +177,155 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list the registered environments with their traits")
 
-    p = sub.add_parser("describe", help="spaces, params with defaults, traits and spec of an environment")
-    p.add_argument("env_id", metavar="ID")
+    p = sub.add_parser("describe", help="spaces, actions, params with defaults, traits and spec of an environment")
+    p.add_argument("env_id", metavar="ID", help="registered environment id, e.g. GridWorld-v0")
 
-    p = sub.add_parser("play", help="run episodes with a policy and print return, length and outcome")
-    _add_env_args(p)
-    p.add_argument("--policy", choices=["random"], default="random", help="the policy (default: random)")
-    p.add_argument("--episodes", type=_positive_int, default=1, metavar="N", help="episodes to run (default: 1)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default: 0)")
+    p = sub.add_parser(
+        "play", help="run episodes with a policy (random or a trained run) and show or save them",
+        description="Run episodes and print return, length and outcome of each; --render shows or saves them.",
+    )
+    _add_env_args(p, optional=True)
+    p.add_argument(
+        "--policy", default="random", metavar="POLICY",
+        help="'random', or a run directory written by python -m jaxenvs.train (its checkpoint's policy)",
+    )
+    p.add_argument(
+        "--sample", action="store_true",
+        help="with a trained policy: sample actions from it instead of taking its most likely action",
+    )
+    p.add_argument(
+        "--run-seed", type=_non_negative_int, default=0, metavar="I",
+        help="with a trained policy: which of the run's seeds to play",
+    )
+    p.add_argument("--episodes", type=_positive_int, default=1, metavar="N", help="episodes to run")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     p.add_argument(
         "--max-steps", type=_positive_int, default=1000, metavar="T",
-        help="stop an episode after T steps when the environment has no time limit (default: 1000)",
+        help="stop an episode after T steps when the environment has no time limit",
     )
     p.add_argument(
-        "--render", nargs="+", metavar="MODE", default=None,
-        help="'text' (print each state), 'human' (pygame window), 'gif PATH' or 'mp4 PATH'",
+        "--render", type=_render_mode, default=None, metavar="MODE",
+        help="'text' (print each state), 'human' (pygame window), 'gif' or 'mp4' (a file: --out)",
     )
+    p.add_argument("--out", default=None, metavar="PATH", help="the file --render gif/mp4 writes")
     p.add_argument("--fps", type=_positive_float, default=None, help="frames per second (default: the env's)")
+    p.add_argument("--no-legend", action="store_true", help="leave the legend out of the frames")
 
     p = sub.add_parser("check", help="run jaxenvs.check_env on an environment")
-    _add_env_args(p)
-    p.add_argument("--num-envs", type=_positive_int, default=8, metavar="N", help="parallel envs (default: 8)")
-    p.add_argument("--steps", type=_positive_int, default=100, metavar="T", help="random steps (default: 100)")
+    _add_env_args(p, optional=True)
+    p.add_argument("--num-envs", type=_positive_int, default=8, metavar="N", help="parallel envs")
+    p.add_argument("--steps", type=_positive_int, default=100, metavar="T", help="random steps")
+    p.add_argument("--list-rules", action="store_true", help="print the rules with what each checks, and exit")
 
     p = sub.add_parser("bench", help="steps per second with jit + vmap + scan and random actions")
     _add_env_args(p)
-    p.add_argument("--num-envs", type=_positive_int, default=1024, metavar="N", help="parallel envs (default: 1024)")
-    p.add_argument("--steps", type=_positive_int, default=1000, metavar="T", help="steps per env (default: 1000)")
-    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs; the median counts (default: 3)")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--num-envs", type=_positive_int, default=1024, metavar="N", help="parallel envs")
+    p.add_argument("--steps", type=_positive_int, default=1000, metavar="T", help="steps per env")
+    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs; the median counts")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     return parser
 
 
-def _make(env_id: str, kwargs=(), autoreset: bool = True):
-    import jaxenvs
-
-    try:
-        jaxenvs.spec(env_id)
-    except (KeyError, ValueError, TypeError) as e:
-        raise UsageError(_message(e)) from e
-    try:
-        return jaxenvs.make(env_id, autoreset=autoreset, **dict(kwargs))
-    except ImportError as e:
-        raise Failure(_message(e)) from e
-    except (TypeError, ValueError) as e:
-        raise UsageError(_message(e)) from e
-
-
+# ---- environments ------------------------------------------------------------------------------
 def _message(e: BaseException) -> str:
     text = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
     return " ".join(str(text).split())
 
 
-def cmd_list(args) -> None:
+def _spec_id(env_id: str) -> str:
     import jaxenvs
 
-    rows = []
-    for env_id in sorted(jaxenvs.registry):
-        spec = jaxenvs.registry[env_id]
-        try:
-            t = jaxenvs.make(env_id, autoreset=False).traits
-            traits = (
-                f"agents={t.num_agents} {t.dynamics} {t.chance} {t.information}-information "
-                f"{t.utility} {t.reward_style}-reward {t.action_style}"
-            )
-        except Exception as e:  # an entry point that cannot be built must not hide the others
-            traits = f"(cannot be built: {_message(e)})"
-        rows.append((env_id, f"max_episode_steps={spec.max_episode_steps}", traits))
-    width = max((len(r[0]) for r in rows), default=0)
-    for env_id, steps, traits in rows:
-        print(f"{env_id:<{width}}  {steps:<22}  {traits}")
+    try:
+        return jaxenvs.spec(env_id).id
+    except (KeyError, ValueError, TypeError, ImportError) as e:
+        raise UsageError(_message(e)) from e
+
+
+def _make(env_id: str, kwargs=(), autoreset: bool = True):
+    import jaxenvs
+
+    _spec_id(env_id)  # an unknown or malformed id, or a 'module:' prefix that cannot be imported
+    try:
+        return jaxenvs.make(env_id, autoreset=autoreset, **dict(kwargs))
+    except ImportError as e:
+        raise Failure(_message(e)) from e
+    except (TypeError, ValueError, OverflowError) as e:
+        raise UsageError(_message(e)) from e
+
+
+def cmd_list(args) -> None:
+    from jaxenvs.registration import pprint_registry
+
+    pprint_registry()
+
+
+def describe_env(env_id: str) -> str:
+    """What ``jaxenvs describe`` prints (:func:`jaxenvs.describe`), with a bad id as a usage error."""
+    from jaxenvs.registration import describe
+
+    _make(env_id, autoreset=False)  # an unknown id, bad kwargs or an unimportable module: UsageError
+    return describe(env_id)
 
 
 def cmd_describe(args) -> None:
-    import jaxenvs
-
-    _make(args.env_id, autoreset=False)  # turns a bad id into a usage error
-    print(jaxenvs.describe(args.env_id))
+    print(describe_env(args.env_id))
 
 
-def _parse_render(parser_prog: str, render: list[str] | None):
-    if render is None:
-        return None, None
-    mode, rest = render[0], render[1:]
-    if mode in ("text", "human") and not rest:
-        return mode, None
-    if mode in ("gif", "mp4") and len(rest) == 1:
-        from jaxenvs.rendering.io import VIDEO_SUFFIXES, check_video_path
+# ---- play --------------------------------------------------------------------------------------
+def _check_out(mode: str | None, out: str | None) -> Path | None:
+    """The video path for --render gif/mp4, checked before anything is computed."""
+    if mode in ("gif", "mp4"):
+        if out is None:
+            raise UsageError(f"--render {mode} needs --out PATH (a file ending in .{mode})")
+        suffix = Path(out).suffix.lower()
+        if suffix != f".{mode}":
+            raise UsageError(f"--render {mode} needs a path ending in .{mode}, got --out {out!r}")
+        from jaxenvs.rendering.io import check_video_path
 
-        suffix = Path(rest[0]).suffix.lower()
-        if suffix != f".{mode}" and suffix in VIDEO_SUFFIXES:
-            raise UsageError(f"--render {mode} needs a path ending in .{mode}, got {rest[0]!r}")
-        return mode, check_video_path(rest[0])
-    raise UsageError(
-        f"--render takes 'text', 'human', 'gif PATH' or 'mp4 PATH', got {' '.join(render)!r} "
-        f"(see {parser_prog} --help)"
-    )
+        try:
+            return check_video_path(out)
+        except (IsADirectoryError, FileNotFoundError, ValueError) as e:
+            raise UsageError(f"--out: {_message(e)}") from e
+        except (ImportError, OSError) as e:
+            raise Failure(_message(e)) from e
+    if out is not None:
+        raise UsageError("--out is for --render gif or --render mp4")
+    return None
+
+
+def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False):
+    """``(env_id, env_kwargs, policy)`` from a run directory of ``python -m jaxenvs.train``.
+
+    ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
+    run: greedily (the most likely action) or, with ``sample``, drawn from the policy.
+    """
+    try:
+        import jax
+
+        from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG, load_run
+    except ImportError as e:
+        raise Failure(f"playing a trained run needs the train extra ({_message(e)}): {TRAIN_EXTRA}") from e
+    run_dir = Path(run_dir)
+    missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
+    if not run_dir.is_dir() or missing:
+        raise UsageError(
+            f"--policy takes 'random' or a run directory of python -m jaxenvs.train; {str(run_dir)!r} "
+            + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
+        )
+    try:
+        trainer, runner, _ = load_run(run_dir)
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        raise Failure(f"cannot load the run in {str(run_dir)!r}: {_message(e)}") from e
+    num_seeds = trainer.config.num_seeds
+    if run_seed >= num_seeds:
+        raise UsageError(f"--run-seed {run_seed}: the run has {num_seeds} seed(s), 0 to {num_seeds - 1}")
+    params = jax.tree.map(lambda x: x[run_seed], runner.params)
+
+    def policy(key, obs):
+        batch = jax.tree.map(lambda x: x[None], obs)
+        return trainer.act(params, batch, key if sample else None)[0]
+
+    return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 
 def _format_returns(env, returns) -> str:
@@ -209,27 +350,58 @@ def _episode_states(traj, ep):
     return jax.tree.map(pick, traj.state, traj.last_state)
 
 
+def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_states: bool = True):
+    """``(episodes, states)``: the first episode of each of ``episodes`` parallel non-resetting
+    envs (:class:`jaxenvs.rollout.Episode`), and per episode the host copies of its states from
+    the first to the one it ended in (None unless ``record_states``)."""
+    import jax
+
+    from jaxenvs.rollout import episode_stats, rollout
+
+    horizon = env.spec.max_episode_steps or max_steps
+    traj = rollout(env, jax.random.key(seed), policy, horizon, num_envs=episodes, record_states=record_states)
+    firsts = [e for e in episode_stats(traj, include_unfinished=True) if e.start == 0]
+    states = [_episode_states(traj, ep) for ep in firsts] if record_states else None
+    return firsts, states
+
+
+def _run_dir_as_id(args) -> None:
+    """``jaxenvs play RUN_DIR`` means ``jaxenvs play --policy RUN_DIR``: an ID that names a folder
+    holding a run's config.json is taken as the run."""
+    if args.env_id is not None and (Path(args.env_id) / "config.json").is_file():
+        if args.policy != "random":
+            raise UsageError(f"give the run either as ID or as --policy, not both ({args.env_id!r}, {args.policy!r})")
+        args.policy, args.env_id = args.env_id, None
+
+
 def cmd_play(args) -> None:
     import jax
 
     from jaxenvs.rendering import io
-    from jaxenvs.rollout import episode_stats, random_policy, rollout
+    from jaxenvs.rollout import random_policy
 
-    try:
-        mode, path = _parse_render(f"{PROG} play", args.render)
-    except ValueError as e:
-        raise UsageError(_message(e)) from e
-    except (ImportError, OSError) as e:
-        raise Failure(_message(e)) from e
-    # no auto-reset: each of the N parallel envs plays its first episode, and the state the
-    # episode ended in stays in the trajectory (it is the state the following step starts from)
-    env = _make(args.env_id, args.kwarg, autoreset=False)
+    mode = args.render
+    path = _check_out(mode, args.out)
+    _run_dir_as_id(args)
+    if args.policy == "random":
+        if args.env_id is None:
+            raise UsageError("play needs an environment ID, or --policy RUN_DIR to play a trained run")
+        if args.sample or args.run_seed:
+            raise UsageError("--sample and --run-seed are for a trained policy (--policy RUN_DIR)")
+        env = _make(args.env_id, args.kwarg, autoreset=False)
+        policy = random_policy(env)
+        label = "random policy"
+    else:
+        env_id, env_kwargs, policy = load_policy(args.policy, args.run_seed, args.sample)
+        if args.env_id is not None and _spec_id(args.env_id) != _spec_id(env_id):
+            raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
+        # no auto-reset: each of the N parallel envs plays its first episode, and the state the
+        # episode ended in stays in the trajectory (it is the state the following step starts from)
+        env = _make(env_id, {**env_kwargs, **dict(args.kwarg)}, autoreset=False)
+        label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
+    print(f"{env.spec.id}: {label}")
+    firsts, states = play_episodes(env, policy, args.seed, args.episodes, args.max_steps, mode is not None)
     horizon = env.spec.max_episode_steps or args.max_steps
-    traj = rollout(
-        env, jax.random.key(args.seed), random_policy(env), horizon, num_envs=args.episodes,
-        record_states=mode is not None,
-    )
-    firsts = [e for e in episode_stats(traj, include_unfinished=True) if e.start == 0]
     for i, ep in enumerate(firsts, 1):
         note = f" (stopped after {horizon} steps; raise --max-steps)" if ep.outcome == "unfinished" else ""
         print(f"episode {i}: {_format_returns(env, ep.returns)}  length {ep.length}  {ep.outcome}{note}")
@@ -240,7 +412,6 @@ def cmd_play(args) -> None:
     )
     if mode is None:
         return
-    states = [_episode_states(traj, ep) for ep in firsts]
     try:
         if mode == "text":
             for i, ep_states in enumerate(states, 1):
@@ -253,6 +424,10 @@ def cmd_play(args) -> None:
         raise Failure(_message(e)) from e
     fps = args.fps or env.render_fps
     try:
+        if not args.no_legend:
+            from jaxenvs.rendering.legend import add_legend
+
+            frames = add_legend(env, frames)
         if mode == "human":
             io.play_human(env, frames, fps=fps)
         else:
@@ -262,9 +437,36 @@ def cmd_play(args) -> None:
         raise Failure(_message(e)) from e
 
 
+# ---- check -------------------------------------------------------------------------------------
+def rule_descriptions() -> dict[str, str]:
+    """``{rule id: what it checks}`` for every rule of :data:`jaxenvs.checker.RULES`, read from the
+    rule table in :mod:`jaxenvs.checker`'s documentation."""
+    from jaxenvs import checker
+
+    text, out, current = checker.__doc__ or "", {}, None
+    for line in text.splitlines():
+        m = re.match(r"^    (\S+)\s+(.*)$", line)
+        if m and m.group(1) in checker.RULES:
+            current = m.group(1)
+            out[current] = m.group(2).strip()
+        elif current and re.match(r"^\s{8,}\S", line):
+            out[current] += " " + line.strip()
+        else:
+            current = None
+    return {r: out.get(r, "") for r in checker.RULES}
+
+
 def cmd_check(args) -> int:
+    if args.list_rules:
+        desc = rule_descriptions()
+        width = max(map(len, desc))
+        for rule, text in desc.items():
+            print(f"{rule:<{width}}  {text}".rstrip())
+        return 0
+    if args.env_id is None:
+        raise UsageError("check needs an environment ID (or --list-rules)")
     env = _make(args.env_id, args.kwarg)
-    from jaxenvs.checker import EnvCheckError, check_env
+    from jaxenvs.checker import RULES, EnvCheckError, check_env
 
     try:
         report = check_env(env, num_steps=args.steps, num_envs=args.num_envs)
@@ -277,9 +479,14 @@ def cmd_check(args) -> int:
         f"{env.spec.id}: passed {len(report.rules)} rules ({report.num_envs} envs x {report.num_steps} random "
         f"steps: {report.terminated} terminated, {report.truncated} truncated)"
     )
+    print("  passed: " + ", ".join(report.rules))
+    skipped = [r for r in RULES if r not in report.rules]
+    if skipped:
+        print("  not applicable: " + ", ".join(skipped))
     return 0
 
 
+# ---- bench -------------------------------------------------------------------------------------
 def cmd_bench(args) -> None:
     from jaxenvs.rollout import benchmark
 
@@ -300,9 +507,17 @@ COMMANDS = {"list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
+
+    Called without ``argv`` (from the shell) it first enables JAX's persistent compilation cache.
+    """
+    if argv is None:
+        from jaxenvs._cache import enable_compilation_cache
+
+        argv = sys.argv[1:]
+        enable_compilation_cache()
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(_legacy_render(list(argv)))
         status = COMMANDS[args.command](args)
     except UsageError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

@@ -7,9 +7,22 @@ and everything tunable that does not change array shapes lives in a pytree ``par
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
 Both are pure, so they work under ``jax.jit``, ``jax.vmap`` and inside ``jax.lax.scan``.
-Subclasses implement ``reset_env``, ``step_env``, ``observation_space``, ``action_space`` and
-``default_params``; the public ``reset``/``step`` fill in ``params=None`` and check the action's
-shape and dtype at trace time.
+Subclasses implement ``reset_env``, ``step_env``, ``observation_space``, ``action_space``,
+``default_params`` and ``validate_params``; the public ``reset``/``step`` are where bad input is
+caught, once, before the dynamics run:
+
+* ``params=None`` becomes ``default_params`` (here, not in each environment);
+* params of another class raise :class:`ParamsError` naming the expected class; concrete params
+  (not traced: eager calls, or constants closed over by ``jit``) go through ``validate_params``;
+  traced params are the caller's responsibility, or :class:`~jaxenvs.wrappers.CheckedActions`'s;
+* the key must be a ``jax.random.key(seed)`` or a ``jax.random.PRNGKey(seed)`` (:class:`PRNGKeyError`
+  is a ``TypeError``);
+* the state's tree structure, leaf shapes and dtypes must be those ``reset`` returns
+  (:class:`StateError`; a leading batch axis is reported as a missing ``jax.vmap``);
+* the action's shape and dtype must fit the action space (:class:`ActionError`); integer actions
+  wider than int32 are clipped into the int32 range in their own dtype before narrowing.
+
+All of it runs on the host or when a function is traced: a jitted ``step`` pays nothing per call.
 
 Multi-agent environments put agents on a leading axis of every observation leaf, of ``action``
 and of ``reward`` (float32[num_agents]); ``terminated``/``truncated`` are episode-level bools.
@@ -18,6 +31,7 @@ and of ``reward`` (float32[num_agents]); ``terminated``/``truncated`` are episod
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any, Literal
 
 import jax
@@ -27,7 +41,22 @@ from jaxenvs import struct
 
 from jaxenvs import spaces
 
-__all__ = ["Environment", "Traits", "EnvParams", "EnvState", "Obs", "StepResult", "ActionError", "require_param"]
+__all__ = [
+    "Environment",
+    "Traits",
+    "EnvParams",
+    "EnvState",
+    "Obs",
+    "StepResult",
+    "ActionError",
+    "StateError",
+    "ParamsError",
+    "PRNGKeyError",
+    "check_key",
+    "check_params",
+    "is_concrete",
+    "require_param",
+]
 
 Obs = Any
 StepResult = tuple  # (obs, state, reward, terminated, truncated, info)
@@ -45,6 +74,47 @@ class EnvState:
 
 class ActionError(TypeError):
     """An action whose shape or dtype does not fit the environment's action space."""
+
+
+class StateError(TypeError):
+    """A state whose tree structure, shapes or dtypes differ from what the environment's reset
+    returns (another environment's state, a plain dict, a batch of states without ``jax.vmap``)."""
+
+
+class ParamsError(TypeError):
+    """Params of the wrong class for the environment (``validate_params`` raises ValueError for
+    params of the right class with values out of range)."""
+
+
+PRNGKeyError = spaces.PRNGKeyError
+check_key = spaces.check_key
+
+
+def is_concrete(tree: Any) -> bool:
+    """Whether no leaf of ``tree`` is a JAX tracer (so its values can be read on the host)."""
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def check_params(env: "Environment", params: Any) -> Any:
+    """``params`` made ready for ``env``: ``None`` becomes ``env.default_params``; params of
+    another class raise :class:`ParamsError` naming the expected class; concrete params (no leaf
+    is a tracer) go through ``env.validate_params`` (a ValueError naming the field and its range).
+
+    Host-side and at trace time only: traced params pass unchecked (``make(..., checked=True)``
+    checks them inside ``jit``). ``VectorEnv``, ``rollout`` and the adapters call it where params
+    enter; stacked params (a leading batch axis, for ``vmap`` over params) are validated as a whole.
+    """
+    default = env.default_params
+    if params is None:
+        return default
+    if default is not None and not isinstance(params, type(default)):
+        raise ParamsError(
+            f"{env.name} expects params of class {type(default).__module__}.{type(default).__qualname__} "
+            f"(e.g. env.default_params.replace(...)), got {type(params).__module__}.{type(params).__qualname__}"
+        )
+    if is_concrete(params):
+        env.validate_params(params)
+    return params
 
 
 def require_param(
@@ -157,24 +227,44 @@ class Environment:
         raise NotImplementedError(f"{type(self).__name__} has no render_text()")
 
     def validate_params(self, params: Any) -> None:
-        """Raise ValueError for params that make no sense (called host-side by ``make``)."""
+        """Raise ValueError for params that make no sense (host-side, on concrete values).
+
+        Called by ``make``, by ``reset``/``step`` on concrete params, and by :func:`check_params`
+        wherever params enter. Use :func:`require_param`; it accepts stacked params too.
+        """
 
     # ---- public API ---------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Obs, Any]:
-        """Initial ``(obs, state)`` drawn with ``key``."""
-        if params is None:
-            params = self.default_params
+        """Initial ``(obs, state)`` drawn with ``key``.
+
+        ``params=None`` means ``default_params``. Raises :class:`ParamsError`, ValueError (from
+        ``validate_params``, for concrete params) or a TypeError for a key that is not a JAX PRNG
+        key, when called or traced.
+        """
+        params = check_params(self, params)
+        check_key(key, f"{self.name}.reset")
         return self.reset_env(key, params)
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None) -> StepResult:
         """``(obs, state, reward, terminated, truncated, info)`` after taking ``action``.
 
-        The action's shape and dtype are checked when the function is traced; a mismatch raises
-        :class:`ActionError` naming the expected space. Out-of-range values follow each
-        environment's documented behaviour; use :func:`jaxenvs.checked` to make them raise.
+        Params, key, state and action are checked when the function is called eagerly or traced
+        (never per step of a compiled program): see the module docstring. A mismatch raises
+        :class:`ParamsError`, :class:`StateError`, :class:`ActionError` or a TypeError for the key.
+        Out-of-range values follow each environment's documented behaviour; use
+        :func:`jaxenvs.checked` to make them raise.
+
+        Integer actions beyond int32 are clipped, not wrapped, when ``step`` sees them; ``jax.jit``
+        converts host arguments at its boundary first (wrapping int64 into int32 while x64 is off),
+        so pass int32 to a jitted step (:func:`jaxenvs.checked` refuses such arguments).
+
+        For multi-agent environments the action is ``(num_agents, ...)``; a batch of them under
+        ``vmap`` is ``(num_envs, num_agents, ...)``. When ``num_envs == num_agents`` a transposed
+        batch has the right shape and cannot be told apart: keep agents on the inner axis.
         """
-        if params is None:
-            params = self.default_params
+        params = check_params(self, params)
+        check_key(key, f"{self.name}.step")
+        self._check_state_structure(key, state, params)
         action = self._check_action_structure(action, params)
         return self.step_env(key, state, action, params)
 
@@ -212,6 +302,31 @@ class Environment:
         lead = (self.num_agents,) if self.multi_agent else ()
         return lead + tuple(space.shape)
 
+    def _check_state_structure(self, key, state, params):
+        """Raise :class:`StateError` unless ``state`` has the tree structure, leaf shapes and dtypes
+        of the state ``reset`` returns (``jax.eval_shape``, cached per params and key signature)."""
+        expected = _reset_state_shape(self, key, params)
+        got_def = jax.tree.structure(state)
+        if got_def != expected[0]:
+            raise StateError(
+                f"{self.name}.step got a state of another structure than its reset returns: "
+                f"{_type_name(state)} {got_def} instead of {_type_name(expected[2])} {expected[0]} "
+                "(pass the state from this environment's reset or previous step)"
+            )
+        leaves = jax.tree_util.tree_leaves_with_path(state)
+        for (path, x), (shape, dtype) in zip(leaves, expected[1]):
+            got_shape, got_dtype = tuple(jnp.shape(x)), _canonical_dtype(x)
+            if got_shape == shape and got_dtype == dtype:
+                continue
+            where = f"{self.name}.step: state{jax.tree_util.keystr(path)} has shape {got_shape} and dtype {got_dtype}"
+            want = f"reset gives shape {shape} and dtype {dtype}"
+            if got_shape[1:] == shape and len(got_shape) == len(shape) + 1:
+                raise StateError(
+                    f"{where}, {want}: a leading batch axis of {got_shape[0]}; did you forget jax.vmap? "
+                    "(jax.vmap(env.step) or jaxenvs.VectorEnv steps a batch of states)"
+                )
+            raise StateError(f"{where}, {want} (a state of other params' shapes or of another environment?)")
+
     def _check_action_structure(self, action, params):
         # shapes and dtypes never depend on params, so the default params' space serves (the
         # given params may be traced, and a space is built from concrete values)
@@ -221,7 +336,7 @@ class Environment:
         expected = self.batched_action_shape()
         if isinstance(action, (bool, np.bool_)):
             raise ActionError(f"{self.name}: action {action!r} is a bool; expected {_describe(space, expected)}")
-        a = jnp.asarray(action)
+        a = _narrow_ints(action)
         if tuple(a.shape) != expected:
             raise ActionError(
                 f"{self.name}: action has shape {tuple(a.shape)}, expected {expected} for {_describe(space, expected)}"
@@ -246,6 +361,53 @@ class Environment:
         if self.multi_agent:
             return jnp.all(jax.vmap(space.contains)(jnp.asarray(action)))
         return space.contains(action)
+
+
+_INT32 = np.iinfo(np.int32)
+# env -> {(params signature, key signature): (state treedef, [(shape, dtype)], example state)}
+_STATE_SHAPES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _canonical_dtype(x) -> np.dtype:
+    dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+    try:
+        return jax.dtypes.canonicalize_dtype(dtype)
+    except (TypeError, ValueError):
+        return dtype
+
+
+def _signature(tree) -> tuple:
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple((tuple(jnp.shape(x)), str(_canonical_dtype(x))) for x in leaves)
+
+
+def _reset_state_shape(env, key, params):
+    cache = _STATE_SHAPES.setdefault(env, {})
+    sig = (_signature(params), _signature(key))
+    if sig not in cache:
+        shapes = jax.eval_shape(lambda k, p: env.reset_env(k, p)[1], key, params)
+        leaves, treedef = jax.tree.flatten(shapes)
+        cache[sig] = (treedef, [(tuple(x.shape), _canonical_dtype(x)) for x in leaves], shapes)
+    return cache[sig]
+
+
+def _type_name(tree) -> str:
+    return type(tree).__name__
+
+
+def _narrow_ints(action):
+    """``action`` as a JAX array, integers wider than int32 clipped into int32's range first (in
+    their own dtype, so that ``2**32 + 1`` becomes ``2**31 - 1``, not 1)."""
+    if isinstance(action, int):
+        return jnp.asarray(min(max(action, int(_INT32.min)), int(_INT32.max)), jnp.int32)
+    dtype = getattr(action, "dtype", None)
+    if dtype is None or not np.issubdtype(dtype, np.integer) or np.dtype(dtype) in (np.int32, np.int16, np.int8, np.uint8, np.uint16):
+        return jnp.asarray(action)
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), int(_INT32.min)), min(int(info.max), int(_INT32.max))
+    if isinstance(action, (np.ndarray, np.generic)):
+        return jnp.asarray(np.clip(action, lo, hi).astype(np.int32))
+    return jnp.clip(action, np.asarray(lo, dtype), np.asarray(hi, dtype)).astype(jnp.int32)
 
 
 def _describe(space, shape) -> str:

@@ -110,6 +110,9 @@ def initialize_distributed(
         )
     # CPU devices of different processes talk through Gloo (GPUs and TPUs use their own links)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    from jaxenvs._stdout_filter import drop_gloo_banner
+
+    drop_gloo_banner()  # Gloo prints a connection banner into stdout; keep it out of the output
     kwargs = {}
     if coordinator_address is not None:
         kwargs.update(coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import importlib.util
 import inspect
 import re
 from typing import Any, Callable
@@ -51,6 +52,34 @@ class EnvSpec:
 
 
 registry: dict[str, EnvSpec] = {}
+
+# Namespaces registered on first use (their package is an optional extra, imported only then):
+# namespace -> (package that must be installed, "module:function" that registers the ids).
+LAZY_NAMESPACES: dict[str, tuple[str, str]] = {
+    "gymnax": ("gymnax", "jaxenvs.envs.gymnax_env:register_gymnax_envs"),
+}
+_lazy_loaded: set[str] = set()
+
+
+def _load_lazy_namespace(ns: str | None, installed_only: bool = False) -> None:
+    """Register the ids of lazily registered namespace ``ns`` (once). With ``installed_only``, a
+    namespace whose package is not installed is skipped silently (listings); otherwise its
+    registering function raises an ImportError saying what to install."""
+    if ns not in LAZY_NAMESPACES or ns in _lazy_loaded:
+        return
+    package, target = LAZY_NAMESPACES[ns]
+    if installed_only and importlib.util.find_spec(package) is None:
+        return
+    mod_name, _, attr = target.partition(":")
+    getattr(importlib.import_module(mod_name), attr)()
+    _lazy_loaded.add(ns)
+
+
+def load_lazy_namespaces() -> None:
+    """Register the ids of every lazily registered namespace whose package is installed (what a
+    full listing of the registry calls first)."""
+    for ns in LAZY_NAMESPACES:
+        _load_lazy_namespace(ns, installed_only=True)
 
 
 def parse_env_id(env_id: str) -> tuple[str | None, str, int | None]:
@@ -102,11 +131,14 @@ def _resolve(env_id: str) -> EnvSpec:
     if env_id in registry:
         return registry[env_id]
     ns, name, version = parse_env_id(env_id)
+    _load_lazy_namespace(ns)
+    if env_id in registry:
+        return registry[env_id]
     if version is None:
         versions = [s for s in registry.values() if s.namespace == ns and s.name == name]
         if versions:
             return max(versions, key=lambda s: -1 if s.version is None else s.version)
-    close = difflib.get_close_matches(env_id, list(registry), n=3, cutoff=0.5)
+    close = close_ids(env_id)
     same_name = [s.id for s in registry.values() if s.name == name and s.namespace == ns]
     hint = same_name or close
     msg = f"no environment registered as {env_id!r}"
@@ -172,20 +204,24 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
 
 
 def pprint_registry(print_output: bool = True) -> str | None:
-    """List the registered ids grouped by namespace, with their traits."""
+    """List the registered ids grouped by namespace, with their traits (``jaxenvs list`` prints
+    this listing too); returns it as a string instead when ``print_output`` is False."""
     groups: dict[str, list[EnvSpec]] = {}
+    load_lazy_namespaces()
     for s in registry.values():
         groups.setdefault(s.namespace or "(core)", []).append(s)
     lines = []
     for ns in sorted(groups):
         lines.append(f"===== {ns} =====")
         for s in sorted(groups[ns], key=lambda s: s.id):
-            traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
-            t = (
-                f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
-                if isinstance(traits, Traits)
-                else ""
-            )
+            try:
+                traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
+            except ImportError as e:  # one entry point that cannot be loaded must not hide the others
+                traits = f"(cannot be loaded: {' '.join(str(e).split())})"
+            if isinstance(traits, Traits):
+                t = f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
+            else:
+                t = traits if isinstance(traits, str) else ""
             lines.append(f"{s.id:<32} max_episode_steps={str(s.max_episode_steps):<5} {t}".rstrip())
     out = "\n".join(lines)
     if print_output:
@@ -194,8 +230,56 @@ def pprint_registry(print_output: bool = True) -> str | None:
     return out
 
 
+def _number(x) -> str:
+    """The shortest text that reads back as the same float32/int (``0.1``, not ``0.10000000149011612``)."""
+    import numpy as np
+
+    x = np.asarray(x)
+    if np.issubdtype(x.dtype, np.integer):
+        return str(int(x))
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return np.format_float_positional(x.astype(np.float32)[()], unique=True, trim="-")
+
+
+def format_space(space) -> str:
+    """A space as readable text: bounds of a Box as the shortest numbers that round-trip,
+    one number when all bounds are equal; Dict and Tuple spaces recursively."""
+    import numpy as np
+
+    from jaxenvs import spaces
+
+    if isinstance(space, spaces.Box):
+        def bound(b):
+            b = np.asarray(b)
+            if b.size and np.all(b == b.flat[0]):
+                return _number(b.flat[0])
+            return "[" + ", ".join(_number(v) for v in b.reshape(-1)) + "]"
+
+        try:
+            lo, hi = bound(space.low), bound(space.high)
+        except Exception:  # traced bounds
+            return repr(space)
+        return f"Box({lo}, {hi}, {space.shape}, {np.dtype(space.dtype).name})"
+    if isinstance(space, spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {format_space(v)}" for k, v in space.spaces.items()) + ")"
+    if isinstance(space, spaces.Tuple):
+        return "Tuple(" + ", ".join(format_space(v) for v in space.spaces) + ")"
+    return repr(space)
+
+
+def _action_lines(base, space) -> list[str]:
+    from jaxenvs import spaces
+
+    names = getattr(base, "ACTION_NAMES", None)
+    if names and isinstance(space, spaces.Discrete):
+        return [f"    {space.start + i} = {name}" for i, name in enumerate(names)]
+    return []
+
+
 def describe(env_id: str) -> str:
-    """A human-readable description of ``env_id``: spec, spaces, params (with defaults), traits."""
+    """A human-readable description of ``env_id`` (what ``jaxenvs describe`` prints): spec,
+    spaces, what the actions mean, params with their defaults, traits."""
     env = make(env_id, autoreset=False)
     base = env.unwrapped
     params = env.default_params
@@ -203,14 +287,30 @@ def describe(env_id: str) -> str:
     doc = (type(base).__doc__ or "").strip().splitlines()
     if doc:
         lines.append("  " + doc[0])
-    lines.append(f"  observation_space: {env.observation_space(params)}")
-    lines.append(f"  action_space:      {env.action_space(params)}" + (" (per agent)" if env.multi_agent else ""))
+    lines.append(f"  observation_space: {format_space(env.observation_space(params))}" + (
+        " (per agent)" if env.multi_agent else ""))
+    action_space = env.action_space(params)
+    lines.append(f"  action_space:      {format_space(action_space)}" + (" (per agent)" if env.multi_agent else ""))
+    lines.extend(_action_lines(base, action_space))
     if dataclasses.is_dataclass(params):
         for f in dataclasses.fields(params):
             lines.append(f"  param {f.name} = {getattr(params, f.name)!r}")
     for k, v in base.traits.as_dict().items():
+        if k == "dynamics" and not env.multi_agent:
+            continue  # simultaneous or sequential moves only mean something with several agents
         lines.append(f"  trait {k}: {v}")
     lines.append(f"  max_episode_steps: {env.spec.max_episode_steps}")
     lines.append(f"  reward_threshold: {env.spec.reward_threshold}")
-    lines.append(f"  agents: {env.agents}")
+    if env.multi_agent:
+        lines.append(f"  agents: {env.agents}")
     return "\n".join(lines)
+
+
+def close_ids(env_id: str, n: int = 3, cutoff: float = 0.75) -> list[str]:
+    """Registered ids that look like a misspelling of ``env_id`` (case-insensitive difflib ratio
+    at least ``cutoff``, best first): ``GridWrold-v0`` -> ``GridWorld-v0``, ``Foo-v0`` -> none."""
+    by_lower: dict[str, list[str]] = {}
+    for k in registry:
+        by_lower.setdefault(k.lower(), []).append(k)
+    found = difflib.get_close_matches(env_id.lower(), list(by_lower), n=n, cutoff=cutoff)
+    return [k for low in found for k in by_lower[low]][:n]

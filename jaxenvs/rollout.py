@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, check_params
 from jaxenvs.parallel import constrain_batch
 
 __all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult", "time_calls"]
@@ -147,7 +147,7 @@ def rollout(
         raise ValueError(f"num_steps must be an int >= 1, got {num_steps!r}")
     if num_envs is not None and (not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1):
         raise ValueError(f"num_envs must be None or an int >= 1, got {num_envs!r}")
-    params = env.default_params if params is None else params
+    params = check_params(env, params)
     if mesh is not None and num_envs is None:
         raise ValueError("a mesh splits the env batch: pass num_envs too")
     return _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial, mesh)
@@ -218,7 +218,7 @@ def benchmark(
     for name, v in (("num_envs", num_envs), ("num_steps", num_steps), ("repeats", repeats)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    params = env.default_params if params is None else params
+    params = check_params(env, params)
     policy = random_policy(env, params) if policy is None else policy
     body = _policy_step(env, policy, num_envs, mesh)
 

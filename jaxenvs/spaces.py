@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "PRNGKeyError",
+    "check_key",
     "Space",
     "Discrete",
     "Box",
@@ -33,6 +35,64 @@ __all__ = [
 ]
 
 _ALLOWED_DTYPES = ("int32", "float32", "uint8", "bool")
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_INT32_MIN = int(np.iinfo(np.int32).min)
+
+
+class PRNGKeyError(TypeError):
+    """Something other than a JAX PRNG key where one belongs."""
+
+
+def check_key(key, where: str) -> None:
+    """Raise :class:`PRNGKeyError` unless ``key`` is one PRNG key: a typed key
+    (``jax.random.key(seed)``, shape ``()``) or a raw one (``jax.random.PRNGKey(seed)``, uint32[2];
+    uint32[4] for the ``rbg`` implementations). Reads only shape and dtype, so it costs nothing
+    inside ``jit`` (it runs when the function is traced); a batch of keys gets a ``jax.vmap`` hint."""
+    dtype = getattr(key, "dtype", None)
+    shape = tuple(np.shape(key)) if dtype is not None else None
+    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    if typed and shape == ():
+        return
+    raw = dtype is not None and not typed and np.dtype(dtype) == np.uint32
+    if raw and shape in ((2,), (4,)):
+        return
+    if typed or (raw and len(shape) >= 2 and shape[-1] in (2, 4)):
+        hint = "; a batch of keys needs jax.vmap (or split one key inside)"
+    else:
+        hint = ""
+    got = f"an array of dtype {dtype} and shape {shape}" if dtype is not None else f"{key!r} ({type(key).__name__})"
+    raise PRNGKeyError(
+        f"{where}: expected a jax.random.key(seed) (or jax.random.PRNGKey(seed)), got {got}{hint}"
+    )
+
+
+def _batch_shape(space, key, batch_shape) -> tuple[int, ...]:
+    check_key(key, f"{space!r}.sample")
+    if isinstance(batch_shape, (int, np.integer)) or not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in _iter(batch_shape)
+    ):
+        raise TypeError(
+            f"{space!r}.sample(key, batch_shape): batch_shape must be a tuple of ints >= 0, e.g. (5,), "
+            f"got {batch_shape!r}"
+        )
+    return tuple(int(n) for n in batch_shape)
+
+
+def _iter(x):
+    try:
+        return list(x)
+    except TypeError:
+        return [None]
+
+
+def _shape_arg(owner: str, shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of ints >= 0 (an int ``n`` means ``(n,)``), or a ValueError."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    items = _iter(shape)
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in items):
+        raise ValueError(f"{owner} shape must be an int or a tuple of ints >= 0, got {shape!r}")
+    return tuple(int(n) for n in items)
 
 
 def _check_dtype(dtype, allowed=_ALLOWED_DTYPES) -> np.dtype:
@@ -75,12 +135,18 @@ class Discrete(Space):
             raise ValueError(f"Discrete(n) needs an integer n >= 1, got {n!r}")
         if not isinstance(start, (int, np.integer)) or isinstance(start, bool):
             raise ValueError(f"Discrete start must be an integer, got {start!r}")
+        if int(start) < _INT32_MIN or int(start) + int(n) > _INT32_MAX:
+            raise ValueError(
+                f"Discrete(n={n}, start={start}): its values are int32, so start >= {_INT32_MIN} and "
+                f"start + n <= {_INT32_MAX} (2**31 - 1) are required"
+            )
         self.n = int(n)
         self.start = int(start)
         self.shape = ()
         self.dtype = np.dtype("int32")
 
     def sample(self, key, batch_shape=()):
+        batch_shape = _batch_shape(self, key, batch_shape)
         return jax.random.randint(
             key, tuple(batch_shape), self.start, self.start + self.n, dtype=jnp.int32
         )
@@ -103,16 +169,22 @@ class Discrete(Space):
 class Box(Space):
     """A (possibly unbounded) box in R^n or Z^n: ``low <= x <= high`` elementwise.
 
-    ``low``/``high`` are scalars or arrays broadcast to ``shape``; ``dtype`` is float32 (default),
-    int32 or uint8. Sampling an unbounded float dimension draws from a standard normal, a
+    ``low``/``high`` are scalars or arrays broadcast to ``shape`` (a tuple, or an int ``n`` for
+    ``(n,)``); ``dtype`` is float32 (default), int32 or uint8; integer boxes need integral bounds. Sampling an unbounded float dimension draws from a standard normal, a
     half-bounded one from a shifted exponential, as Gymnasium does.
     """
 
     def __init__(self, low, high, shape: Sequence[int] | None = None, dtype=np.float32):
         self.dtype = _check_dtype(dtype, ("float32", "int32", "uint8"))
         if shape is None:
-            shape = np.broadcast_shapes(np.shape(low), np.shape(high))
-        self.shape = tuple(int(s) for s in shape)
+            try:
+                shape = np.broadcast_shapes(np.shape(low), np.shape(high))
+            except ValueError:
+                raise ValueError(
+                    f"Box low of shape {np.shape(low)} and high of shape {np.shape(high)} do not broadcast "
+                    "to one shape; give bounds of the same shape, or scalars with shape="
+                ) from None
+        self.shape = _shape_arg("Box", shape)
         if isinstance(low, jax.core.Tracer) or isinstance(high, jax.core.Tracer):
             # bounds computed from traced params (inside jit/vmap): kept as arrays, checked by the
             # caller's params validation instead of here; they must be finite
@@ -123,7 +195,7 @@ class Box(Space):
         try:
             low_a = np.broadcast_to(np.asarray(low, dtype=np.float64), self.shape)
             high_a = np.broadcast_to(np.asarray(high, dtype=np.float64), self.shape)
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise ValueError(
                 f"Box low {np.shape(low)} and high {np.shape(high)} do not broadcast to shape {self.shape}"
             ) from e
@@ -139,6 +211,11 @@ class Box(Space):
                 raise ValueError(f"an integer Box needs finite bounds, got low={low_a}, high={high_a}")
             if np.any(low_a < info.min) or np.any(high_a > info.max):
                 raise ValueError(f"Box bounds fall outside the range of {self.dtype.name}")
+            if np.any(low_a != np.round(low_a)) or np.any(high_a != np.round(high_a)):
+                raise ValueError(
+                    f"a {self.dtype.name} Box needs integral bounds, got low={low_a}, high={high_a} "
+                    "(round them, or use a float32 Box)"
+                )
             self.low, self.high = low_a.astype(self.dtype), high_a.astype(self.dtype)
 
     _traced = False
@@ -150,7 +227,7 @@ class Box(Space):
         return bool(np.all(np.isfinite(self.low)) and np.all(np.isfinite(self.high)))
 
     def sample(self, key, batch_shape=()):
-        shape = tuple(batch_shape) + self.shape
+        shape = _batch_shape(self, key, batch_shape) + self.shape
         if self.dtype.kind in "iu":
             # uniform on [low, high] from 32 random bits, in uint32 arithmetic so spans up to the
             # full int32 range do not overflow (span 0 stands for 2**32); modulo bias < span / 2**32
@@ -208,14 +285,16 @@ class MultiDiscrete(Space):
 
     def __init__(self, nvec: Sequence[int]):
         nv = np.asarray(nvec)
-        if nv.ndim == 0 or not np.issubdtype(nv.dtype, np.integer) or np.any(nv < 1):
+        if nv.ndim == 0 or nv.size == 0 or not np.issubdtype(nv.dtype, np.integer) or np.any(nv < 1):
             raise ValueError(f"MultiDiscrete needs a non-empty array of integers >= 1, got {nvec!r}")
+        if np.any(nv > _INT32_MAX):
+            raise ValueError(f"MultiDiscrete values are int32: every nvec entry must be <= {_INT32_MAX}, got {nvec!r}")
         self.nvec = nv.astype(np.int32)
         self.shape = tuple(nv.shape)
         self.dtype = np.dtype("int32")
 
     def sample(self, key, batch_shape=()):
-        shape = tuple(batch_shape) + self.shape
+        shape = _batch_shape(self, key, batch_shape) + self.shape
         return jax.random.randint(key, shape, 0, jnp.asarray(self.nvec), dtype=jnp.int32)
 
     def contains(self, x):
@@ -237,15 +316,16 @@ class MultiBinary(Space):
     """Binary vectors of length ``n`` (or an array shape); int32 values in {0, 1}."""
 
     def __init__(self, n: int | Sequence[int]):
-        shape = (int(n),) if np.isscalar(n) else tuple(int(s) for s in n)
-        if any(s < 1 for s in shape):
-            raise ValueError(f"MultiBinary needs positive sizes, got {n!r}")
+        items = [n] if np.isscalar(n) else _iter(n)
+        if not items or not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 1 for s in items):
+            raise ValueError(f"MultiBinary needs positive sizes (an int >= 1 or a tuple of them), got {n!r}")
+        shape = tuple(int(s) for s in items)
         self.n = n
         self.shape = shape
         self.dtype = np.dtype("int32")
 
     def sample(self, key, batch_shape=()):
-        return jax.random.bernoulli(key, 0.5, tuple(batch_shape) + self.shape).astype(jnp.int32)
+        return jax.random.bernoulli(key, 0.5, _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
 
     def contains(self, x):
         x = jnp.asarray(x)
@@ -282,6 +362,7 @@ class Dict(Space):
         return self.spaces.keys()
 
     def sample(self, key, batch_shape=()):
+        _batch_shape(self, key, batch_shape)
         keys = jax.random.split(key, len(self.spaces))
         return {k: s.sample(kk, batch_shape) for kk, (k, s) in zip(keys, self.spaces.items())}
 
@@ -323,6 +404,7 @@ class Tuple(Space):
         return len(self.spaces)
 
     def sample(self, key, batch_shape=()):
+        _batch_shape(self, key, batch_shape)
         keys = jax.random.split(key, len(self.spaces))
         return tuple(s.sample(k, batch_shape) for k, s in zip(keys, self.spaces))
 
@@ -375,8 +457,14 @@ def flatten(space: Space, x) -> jax.Array:
     if isinstance(space, (Box, MultiBinary)):
         return jnp.asarray(x, jnp.float32).reshape(-1)
     if isinstance(space, Dict):
+        if not isinstance(x, Mapping) or set(x.keys()) != set(space.spaces):
+            got = sorted(x.keys()) if isinstance(x, Mapping) else type(x).__name__
+            raise ValueError(f"flatten: the element must be a dict with keys {sorted(space.spaces)}, got {got}")
         return jnp.concatenate([flatten(s, x[k]) for k, s in space.spaces.items()])
     if isinstance(space, Tuple):
+        if not isinstance(x, (tuple, list)) or len(x) != len(space.spaces):
+            got = f"{len(x)} entries" if isinstance(x, (tuple, list)) else type(x).__name__
+            raise ValueError(f"flatten: the element must be a tuple of {len(space.spaces)} entries, got {got}")
         return jnp.concatenate([flatten(s, xi) for s, xi in zip(space.spaces, x)])
     raise TypeError(f"cannot flatten space {space!r}")
 

@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, check_params
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, same_step_reset, step_draws_randomness, strip_autoreset
 
 __all__ = ["VectorEnv"]
@@ -82,7 +82,7 @@ class VectorEnv:
         return self.env.default_params
 
     def _params(self, params):
-        return self.env.default_params if params is None else params
+        return check_params(self.env, params)
 
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)

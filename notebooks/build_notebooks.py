@@ -171,7 +171,9 @@ print("frames:", frames.dtype, frames.shape)
 for episode in episode_stats(traj, include_unfinished=True):
     print(episode)
 
-gif = save_gif(frames, "grid_world_random.gif", fps=8)
+OUT = pathlib.Path("notebook_outputs")  # pictures go here (gitignored), not into the working folder
+OUT.mkdir(exist_ok=True)
+gif = save_gif(frames, OUT / "grid_world_random.gif", fps=8)
 display(Image(filename=str(gif), width=256))"""),
     ("md", """\
 ## Two agents: HurdleRace
@@ -212,7 +214,7 @@ print(f"{len(episodes):,} races finished: runner 0 won {np.mean(outcomes > 0):.0
       f"lost {np.mean(outcomes < 0):.0%}, drew {np.mean(outcomes == 0):.0%}")
 
 one = rollout(race, jax.random.key(6), jumper_vs_random, num_steps=12)
-gif = save_gif(render_frames(race, one.state), "hurdle_race.gif", fps=race.render_fps)
+gif = save_gif(render_frames(race, one.state), OUT / "hurdle_race.gif", fps=race.render_fps)
 display(Image(filename=str(gif)))"""),
     ("md", """\
 Next: `02_train_ppo.ipynb` trains PPO on these environments in one compiled program, and
@@ -314,7 +316,9 @@ rate, and the mean episode length against the mean Manhattan distance between ag
 at the start (the shortest possible). The run is solved when every seed is."""),
     ("code", """\
 params_seed0 = jax.tree.map(lambda x: x[0], runners.params)
-gif = policy_gif(trainer, params_seed0, "grid_world_ppo.gif", jax.random.key(1))
+OUT = pathlib.Path("notebook_outputs")  # pictures go here (gitignored), not into the working folder
+OUT.mkdir(exist_ok=True)
+gif = policy_gif(trainer, params_seed0, OUT / "grid_world_ppo.gif", jax.random.key(1))
 display(Image(filename=str(gif), width=256))
 
 result = evaluate(trainer, runners.params)
@@ -342,7 +346,7 @@ length is what improves. `train.evaluate.evaluate_params` evaluates one set of p
 fraction of decisions that jump exactly when a hurdle is ahead, and how often the policy beats a
 runner that acts at random."""),
     ("code", """\
-gif = policy_gif(race_trainer, race_runner.params, "hurdle_race_ppo.gif", jax.random.key(1))
+gif = policy_gif(race_trainer, race_runner.params, OUT / "hurdle_race_ppo.gif", jax.random.key(1))
 display(Image(filename=str(gif)))
 print("HurdleRace-v0 evaluation:", show(evaluate_params(race_trainer, race_runner.params)))"""),
 ]
@@ -602,7 +606,9 @@ print(f"mean return over 1,000 episodes: trained {trained['mean_return']:.3f}, r
 print(f"mean episode length: trained {trained['mean_length']:.2f}, "
       f"mean distance at the start {np.mean(np.abs(start[:, 1] - start[:, 0])):.2f}")
 
-gif = policy_gif(trainer, runner.params, "coin_corridor_ppo.gif", jax.random.key(2), num_episodes=4)
+OUT = pathlib.Path("notebook_outputs")  # pictures go here (gitignored), not into the working folder
+OUT.mkdir(exist_ok=True)
+gif = policy_gif(trainer, runner.params, OUT / "coin_corridor_ppo.gif", jax.random.key(2), num_episodes=4)
 display(Image(filename=str(gif)))"""),
 ]
 

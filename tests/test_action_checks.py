@@ -159,11 +159,15 @@ def test_checked_mode_passes_valid_actions_unchanged():
     checked_env = jaxenvs.make("GridWorld-v0", checked=True)
     plain_env = jaxenvs.make("GridWorld-v0")
     _, state = plain_env.reset(jax.random.key(0))
+    _, checked_state = checked_env.reset(jax.random.key(0))
+    assert_trees_equal(checked_env.unwrapped_state(checked_state), plain_env.unwrapped_state(state))
     step = jaxenvs.checked(checked_env.step)
     for a in range(4):
-        got = step(jax.random.key(1), state, jnp.int32(a))
+        got = step(jax.random.key(1), checked_state, jnp.int32(a))
         want = jax.jit(plain_env.step)(jax.random.key(1), state, jnp.int32(a))
-        assert_trees_equal(got, want)
+        # the checked state adds a terminated flag around the environment's state
+        assert_trees_equal(checked_env.unwrapped_state(got[1]), plain_env.unwrapped_state(want[1]))
+        assert_trees_equal(got[:1] + got[2:], want[:1] + want[2:])
 
 
 def test_checked_mode_under_vmap_raises_if_any_action_is_invalid():

@@ -325,7 +325,7 @@ def test_registration_covers_single_agent_ids_only():
     env = gymnasium.make("jaxenvs.adapters.gymnasium:jaxenvs/GridWorld-v0", size=6)
     assert isinstance(env.unwrapped, GymnasiumEnv)
     assert env.observation_space["agent"].high.tolist() == [5, 5]
-    assert gymnasium_id("lab/Maze-v2") == "jaxenvs.lab/Maze-v2"
+    assert gymnasium_id("lab/Maze-v2") == "jaxenvs-lab/Maze-v2"
 
 
 # ---- the vector environment ------------------------------------------------------------------

@@ -202,6 +202,25 @@ def test_python_control_flow_on_traced_values_fails_jit():
     expect(E(), "jit", match="TracerBoolConversionError")
 
 
+def test_step_that_stores_its_traced_state_on_self_leaks_a_tracer():
+    class E(Walk):
+        def next_state(self, state, pos):
+            self.last_state = state  # impure: the traced state outlives the trace
+            return WalkState(pos, state.t + 1)
+
+    expect(E(), "no-leaked-tracer", path="E.last_state", match="must be pure")
+
+
+def test_step_that_reads_a_leaked_tracer_is_reported_as_a_leak():
+    class E(Walk):
+        def reward(self, state):
+            if not hasattr(self, "scale"):
+                self.scale = state.pos * 0.0 + 1.0  # a tracer kept from the first trace
+            return -jnp.abs(state.pos) * self.scale
+
+    expect(E(), "no-leaked-tracer")
+
+
 def test_reset_must_return_obs_and_state():
     class E(Walk):
         def reset_env(self, key, params):

@@ -252,15 +252,16 @@ def test_describe():
     lines = [line.strip() for line in text.splitlines()]
     assert lines[0] == "GridWorld-v0  (jaxenvs.envs.grid_world.GridWorld)"
     for expected in (
-        "observation_space: Dict('agent': Box(0, 4, (2,), int32), 'target': Box(0, 4, (2,), int32))",
+        "observation_space: Dict(agent: Box(0, 4, (2,), int32), target: Box(0, 4, (2,), int32))",
         "action_space:      Discrete(4)",
+        "0 = right (x+1)",
         "param size = 5",
         "trait chance: deterministic",
         "trait reward_style: terminal",
         "max_episode_steps: 300",
-        "agents: ('0',)",
     ):
         assert expected in lines, expected
+    assert not any(line.startswith(("agents:", "trait dynamics")) for line in lines)  # single-agent
     assert repr(jaxenvs.make("GridWorld-v0", autoreset=False).unwrapped) == (
         "<GridWorld agents=1 simultaneous deterministic perfect-information general_sum terminal-reward minimal>"
     )

@@ -291,3 +291,61 @@ def test_random_policy_is_uniform_and_per_agent():
         rollout(env, jax.random.key(0), random_policy(env), 0)
     with pytest.raises(ValueError, match="num_envs must be None or an int >= 1, got 0"):
         rollout(env, jax.random.key(0), random_policy(env), 3, num_envs=0)
+
+
+# ---- legends -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("env_id", ["Lottery-v0", "RockPaperScissors-v0"])
+def test_legend_is_appended_below_the_frames(env_id):
+    from jaxenvs.rendering.legend import add_legend, legend_rows, legend_strip
+
+    env = jaxenvs.make(env_id, autoreset=False)
+    _, state = env.reset(jax.random.key(0))
+    frames = render_frames(env, jax.tree.map(lambda x: jnp.stack([x, x]), state))
+    with_legend = add_legend(env, frames)
+    strip = legend_strip(env, frames.shape[2])
+    t, h, w, _ = frames.shape
+    assert with_legend.shape == (t, h + strip.shape[0], w, 3) and with_legend.dtype == np.uint8
+    np.testing.assert_array_equal(with_legend[:, :h], frames)  # the picture itself is untouched
+    np.testing.assert_array_equal(with_legend[:, h:], np.broadcast_to(strip, (t, *strip.shape)))
+    assert (strip[0] == 0).all()  # a black rule separates picture and legend
+    # every colour the legend explains has a swatch, and the text is the action names
+    rows = legend_rows(env)
+    names = [text for row in rows for color, text in row if color is not None]
+    base = env.unwrapped
+    assert set(base.ACTION_NAMES) <= set(names)
+    pixels = {tuple(p) for p in strip.reshape(-1, 3).tolist()}
+    for row in rows:
+        for color, _ in row:
+            if color is not None:
+                assert tuple(int(c) for c in color) in pixels
+    assert strip.shape[0] >= 3 * 10  # three rows of text at least
+
+
+def test_envs_without_a_legend_keep_their_frames(grid_rollout):
+    from jaxenvs.rendering.legend import add_legend, legend_strip
+
+    env, _, frames = grid_rollout
+    assert legend_strip(env, frames.shape[-2]) is None
+    assert add_legend(env, frames) is frames or np.array_equal(add_legend(env, frames), frames)
+
+
+def test_cli_gif_of_lottery_has_the_legend(tmp_path):
+    from jaxenvs.cli import main
+    from jaxenvs.rendering.legend import legend_strip
+
+    env = jaxenvs.make("Lottery-v0", autoreset=False)
+    strip = legend_strip(env, 192)
+    path = tmp_path / "lottery.gif"
+    assert main(["play", "Lottery-v0", "--render", "gif", "--out", str(path)]) == 0
+    frames = iio.imread(path, index=None)
+    assert frames.shape[1:] == (96 + strip.shape[0], 192, 3)
+    np.testing.assert_array_equal(frames[:, 96:], np.broadcast_to(strip, (len(frames), *strip.shape)))
+
+
+def test_legend_without_pillow_says_what_to_install(monkeypatch):
+    from jaxenvs.rendering.legend import legend_strip
+
+    monkeypatch.setitem(sys.modules, "PIL", None)  # as if not installed
+    env = jaxenvs.make("RockPaperScissors-v0")
+    with pytest.raises(ImportError, match=r"drawing a legend needs Pillow: pip install 'jaxenvs\[render\]'"):
+        legend_strip(env, 257)  # a width not drawn before (legends are cached per width)

@@ -1,63 +1,110 @@
-"""``python -m train`` and ``python -m train.evaluate`` through subprocesses, with tiny budgets."""
+"""``python -m train`` and ``python -m train.evaluate``: one tiny run through subprocesses (as a
+user runs it), and the command line's misuse cases in-process (they fail before compiling)."""
 
 import csv
 import json
+import re
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from jaxenvs.train.__main__ import chunk_length
+from jaxenvs.train.__main__ import build_parser, chunk_length, chunk_plan, first_nonfinite_update, main
+from jaxenvs.train.configs import DEFAULTS, PPOConfig, get_config
+from jaxenvs.train.evaluate import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(*args, timeout=240):
+def run(*args, cache=None, timeout=300):
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache) if cache else ""}
     return subprocess.run(
-        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
+    cache = tmp_path_factory.mktemp("jax-cache")
     # 2 seeds x 8 envs x 32 steps: 4 updates of 256 env steps, in 2 chunks
-    p = run("jaxenvs.train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2", "--out", str(out))
+    p = run("jaxenvs.train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2",
+            "--out", str(out), cache=cache)
     assert p.returncode == 0, p.stderr
     (run_dir,) = out.iterdir()
-    return run_dir, p.stdout
+    return run_dir, p.stdout, cache
 
 
 def test_cli_writes_the_run_directory(run_dir):
-    run_dir, stdout = run_dir
+    run_dir, stdout, cache = run_dir
     assert run_dir.name.startswith("GridWorld-v0-")  # the default environment
     config = json.loads((run_dir / "config.json").read_text())
     assert config["env_id"] == "GridWorld-v0" and config["num_seeds"] == 2 and config["num_envs"] == 8
+    assert config["num_chunks"] == 2 and "chunk 2/2" in stdout  # --chunks 2: two calls
     with open(run_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["env_steps"]) for r in rows] == [256, 512, 768, 1024]
     assert {"episode_return_mean", "episode_return_std", "pg_loss_mean", "entropy_mean"} <= set(rows[0])
-    per_seed = json.loads((run_dir / "metrics.json").read_text())["per_seed"]
-    assert len(per_seed["entropy"]) == 4 and len(per_seed["entropy"][0]) == 2
+    stored = json.loads((run_dir / "metrics.json").read_text())
+    assert len(stored["per_seed"]["entropy"]) == 4 and len(stored["per_seed"]["entropy"][0]) == 2
+    # GridWorld's progress measures after each chunk, per seed, in [0, 1] and >= 1
+    progress = stored["progress"]
+    assert [p["env_steps"] for p in progress] == [512, 1024]
+    assert all(len(p["success_rate"]) == 2 and all(0 <= x <= 1 for x in p["success_rate"]) for p in progress)
+    assert all(all(x >= 1 for x in p["length_ratio"]) for p in progress)
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (run_dir / "policy.gif").read_bytes()[:6] in (b"GIF89a", b"GIF87a")
-    assert (run_dir / "checkpoint.msgpack").stat().st_size > 0
+    assert not list(run_dir.glob(".*tmp"))  # atomic writes leave no temporary files
     for name in ("learning_curve.png", "policy.gif", "checkpoint.msgpack"):
         assert str(run_dir / name) in stdout
     assert "steps 1,024/1,024 x2 seeds" in stdout and "steps/s" in stdout and "ETA" in stdout
+    assert "success_rate" in stdout and "length_ratio" in stdout  # the progress line's measures
+    for phase in ("compiling", "evaluating 1000 episodes", "writing policy.gif", "wall time"):
+        assert phase in stdout
+    assert "verdict:" in stdout and "seed 1" in stdout
+    assert list(cache.iterdir())  # the persistent compilation cache was written
+
+
+def test_learning_curve_panels_hold_the_progress_measures(run_dir):
+    from jaxenvs.train.plotting import curve_panels
+
+    run_dir, _, _ = run_dir
+    stored = json.loads((run_dir / "metrics.json").read_text())
+    ret = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_return"]])
+    length = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_length"]])
+    panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"])
+    assert [p["label"] for p in panels] == [
+        "success rate (evaluation)", "length ratio (evaluation)", "mean episodic return (training)",
+        "mean episode length (training)",
+    ]
+    success = np.array([p["success_rate"] for p in stored["progress"]])
+    np.testing.assert_allclose(panels[0]["mean"], success.mean(axis=1))
+    np.testing.assert_allclose(panels[0]["low"], success.min(axis=1))
+    np.testing.assert_allclose(panels[0]["x"], [512, 1024])
 
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
-    run_dir, _ = run_dir
-    p = run("jaxenvs.train.evaluate", str(run_dir))
+    run_dir, _, cache = run_dir
+    p = run("jaxenvs.train.evaluate", str(run_dir), "--json", cache=cache)
     assert p.returncode in (0, 1), p.stderr  # 1 = evaluated but not solved on this tiny budget
     result = json.loads(p.stdout)
-    assert result["env_id"] == "GridWorld-v0" and len(result["seeds"]) == 2
+    assert result["env_id"] == "GridWorld-v0" and len(result["seeds"]) == 2 and result["num_episodes"] == 1000
     assert {"success_rate", "length_ratio", "solved"} <= set(result["seeds"][0])
     assert result["seeds"][0] == json.loads((run_dir / "evaluation.json").read_text())["seeds"][0]
+    assert p.returncode == (0 if result["solved"] else 1)
 
-    p = run("jaxenvs.train", "--resume", str(run_dir), "--total-timesteps", "1536", "--no-gif")
+    lines = format_table(result).splitlines()  # what the command prints without --json
+    assert lines[0].startswith("evaluation: GridWorld-v0, 1000 episodes per seed") and "(2 seeds)" in lines[0]
+    assert lines[1] == "solved when: success_rate = 1 and length_ratio <= 1.1"
+    assert lines[2].split()[:3] == ["metric", "seed", "0"] and "seed 1" in lines[2]
+    success = next(line for line in lines if line.startswith("success_rate"))
+    assert success.split()[1] == f"{result['seeds'][0]['success_rate']:.4g}" and "fraction of episodes" in success
+    assert lines[-1].startswith("verdict: " + ("SOLVED" if result["solved"] else "NOT SOLVED"))
+
+    p = run("jaxenvs.train", "--resume", str(run_dir), "--total-timesteps", "1536", "--no-gif", cache=cache)
     assert p.returncode == 0, p.stderr
     assert "resuming" in p.stdout and "at update 4" in p.stdout
     with open(run_dir / "metrics.csv") as f:
@@ -65,17 +112,111 @@ def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     assert json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 1536
 
 
-def test_cli_rejects_bad_input_clearly(tmp_path):
-    p = run("jaxenvs.train", "--env", "GridWorld-v9", "--out", str(tmp_path))
-    assert p.returncode != 0 and "GridWorld-v0" in p.stderr  # suggests the registered id
-    bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"lr": 1e-3, "num_env": 4}))
-    p = run("jaxenvs.train", "--config", str(bad), "--out", str(tmp_path))
-    assert p.returncode != 0 and "num_env" in p.stderr and "num_envs" in p.stderr
+def test_chunk_plan_makes_the_number_of_chunks_asked_for():
+    assert chunk_plan(59, 2) == [30, 29]  # a prime number of updates still gives 2 calls
+    assert chunk_plan(200, 20) == [10] * 20
+    assert chunk_plan(3, 20) == [1, 1, 1]  # at most one chunk per update
+    for n, k in [(59, 20), (196, 20), (7, 3), (1, 1)]:
+        plan = chunk_plan(n, k)
+        assert sum(plan) == n and len(plan) == min(n, k) and max(plan) - min(plan) <= 1
+    assert chunk_length(196, 20) == 7  # the one-length split train_speed uses: a divisor
 
 
-def test_chunks_divide_the_updates_evenly():
-    assert chunk_length(200, 20) == 10
-    assert chunk_length(196, 20) == 7  # 28 chunks of 7: the largest divisor <= ceil(196 / 20)
-    assert chunk_length(197, 20) == 1  # a prime number of updates: chunks of one update
-    assert chunk_length(3, 20) == 1
+def test_nonfinite_updates_are_found_from_the_flag_or_the_losses():
+    finite = {"pg_loss": np.zeros((3, 2)), "vf_loss": np.ones((3, 2)), "episode_return": np.full((3, 2), np.nan)}
+    assert first_nonfinite_update(finite) is None  # NaN returns only mean no episode ended
+    assert first_nonfinite_update({**finite, "vf_loss": np.array([[1, 1], [1, np.inf], [np.nan, 1]])}) == 1
+    assert first_nonfinite_update({**finite, "nonfinite": np.array([[0, 0], [0, 0], [0, 1]], bool)}) == 2
+    assert first_nonfinite_update({**finite, "nonfinite": np.zeros((3, 2), bool)}) is None
+
+
+def test_every_config_field_is_checked_with_a_message_naming_it():
+    cases = {
+        "lr": [float("nan"), float("inf"), 0.0, "0.001", True],
+        "ent_coef": [float("nan"), -0.1],
+        "vf_coef": [-1.0],
+        "reward_scale": [float("nan"), 0.0],
+        "gamma": [1.5, -0.1],
+        "num_envs": [0, 2.5, "8"],
+        "seed": [10**23, -1],
+        "anneal_lr": [1, "yes"],
+        "hidden_sizes": [[], [0], [64.0]],
+        "activation": ["gelu"],
+        "env_kwargs": [[1]],
+        "num_chunks": [0],
+    }
+    for field, values in cases.items():
+        for v in values:
+            with pytest.raises((ValueError, TypeError), match=rf"PPOConfig\.{field} must be .*; got {re.escape(repr(v))}"):
+                get_config("GridWorld-v0", **{field: v})
+    missing = set(f for f in PPOConfig.__dataclass_fields__) - set(PPOConfig.FIELD_RULES)
+    assert not missing  # every field has a rule
+    with pytest.raises(ValueError, match="clip_eps"):
+        get_config().replace(clip_eps=-1.0)
+
+
+def _main(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _usage_error(capsys, *argv):
+    with pytest.raises(SystemExit) as e:
+        main(list(argv))
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.fixture
+def no_cache(monkeypatch):
+    monkeypatch.setenv("JAXENVS_CACHE_DIR", "")
+
+
+def test_usage_errors_exit_2_with_a_message(tmp_path, capsys, no_cache):
+    out = str(tmp_path / "runs")
+    for argv, words in [
+        (["--lr", "nan"], ["PPOConfig.lr", "nan", "> 0"]),
+        (["--lr", "inf"], ["PPOConfig.lr", "inf"]),
+        (["--seed", str(10**23)], ["PPOConfig.seed", str(10**23)]),
+        (["--vf-coef", "-1"], ["vf_coef", "-1"]),
+        (["--env", "GridWorld-v9"], ["GridWorld-v0"]),  # suggests the registered id
+    ]:
+        code, _, err = _main(capsys, *argv, "--out", out)
+        assert code == 2 and all(w in err for w in words) and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # no run directory left
+    assert "invalid int value" in _usage_error(capsys, "--seed", "10**23")
+
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    code, _, err = _main(capsys, "--out", str(a_file))
+    assert code == 2 and "is a file" in err
+    for text, words in [
+        ('{"lr": 1e-3, "num_env": 4}', ["num_env", "num_envs"]),
+        ('{"lr": "fast"}', ["PPOConfig.lr", "'fast'"]),
+        ("[1, 2]", ["JSON object"]),
+        ("{lr: 1}", ["not valid JSON"]),
+    ]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        code, _, err = _main(capsys, "--config", str(bad), "--out", out)
+        assert code == 2 and all(w in err for w in words), (text, err)
+    code, _, err = _main(capsys, "--config", str(tmp_path / "missing.json"), "--out", out)
+    assert code == 2 and "missing.json" in err
+    code, _, err = _main(capsys, "--resume", str(tmp_path))
+    assert code == 2 and "not a run directory" in err
+    code, _, err = _main(capsys, "--resume", str(tmp_path / "nowhere"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_help_shows_defaults_and_tuned_values_and_show_config_resolves_them(capsys, no_cache):
+    text = build_parser().format_help()
+    assert "--lr X" in text and "default: 0.0003" in text and "PointEnv-v0 0.001" in text
+    assert "--num-minibatches" in text and "--anneal-lr, --no-anneal-lr" in text  # one flag per field
+    assert "JAXENVS_CACHE_DIR" in text and "tuned defaults per environment" in text
+    for env in DEFAULTS:
+        assert env in text
+    code, out, _ = _main(capsys, "--env", "PointEnv-v0", "--seeds", "3", "--show-config")
+    shown = json.loads(out)
+    assert code == 0 and shown["lr"] == 1e-3 and shown["ent_coef"] == 0.0 and shown["num_seeds"] == 3
+    assert shown == get_config("PointEnv-v0", num_seeds=3).to_dict()

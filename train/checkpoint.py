@@ -11,6 +11,7 @@ saved one stopped. PRNG keys are stored as their raw ``key_data`` (uint32) and r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -25,11 +26,56 @@ from .configs import PPOConfig, config_from_dict, load_config_file
 from .ppo import Trainer
 from .trainers import make_trainer
 
-__all__ = ["CHECKPOINT", "CONFIG", "save_checkpoint", "load_checkpoint", "load_run", "runner_template"]
+__all__ = [
+    "CHECKPOINT", "CONFIG", "CheckpointError", "save_checkpoint", "load_checkpoint", "load_run", "runner_template",
+    "atomic_write", "write_text_atomic", "check_run_dir",
+]
 
 CHECKPOINT = "checkpoint.msgpack"
 CONFIG = "config.json"
 FORMAT_VERSION = 2
+# Config fields a resumed run may change: the checkpoint still fits the config after either.
+RESUMABLE_FIELDS = ("total_timesteps", "num_chunks")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint or run directory that cannot be used: the message names the path and what is wrong."""
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike):
+    """``with atomic_write(path) as tmp: write tmp``: the file appears at ``path`` whole (an
+    ``os.replace`` of a temporary file beside it) or not at all, never half-written."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    with atomic_write(path) as tmp:
+        tmp.write_text(text)
+    return Path(path)
+
+
+def check_run_dir(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` as a Path when it is a run directory (holds ``config.json`` and
+    ``checkpoint.msgpack``); otherwise a :class:`CheckpointError` saying what is missing."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise CheckpointError(f"run directory {str(run_dir)!r} does not exist")
+    if not run_dir.is_dir():
+        raise CheckpointError(f"{str(run_dir)!r} is a file, not a run directory written by python -m train")
+    missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
+    if missing:
+        raise CheckpointError(
+            f"{str(run_dir)!r} is not a run directory written by python -m train: it has no {' and no '.join(missing)}"
+        )
+    return run_dir
 
 
 def _is_key(x) -> bool:
@@ -51,14 +97,14 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
     for p, t in leaves:
         k = jax.tree_util.keystr(p)
         if k not in flat:
-            raise ValueError(f"{path}: the checkpoint has no entry {k}; it was written for another config")
+            raise CheckpointError(f"{path}: the checkpoint has no entry {k}; it was written for another config")
         x = np.asarray(flat[k])
         if _is_key(t):
             want = tuple(t.shape) + tuple(jax.eval_shape(jax.random.key_data, t).shape[len(t.shape):])
         else:
             want = tuple(t.shape)
         if x.shape != want:
-            raise ValueError(
+            raise CheckpointError(
                 f"{path}: entry {k} has shape {x.shape}, the config expects {want}; it was written for another config"
             )
         out.append(jax.random.wrap_key_data(jax.numpy.asarray(x)) if _is_key(t) else jax.numpy.asarray(x, t.dtype))
@@ -89,10 +135,31 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> 
     path = Path(path)
     if jax.process_index() != 0:
         return path
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(serialization.msgpack_serialize(payload))
-    tmp.replace(path)
+    with atomic_write(path) as tmp:
+        tmp.write_bytes(serialization.msgpack_serialize(payload))
     return path
+
+
+def _read_payload(path: Path) -> dict:
+    """The checkpoint's top-level mapping, or a :class:`CheckpointError` naming ``path`` and the fault."""
+    data = path.read_bytes()
+    if not data:
+        raise CheckpointError(f"{path}: the checkpoint file is empty (0 bytes); the run was stopped before it was written")
+    try:
+        payload = serialization.msgpack_restore(data)
+    except Exception as e:  # msgpack's own errors ("Unpack failed: incomplete input", ...) name no file
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint ({len(data):,} bytes; truncated or corrupt: {e})"
+        ) from None
+    required = {"format_version", "config", "update", "env_steps", "runner"}
+    if not isinstance(payload, dict) or not required <= set(payload):
+        have = sorted(payload) if isinstance(payload, dict) else type(payload).__name__
+        raise CheckpointError(f"{path}: not a jaxenvs checkpoint (expected entries {sorted(required)}, found {have})")
+    if payload["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: checkpoint format {payload['format_version']!r}, expected {FORMAT_VERSION}")
+    if not isinstance(payload["runner"], dict):
+        raise CheckpointError(f"{path}: the checkpoint's runner state is not a mapping of arrays")
+    return payload
 
 
 def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> tuple[Trainer, Any, dict]:
@@ -101,10 +168,11 @@ def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> 
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
-    payload = serialization.msgpack_restore(path.read_bytes())
-    if payload.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format {payload.get('format_version')!r}, expected {FORMAT_VERSION}")
-    config = config_from_dict(json.loads(payload["config"]))
+    payload = _read_payload(path)
+    try:
+        config = config_from_dict(json.loads(payload["config"]))
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{path}: the checkpoint's stored config is not valid: {e}") from None
     trainer = make_trainer(config) if trainer is None else trainer
     template = runner_template(trainer)
     runner = _unflat(template, payload["runner"], path)
@@ -117,8 +185,18 @@ def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple
     ``total_timesteps`` to train on) as long as the stored state still fits them. With a ``mesh``
     the trainer trains over it (any device count: the checkpoint does not depend on it); place
     the runner with :func:`train.distributed.place_runner`."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"run directory {str(run_dir)!r} does not exist")
-    config = config_from_dict({**load_config_file(str(run_dir / CONFIG)), **overrides})
+    run_dir = check_run_dir(run_dir)
+    stored = load_config_file(str(run_dir / CONFIG))
+    payload = _read_payload(run_dir / CHECKPOINT)
+    written = json.loads(payload["config"])
+    differ = sorted(
+        k for k in set(stored) | set(written) if k not in RESUMABLE_FIELDS and stored.get(k) != written.get(k)
+    )
+    if differ:
+        detail = "; ".join(f"{k}: {CONFIG} has {stored.get(k)!r}, the checkpoint {written.get(k)!r}" for k in differ)
+        raise CheckpointError(
+            f"{run_dir / CONFIG} disagrees with {run_dir / CHECKPOINT}, which was written with another config ({detail}); "
+            f"only {', '.join(RESUMABLE_FIELDS)} may differ"
+        )
+    config = config_from_dict({**stored, **overrides})
     return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh))

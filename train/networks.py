@@ -45,6 +45,10 @@ class Categorical:
     def probs(self):
         return jnp.exp(self.logits)
 
+    def kl(self, other: "Categorical"):
+        """KL(self || other) per row, float32[...]."""
+        return jnp.sum(jnp.exp(self.logits) * (self.logits - other.logits), axis=-1)
+
 
 class Gaussian:
     """Diagonal Gaussian; ``mean`` float32[..., d], ``log_std`` float32[d] (broadcast)."""
@@ -66,6 +70,12 @@ class Gaussian:
     def mode(self):
         return self.mean
 
+    def kl(self, other: "Gaussian"):
+        """KL(self || other) per row, float32[...]."""
+        var_ratio = jnp.exp(2 * (self.log_std - other.log_std))
+        z = (self.mean - other.mean) * jnp.exp(-other.log_std)
+        return jnp.sum(other.log_std - self.log_std + 0.5 * (var_ratio + z**2 - 1.0), axis=-1)
+
 
 class _MLP(nn.Module):
     hidden_sizes: Sequence[int]
@@ -84,7 +94,9 @@ class ActorCritic(nn.Module):
 
     Returns ``(policy_out, value)``: ``policy_out`` is float32[..., n] logits (discrete) or the
     float32[..., d] Gaussian mean (continuous); ``value`` is float32[...]. The continuous policy
-    also owns a ``log_std`` parameter float32[d] (initialised to ``log_std_init``).
+    also owns a ``log_std`` parameter float32[d] (initialised to ``log_std_init``). With
+    ``critic=False`` there is no critic (a policy alone, e.g. beside TRPO's linear baseline) and
+    ``value`` is 0.
     """
 
     action_dim: int
@@ -92,13 +104,17 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = -0.5
+    critic: bool = True
 
     @nn.compact
     def __call__(self, x):
         h = _MLP(self.hidden_sizes, self.activation, name="actor")(x)
         out = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), name="policy_head")(h)
-        v = _MLP(self.hidden_sizes, self.activation, name="critic")(x)
-        v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), name="value_head")(v)[..., 0]
+        if self.critic:
+            v = _MLP(self.hidden_sizes, self.activation, name="critic")(x)
+            v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), name="value_head")(v)[..., 0]
+        else:
+            v = jnp.zeros(x.shape[:-1], jnp.float32)
         if self.continuous:
             log_std = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.action_dim,))
             return (out, log_std), v

@@ -13,7 +13,7 @@ import jaxenvs
 from jaxenvs.rendering.io import render_frames, save_gif
 from jaxenvs.rollout import rollout
 
-__all__ = ["plot_learning_curve", "policy_gif"]
+__all__ = ["plot_learning_curve", "curve_panels", "policy_gif"]
 
 
 def _nan_fill_forward(x: np.ndarray) -> np.ndarray:
@@ -24,32 +24,80 @@ def _nan_fill_forward(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "") -> Path:
-    """Save a two-panel figure: mean episodic return and episode length against env steps.
+def _panel(ax, env_steps, values, label: str, num_seeds: int):
+    """Mean over seeds as a line; with several seeds, one labelled min-max band."""
+    v = _nan_fill_forward(values)
+    with warnings.catch_warnings():  # updates before any episode ended are all-NaN: left blank
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, low, high = np.nanmean(v, axis=1), np.nanmin(v, axis=1), np.nanmax(v, axis=1)
+    ax.plot(env_steps, mean, lw=1.5, marker="o" if len(env_steps) <= 30 else None, ms=3,
+            label="mean over seeds" if num_seeds > 1 else None)
+    if num_seeds > 1:
+        ax.fill_between(env_steps, low, high, alpha=0.25, lw=0, label=f"min-max over {num_seeds} seeds")
+        ax.legend(loc="best", fontsize=7)
+    ax.set_ylabel(label)
+    return mean, low, high
 
-    ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); the
-    line is the mean over seeds, the band the min-max spread over seeds.
+
+def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
+    """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
+    progress measures of the environment first, from the evaluations after every chunk, then
+    the mean episodic return and length of the training episodes)."""
+    panels = []
+    for name, x, values in _series(env_steps, returns, lengths, progress):
+        v = _nan_fill_forward(values)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            panels.append(dict(label=name, x=np.asarray(x), mean=np.nanmean(v, axis=1), low=np.nanmin(v, axis=1),
+                               high=np.nanmax(v, axis=1), values=v))
+    return panels
+
+
+def _series(env_steps, returns, lengths, progress):
+    out = []
+    if progress:
+        names = [k for k in progress[0] if k != "env_steps"]
+        x = [row["env_steps"] for row in progress]
+        for n in names:
+            out.append((f"{n.replace('_', ' ')} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
+    out.append(("mean episodic return (training)", env_steps, returns))
+    out.append(("mean episode length (training)", env_steps, lengths))
+    return out
+
+
+def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None) -> Path:
+    """Save the learning curve: one panel per progress measure of the environment (``progress``:
+    rows ``{"env_steps": n, name: [value per seed]}`` from :func:`train.evaluate.progress_metrics`),
+    then the mean episodic return and episode length of the training episodes, against env steps.
+
+    ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
+    line is the mean over seeds, with one labelled min-max band when there are several seeds.
+    The file is written atomically.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    for ax, values, label in zip(axes, (returns, lengths), ("mean episodic return", "mean episode length")):
-        v = _nan_fill_forward(values)
-        with warnings.catch_warnings():  # updates before any episode ended are all-NaN: left blank
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean, low, high = np.nanmean(v, axis=1), np.nanmin(v, axis=1), np.nanmax(v, axis=1)
-        ax.plot(env_steps, mean, lw=1.5)
-        ax.fill_between(env_steps, low, high, alpha=0.25, lw=0)
+    from .checkpoint import atomic_write
+
+    series = _series(env_steps, returns, lengths, progress)
+    num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
+    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.6), squeeze=False)
+    for ax, (label, x, values) in zip(axes[0], series):
+        _panel(ax, x, values, label, num_seeds)
         ax.set_xlabel("env steps (per seed)")
-        ax.set_ylabel(label)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{title} ({np.shape(returns)[1]} seeds: mean, min-max band)")
+    seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
+    fig.suptitle(f"{title} ({seeds})" if title else seeds)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=100)
+    with atomic_write(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return path
 
@@ -84,4 +132,8 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         frames = render_frames(env, stacked)
     except NotImplementedError:
         return None
-    return save_gif(frames, path, fps=env.render_fps)
+    from .checkpoint import atomic_write
+
+    with atomic_write(path) as tmp:
+        save_gif(frames, tmp, fps=env.render_fps)
+    return Path(path)

@@ -26,6 +26,9 @@ Details that matter:
   compiled program, so ``jax.vmap`` over them sweeps e.g. the learning rate in one call.
 * **Chunks**: :meth:`Trainer.run_updates` runs any number of updates from a :class:`RunnerState`;
   the CLI calls it repeatedly (one compiled program) and prints progress between calls.
+* **Non-finite numbers**: every update's metrics carry ``nonfinite`` (bool), True when a loss, a
+  gradient or a new parameter of that update was NaN or infinite, for the caller to check
+  between chunks (no host callback inside the program).
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax import custom_batching
 
 import jaxenvs
 from jaxenvs import spaces
@@ -48,7 +50,7 @@ from .configs import HParams, PPOConfig
 from .networks import ActorCritic, policy_head_for
 
 __all__ = [
-    "make_train", "make_trainer", "Trainer", "RunnerState", "gae", "minibatch_permutation", "stack_hparams", "as_typed_key",
+    "make_train", "make_trainer", "Trainer", "RunnerState", "gae", "all_finite", "minibatch_permutation", "stack_hparams", "as_typed_key",
 ]
 
 
@@ -58,6 +60,24 @@ def as_typed_key(key) -> jax.Array:
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
     return jax.random.wrap_key_data(key)
+
+
+def all_finite(tree) -> jax.Array:
+    """bool scalar: every element of every leaf of ``tree`` is finite."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def episode_metrics(done, ep_return, ep_length) -> dict:
+    """``episodes`` (count), ``episode_return`` and ``episode_length`` (means over the episodes
+    that ended in a rollout; NaN when none did) from :meth:`Trainer._rollout`'s statistics."""
+    n_done = done.sum()
+    denom = jnp.maximum(n_done, 1)
+    nan = jnp.float32(jnp.nan)
+    return dict(
+        episodes=n_done.astype(jnp.float32),
+        episode_return=jnp.where(n_done > 0, jnp.sum(ep_return * done) / denom, nan),
+        episode_length=jnp.where(n_done > 0, jnp.sum(ep_length * done) / denom, nan),
+    )
 
 
 def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
@@ -114,22 +134,6 @@ def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
         key, subkey = jax.random.split(key)
         perm = perm[_stable_argsort_uint32(jax.random.bits(subkey, (n,), jnp.uint32))]
     return perm
-
-
-@custom_batching.custom_vmap
-def _any_in_batch(x: jax.Array) -> jax.Array:
-    """``jnp.any(x)``; under ``jax.vmap``, one unbatched bool for the whole batch.
-
-    A ``lax.cond`` on it stays a branch under ``vmap`` (seeds, hyperparameters) instead of becoming
-    a select that computes both branches; use it only where taking the "true" branch for every
-    batch member when one needs it gives the same results.
-    """
-    return jnp.any(x)
-
-
-@_any_in_batch.def_vmap
-def _any_in_batch_vmap(axis_size, in_batched, x):
-    return jnp.any(x), False
 
 
 @struct.dataclass
@@ -248,15 +252,13 @@ class Trainer:
 
     def make_optimizer(self, hp: HParams):
         """Global-norm clipping then Adam; with ``anneal_lr`` the step size falls linearly from
-        ``hp.lr`` to 0 over ``num_updates`` (counted from the optimizer's own step count)."""
+        ``hp.lr`` to 0 over the run's ``num_updates`` (counted from the optimizer's own step count)
+        and stays at 0 after it (``optax.linear_schedule`` clamps: it never turns negative)."""
         cfg = self.config
-        steps_per_update = cfg.update_epochs * cfg.num_minibatches
-
-        def lr(count):
-            if not cfg.anneal_lr:
-                return hp.lr
-            return hp.lr * (1.0 - (count // steps_per_update) / cfg.num_updates)
-
+        if not cfg.anneal_lr:
+            return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.adam(hp.lr, eps=1e-5))
+        grad_steps = cfg.num_updates * cfg.update_epochs * cfg.num_minibatches
+        lr = optax.linear_schedule(init_value=hp.lr, end_value=0.0, transition_steps=grad_steps)
         return optax.chain(optax.clip_by_global_norm(hp.max_grad_norm), optax.adam(lr, eps=1e-5))
 
     # ---- init / update / train ------------------------------------------------------------------
@@ -329,33 +331,24 @@ class Trainer:
         return loss, dict(pg_loss=pg_loss, vf_loss=vf_loss, entropy=entropy, approx_kl=approx_kl, clip_frac=clip_frac)
 
     def _next_values(self, params, traj: Transition) -> jax.Array:
-        """``V(final_obs)``, float32[T, B], wherever :func:`gae` uses it (steps not terminated).
-
-        On a step that ended no episode, ``final_obs[t]`` is ``obs[t + 1]``, whose value the rollout
-        already computed (``value[t + 1]``); the last step's final observations take one pass of the
-        critic over ``B`` rows. A full ``[T, B]`` pass over ``final_obs`` runs only if an earlier
-        step was truncated and not terminated (terminated steps do not bootstrap).
-        """
-        _, last = self.network.apply(params, traj.final_obs[-1])
-        shifted = jnp.concatenate([traj.value[1:], last[None]])
-        ended = (traj.terminated | traj.truncated).at[-1].set(False)
-
-        def with_truncations():
-            _, values = self.network.apply(params, traj.final_obs)
-            return jnp.where(ended, values, shifted)
-
-        return jax.lax.cond(_any_in_batch(ended & ~traj.terminated), with_truncations, lambda: shifted)
+        """``V(final_obs)``, float32[T, B]: one critic pass over every step's pre-reset next
+        observation (:func:`gae` bootstraps from it wherever a step did not terminate)."""
+        _, values = self.network.apply(params, traj.final_obs)
+        return values
 
     def _grad_step(self, tx, params, opt_state, batch, hp: HParams):
         """One optimizer step of ``tx`` on a minibatch ``(Transition, advantages, targets)``:
         ``(params, opt_state, loss info)``."""
-        grads, info = jax.grad(self._loss, has_aux=True)(params, batch, hp)
+        (loss, info), grads = jax.value_and_grad(self._loss, has_aux=True)(params, batch, hp)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, info
+        params = optax.apply_updates(params, updates)
+        info = dict(info, nonfinite=~(all_finite(loss) & all_finite(grads) & all_finite(params)))
+        return params, opt_state, info
 
     def _update(self, runner: RunnerState, hp: HParams):
         """One PPO update: rollout, GAE, epochs x minibatches of Adam steps. Returns the new
-        runner and a dict of float32 scalar metrics."""
+        runner and a dict of float32 scalar metrics, plus ``nonfinite`` (bool: a loss, gradient or
+        new parameter of this update was NaN or infinite)."""
         cfg = self.config
         runner, (traj, (done, ep_ret, ep_len)) = self._rollout(runner, hp)
         next_values = self._next_values(runner.params, traj)
@@ -382,16 +375,9 @@ class Trainer:
             epoch, (runner.params, runner.opt_state, k_upd), None, length=cfg.update_epochs
         )
         runner = runner.replace(params=params, opt_state=opt_state, key=key, update=runner.update + 1)
-        n_done = done.sum()
-        denom = jnp.maximum(n_done, 1)
-        nan = jnp.float32(jnp.nan)
+        nonfinite = info.pop("nonfinite").any()
         metrics = {k: v.mean() for k, v in info.items()}
-        metrics.update(
-            episodes=n_done.astype(jnp.float32),
-            episode_return=jnp.where(n_done > 0, jnp.sum(ep_ret * done) / denom, nan),
-            episode_length=jnp.where(n_done > 0, jnp.sum(ep_len * done) / denom, nan),
-            value_mean=traj.value.mean(),
-        )
+        metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite, value_mean=traj.value.mean())
         return runner, metrics
 
     def _run_updates(self, runner: RunnerState, hp: HParams | None = None, num_updates: int = 1):
@@ -418,32 +404,39 @@ def make_trainer(config: PPOConfig, mesh: Any = None) -> Trainer:
     multiple of its size. The updates equal the single-device ones up to float summation order.
     """
     env = RecordEpisodeStatistics(jaxenvs.make(config.env_id, **config.env_kwargs))
+    parts = trainer_parts(config, env)
+    if (parts["batch_size"] * config.num_steps) % config.num_minibatches:
+        raise ValueError(
+            f"num_envs * num_agents * num_steps = {parts['batch_size'] * config.num_steps} is not divisible by "
+            f"num_minibatches = {config.num_minibatches}"
+        )
+    network = ActorCritic(parts.pop("action_dim"), parts.pop("continuous"), config.hidden_sizes, config.activation)
+    return Trainer(config=config, network=network, mesh=mesh, **parts)
+
+
+def trainer_parts(config, env) -> dict:
+    """What every trainer here derives from its (wrapped) environment: ``env``, ``env_params``,
+    ``num_agents``, ``batch_size`` (rows per step), the observation ``preprocess``, the policy
+    head (``action_dim``, ``continuous``, ``dist_fn``, ``to_env_action``). Checks that a
+    multi-agent env's observations carry the agent axis."""
     params = env.default_params
     num_agents = env.num_agents if env.multi_agent else 1
     act_dim, continuous, dist_fn, to_env_action = policy_head_for(env.action_space(params))
-    batch = config.num_envs * num_agents
-    if (batch * config.num_steps) % config.num_minibatches:
-        raise ValueError(
-            f"num_envs * num_agents * num_steps = {batch * config.num_steps} is not divisible by "
-            f"num_minibatches = {config.num_minibatches}"
-        )
     if env.multi_agent:
         obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
         leads = {leaf.shape[:1] for leaf in jax.tree.leaves(obs)}
         if leads != {(num_agents,)}:
             raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
-    network = ActorCritic(act_dim, continuous, config.hidden_sizes, config.activation)
-    return Trainer(
-        config=config,
+    return dict(
         env=env,
         env_params=params,
-        network=network,
         num_agents=num_agents,
-        batch_size=batch,
+        batch_size=config.num_envs * num_agents,
         preprocess=_observation_preprocessor(env.observation_space(params)),
+        action_dim=act_dim,
+        continuous=continuous,
         dist_fn=dist_fn,
         to_env_action=to_env_action,
-        mesh=mesh,
     )
 
 

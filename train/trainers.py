@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .configs import ALGOS, PPOConfig
+from .configs import ALGOS, PPOConfig, TRPOConfig
 
 __all__ = ["make_trainer"]
 
@@ -15,4 +15,8 @@ def make_trainer(config, mesh: Any = None):
         from .ppo import make_trainer as make_ppo
 
         return make_ppo(config, mesh=mesh)
+    if isinstance(config, TRPOConfig):
+        from .trpo import make_trainer as make_trpo
+
+        return make_trpo(config, mesh=mesh)
     raise TypeError(f"make_trainer: expected a config of one of {sorted(ALGOS)}, got {type(config).__name__}")

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, check_params
 from jaxenvs.registration import make
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, same_step_reset, strip_autoreset, tree_select
 
@@ -134,11 +134,7 @@ def resolve_env(env_or_id, params=None, make_kwargs: dict | None = None):
         raise TypeError(
             f"expected a registered environment id or a jaxenvs Environment, got {type(env_or_id).__name__}"
         )
-    if params is None:
-        params = env.default_params
-    else:
-        env.validate_params(params)
-    return env, params
+    return env, check_params(env, params)
 
 
 def _pack_order(leaves) -> list[int]:

@@ -54,10 +54,10 @@ NAMESPACE = "jaxenvs"
 
 def gymnasium_id(env_id: str) -> str:
     """The Gymnasium id of a jaxenvs id: ``GridWorld-v0`` -> ``jaxenvs/GridWorld-v0``,
-    ``lab/Maze-v2`` -> ``jaxenvs.lab/Maze-v2``."""
+    ``lab/Maze-v2`` -> ``jaxenvs-lab/Maze-v2`` (Gymnasium's namespaces allow no ``.``)."""
     ns, name, version = registration.parse_env_id(env_id)
     full = name if version is None else f"{name}-v{version}"
-    return f"{NAMESPACE}/{full}" if ns is None else f"{NAMESPACE}.{ns}/{full}"
+    return f"{NAMESPACE}/{full}" if ns is None else f"{NAMESPACE}-{ns}/{full}"
 
 
 def _make_vector(num_envs: int = 1, env_or_id: Any = None, **kwargs) -> "GymnasiumVectorEnv":

@@ -13,6 +13,14 @@ An agent walks on a ``size x size`` grid towards a target. Dynamics, as in the t
 
 Out-of-range actions are clipped into ``[0, 3]`` (documented behaviour; ``make(...,
 checked=True)`` with :func:`jaxenvs.checked` raises instead). The step itself draws no randomness.
+
+Stepping a state whose episode terminated (no auto-reset; Gymnasium leaves it undefined): the
+dynamics apply unchanged, so a move away from the target pays 0 and does not terminate, and a
+move into a wall that keeps the agent on the target pays 1 and terminates again. With ``make(...,
+checked=True)`` and :func:`jaxenvs.checked` such a step raises. ``params.size`` must be an integer
+>= 2 (``validate_params``); a state from another ``size`` has the same shapes, so it is not caught
+when traced: its positions are clipped into the grid on the next step, and a target outside the
+grid is never reached.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ class GridWorld(Environment):
         reward_style="terminal",
     )
     render_fps = 4
+    # action i moves by ACTION_TO_DIRECTION[i]; y grows downwards in the picture, as in Gym's tutorial
+    ACTION_NAMES = ("right (x+1)", "up (y+1: down on screen)", "left (x-1)", "down (y-1: up on screen)")
 
     @property
     def default_params(self) -> EnvParams:

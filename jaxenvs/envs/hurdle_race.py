@@ -30,7 +30,9 @@ Dynamics, as in the tutorial's ``HurdleRaceModel``:
 Out-of-range actions are clipped into ``{0, 1}`` (documented behaviour; ``make(...,
 checked=True)`` with :func:`jaxenvs.checked` raises instead). Stepping a terminated state (no
 auto-reset) is outside the tutorial: positions stay capped at ``track_length``, and reward and
-outcome are again read off the positions.
+outcome are again read off the positions (with ``make(..., checked=True)`` and
+:func:`jaxenvs.checked` such a step raises). ``jump_success_rate`` must be a probability in
+``[0, 1]`` (``validate_params``; a NaN rate would make every jump over a hurdle fail).
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class HurdleRace(Environment):
         action_style="minimal",
     )
     render_fps = 4
+    ACTION_NAMES = ("RUN", "JUMP")  # per runner
 
     def __init__(self, track_length: int = 10, hurdle_slots: Sequence[Sequence[int]] = DEFAULT_HURDLE_SLOTS):
         require_param("HurdleRace", "track_length", track_length, integer=True, low=2)

@@ -9,7 +9,9 @@ payouts and probabilities as params fields:
 * observation int32 scalar in ``Discrete(2)``: 0 before playing, 1 after (RL.jl's state,
   whether the lottery has been played);
 * every step plays the lottery and sets ``terminated`` (a one-shot game; stepping a played state
-  again plays again); the reward is float32 (1e8 and 1e6 are exact in float32);
+  again plays again, and raises with ``make(..., checked=True)`` under :func:`jaxenvs.checked`);
+  the probabilities must lie in ``[0, 1]`` and the prizes be finite (``validate_params``);
+  the reward is float32 (1e8 and 1e6 are exact in float32);
 * ``info``: ``{"won": bool, "action": int32}`` (``won`` is False for NoTicket; ``action`` is
   the action played, after clipping).
 
@@ -56,6 +58,7 @@ class Lottery(Environment):
 
     traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="terminal")
     render_fps = 2
+    ACTION_NAMES = ACTION_NAMES
 
     @property
     def default_params(self) -> EnvParams:

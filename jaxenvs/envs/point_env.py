@@ -11,6 +11,16 @@ the tutorial, with its constants as params fields:
 * ``terminated`` when ``|x| < goal_tolerance`` and ``|y| < goal_tolerance`` (strict, 0.01);
 * observation float32[2] = position (unbounded); ``info["distance"]`` = ``-reward`` (float32).
 
+Edge cases (documented rules, outside the tutorial):
+
+* a NaN in an action component makes that component of the position (and of the observation),
+  the reward and ``info["distance"]`` NaN and ``terminated`` False, from then on (a NaN never looks like a good result: it is never
+  rewarded as being at the goal); :func:`jaxenvs.checked` raises on it, and training stops on a
+  non-finite loss;
+* stepping a state whose episode terminated (no auto-reset) walks on: the dynamics apply
+  unchanged and ``terminated`` is recomputed from the new position; with ``make(...,
+  checked=True)`` and :func:`jaxenvs.checked` such a step raises.
+
 The step draws no randomness and is differentiable: ``jax.grad`` of the reward or the next
 position with respect to the action, the state or the params flows through ``step``. Clipping
 has zero gradient in an action component outside ``[-action_bound, action_bound]`` (exactly on
@@ -44,10 +54,10 @@ class EnvState:
 
 
 def _distance(position):
-    """Euclidean norm of ``position`` with a zero (not NaN) gradient at the origin."""
+    """Euclidean norm of ``position`` with a zero (not NaN) gradient at the origin; NaN stays NaN."""
     sq = jnp.sum(position * position)
-    safe = jnp.where(sq > 0, sq, 1.0)
-    return jnp.where(sq > 0, jnp.sqrt(safe), 0.0)
+    safe = jnp.where(sq == 0, 1.0, sq)
+    return jnp.where(sq == 0, 0.0, jnp.sqrt(safe))
 
 
 class PointEnv(Environment):

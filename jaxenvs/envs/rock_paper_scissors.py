@@ -8,7 +8,8 @@ A one-shot, simultaneous, zero-sum game of two agents. Dynamics, as in Reinforce
   on a tie, so the rewards always sum to 0;
 * observation int32[2], one scalar per agent: 0 before the round, 1 after. It never shows the
   other agent's choice before the round (imperfect information: moves are simultaneous);
-* every step plays a round and sets ``terminated`` (stepping a played state plays again);
+* every step plays a round and sets ``terminated`` (stepping a played state plays again; with
+  ``make(..., checked=True)`` under :func:`jaxenvs.checked` it raises);
 * ``info``: ``{"actions": int32[2], "opponent_action": int32[2]}``, the choices as played
   (after clipping); ``opponent_action[i]`` is the choice of the agent other than ``i``.
 
@@ -60,6 +61,7 @@ class RockPaperScissors(Environment):
         reward_style="terminal",
     )
     render_fps = 2
+    ACTION_NAMES = ACTION_NAMES
 
     @property
     def default_params(self) -> EnvParams:

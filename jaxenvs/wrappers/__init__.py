@@ -22,6 +22,7 @@ from jaxenvs.wrappers.normalize import (
     NormalizeReward,
     NormalizeRewardState,
     RunningMeanStd,
+    normalize,
 )
 from jaxenvs.wrappers.observation import FlattenObservation, ObservationWrapper, TransformObservation
 from jaxenvs.wrappers.relative_position import RelativePosition
@@ -43,5 +44,6 @@ __all__ += [
     "NormalizeReward",
     "NormalizeRewardState",
     "RunningMeanStd",
+    "normalize",
     "RelativePosition",
 ]

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxenvs import struct
 
-from jaxenvs.core import Environment
+from jaxenvs.core import Environment, check_params
 
 __all__ = [
     "step_draws_randomness",
@@ -159,7 +159,7 @@ class WithParams(Wrapper):
 
     def __init__(self, env: Environment, params: Any):
         super().__init__(env)
-        self._params = params
+        self._params = check_params(env, params)
 
     @property
     def default_params(self):

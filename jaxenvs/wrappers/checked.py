@@ -1,39 +1,104 @@
-"""Opt-in checked mode: out-of-range actions raise instead of following the documented fallback.
+"""Opt-in checked mode: invalid input raises instead of following the documented fallback.
 
-Inside ``jit`` nothing can raise on a value, so :class:`CheckedActions` records a
-``jax.experimental.checkify`` check and :func:`checked` turns a function into one that raises
-``checkify.JaxRuntimeError`` naming the action space when the check fails::
+Inside ``jit`` nothing can raise on a value, so :class:`CheckedActions` records
+``jax.experimental.checkify`` checks and :func:`checked` turns a function into one that raises
+``checkify.JaxRuntimeError`` naming what was wrong when a check fails::
 
     env = jaxenvs.make("GridWorld-v0", checked=True)
     step = jaxenvs.checked(env.step)          # jitted; raises on an invalid action
+
+What checked mode catches, beyond the trace-time checks every ``step`` makes:
+
+* an action outside the action space: out of range, NaN, an integer clipped from beyond int32;
+* traced params that the environment's ``validate_params`` rejects (concrete params are
+  validated by ``reset``/``step`` in any mode); they are read on the host with a callback;
+* a ``step`` from a state in which the episode already terminated (without an auto-reset in
+  between): the wrapper keeps a ``terminated`` flag in its state (:class:`CheckedState`);
+* host integers outside int32's range among the arguments of a function made by :func:`checked`
+  (a ValueError before the call: ``jax.jit`` would wrap them, e.g. ``2**32 + 1`` into ``1``,
+  while x64 is off).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 from jax.experimental import checkify
 
+from jaxenvs import struct
+from jaxenvs.core import is_concrete
 from jaxenvs.wrappers.base import Wrapper
 
-__all__ = ["CheckedActions", "checked"]
+__all__ = ["CheckedActions", "CheckedState", "checked"]
+
+
+@struct.dataclass
+class CheckedState:
+    env_state: Any
+    terminated: jax.Array  # bool scalar: the last step terminated the episode
 
 
 class CheckedActions(Wrapper):
-    """Adds a checkify check that the action lies in the action space (and is not NaN).
+    """Adds checkify checks: the action lies in the action space (and is not NaN), traced params
+    pass ``validate_params``, and no step follows a terminated one without a reset.
 
-    The wrapped ``step`` must run under :func:`checked` (or ``checkify.checkify``).
+    The wrapped ``reset``/``step`` must run under :func:`checked` (or ``checkify.checkify``).
     """
 
+    def _check_params(self, params):
+        if is_concrete(params):
+            return  # validated on entry by reset/step
+
+        def valid(p):
+            try:
+                self.env.validate_params(jax.tree.map(np.asarray, p))
+            except (TypeError, ValueError):
+                return np.bool_(False)
+            return np.bool_(True)
+
+        ok = jax.pure_callback(valid, jax.ShapeDtypeStruct((), jnp.bool_), params, vmap_method="sequential")
+        checkify.check(
+            ok, f"{self.env.name}: params rejected by validate_params (call env.validate_params on their values for why)"
+        )
+
+    def reset_env(self, key, params):
+        self._check_params(params)
+        obs, state = self.env.reset_env(key, params)
+        return obs, CheckedState(state, jnp.zeros((), bool))
+
     def step_env(self, key, state, action, params):
+        self._check_params(params)
         space = self.env.action_space(params)
         checkify.check(
             self.env.action_in_space(action, params),
             f"{self.env.name}: action out of the action space {space}: {{action}}",
             action=action,
         )
-        return self.env.step_env(key, state, action, params)
+        checkify.check(
+            ~state.terminated,
+            f"{self.env.name}: step after the episode terminated; reset first (or use AutoReset)",
+        )
+        obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
+        return obs, CheckedState(env_state, terminated), reward, terminated, truncated, info
+
+    def inner_state(self, state):
+        return state.env_state
+
+
+def _check_host_ints(tree) -> None:
+    info = np.iinfo(np.int32)
+    for path, x in jax.tree_util.tree_leaves_with_path(tree):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer, np.ndarray)):
+            continue
+        a = np.asarray(x)
+        if a.dtype.kind in "iu" and a.size and (a.min() < info.min or a.max() > info.max):
+            raise ValueError(
+                f"checked: argument{jax.tree_util.keystr(path)} holds integers outside int32's range "
+                f"[{info.min}, {info.max}] (min {a.min()}, max {a.max()}); jax.jit would wrap them"
+            )
 
 
 def checked(fn: Callable, jit: bool = True) -> Callable:
@@ -43,6 +108,8 @@ def checked(fn: Callable, jit: bool = True) -> Callable:
         f = jax.jit(f)
 
     def wrapper(*args, **kwargs):
+        if not jax.config.jax_enable_x64:
+            _check_host_ints((args, kwargs))
         err, out = f(*args, **kwargs)
         err.throw()
         return out

@@ -30,6 +30,7 @@ __all__ = [
     "NormalizeObservationState",
     "NormalizeReward",
     "NormalizeRewardState",
+    "normalize",
 ]
 
 
@@ -53,12 +54,18 @@ class RunningMeanStd:
         return cls(jnp.zeros(shape, jnp.float32), jnp.ones(shape, jnp.float32), jnp.asarray(initial_count, jnp.float32))
 
     def update(self, x: jax.Array) -> "RunningMeanStd":
-        """The statistics after one more sample ``x`` (same shape as ``mean``)."""
-        delta = jnp.asarray(x, jnp.float32) - self.mean
+        """The statistics after one more sample ``x`` (same shape as ``mean``).
+
+        A sample with a non-finite element (NaN or infinity) is left out whole: the statistics
+        stay as they were, so one bad observation cannot poison every later one.
+        """
+        x = jnp.asarray(x, jnp.float32)
+        delta = x - self.mean
         total = self.count + 1.0
         mean = self.mean + delta / total
         var = (self.var * self.count + jnp.square(delta) * self.count / total) / total
-        return RunningMeanStd(mean, var, total)
+        ok = jnp.all(jnp.isfinite(x))
+        return RunningMeanStd(jnp.where(ok, mean, self.mean), jnp.where(ok, var, self.var), jnp.where(ok, total, self.count))
 
 
 def _check_epsilon(name: str, epsilon: float) -> float:
@@ -79,7 +86,9 @@ class NormalizeObservation(Wrapper):
     Each observation (the initial one from ``reset`` and every one from ``step``, including the
     first observations of auto-reset episodes) updates the statistics first, then is normalised
     with them, as in Gymnasium. ``info["final_obs"]``, when present, is normalised with the same
-    statistics but does not update them. Statistics are elementwise over the whole observation:
+    statistics but does not update them. An observation with a NaN or infinite element leaves the
+    statistics unchanged (:meth:`RunningMeanStd.update`) and is itself normalised to non-finite
+    values, so the fault stays visible where it happened. Statistics are elementwise over the whole observation:
     per agent for multi-agent environments.
 
     The inner observation space must be a Box (wrap a Dict in
@@ -140,7 +149,8 @@ class NormalizeReward(Wrapper):
 
     The reward is scaled, not centred. Here ``done = terminated | truncated`` (Gymnasium uses
     ``terminated`` only, as its wrapper does not see the reset that follows a truncation); ``G``
-    starts at 0 on ``reset``. Multi-agent rewards keep one ``G`` and one variance per agent.
+    starts at 0 on ``reset``. Multi-agent rewards keep one ``G`` and one variance per agent. A
+    non-finite reward leaves ``G`` and the statistics unchanged (and stays non-finite itself).
     """
 
     def __init__(self, env: Environment, gamma: float = 0.99, epsilon: float = 1e-8, update: bool = True):
@@ -160,9 +170,62 @@ class NormalizeReward(Wrapper):
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
         done = terminated | truncated
         g = state.discounted_return * self.gamma * (1.0 - done.astype(jnp.float32)) + reward
+        # a non-finite reward is passed on (scaled) but kept out of the return and its statistics
+        g = jnp.where(jnp.isfinite(g), g, state.discounted_return)
         rms = state.return_rms.update(g) if self.update else state.return_rms
         reward = (reward / jnp.sqrt(rms.var + self.epsilon)).astype(jnp.float32)
         return obs, NormalizeRewardState(env_state, g, rms), reward, terminated, truncated, info
 
     def inner_state(self, state):
         return state.env_state
+
+
+def normalize(
+    env: Environment,
+    scale_reward: float = 1.0,
+    normalize_obs: bool = False,
+    normalize_reward: bool = False,
+    expected_action_scale: float = 1.0,
+    flatten_obs: bool = True,
+    gamma: float = 0.99,
+    epsilon: float = 1e-8,
+) -> Environment:
+    """garage's ``normalize(env, ...)`` composed from this package's wrappers, with its defaults.
+
+    From the inside out:
+
+    * ``normalize_obs``: :class:`NormalizeObservation` (after :class:`FlattenObservation` when
+      ``flatten_obs`` and the observation space is not already a Box);
+    * ``normalize_reward``: :class:`NormalizeReward` (``gamma``, ``epsilon``);
+    * ``scale_reward != 1``: rewards multiplied by ``scale_reward`` (after any normalisation);
+    * a float Box action space: :class:`~jaxenvs.wrappers.RescaleAction` from
+      ``[-expected_action_scale, expected_action_scale]`` onto the env's bounds, clipped to them.
+      Other action spaces pass unchanged.
+
+    With the defaults only the actions are rescaled: ``normalize(jaxenvs.make("PointEnv-v0"))``
+    takes actions in ``[-1, 1]^2``. One difference from garage: the running statistics are
+    Gymnasium's count-based mean and variance (see :class:`RunningMeanStd`), not garage's
+    exponential averages with ``obs_alpha``/``reward_alpha``. Wrap outside
+    :class:`~jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so the statistics
+    persist across episodes.
+    """
+    from jaxenvs.wrappers.action import RescaleAction
+    from jaxenvs.wrappers.observation import FlattenObservation
+    from jaxenvs.wrappers.reward import TransformReward
+
+    for name, value in (("scale_reward", scale_reward), ("expected_action_scale", expected_action_scale)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value <= 0:
+            raise ValueError(f"normalize needs a finite {name} > 0, got {value!r}")
+    if normalize_obs:
+        if flatten_obs and not isinstance(env.observation_space(env.default_params), spaces.Box):
+            env = FlattenObservation(env)
+        env = NormalizeObservation(env, epsilon=epsilon)
+    if normalize_reward:
+        env = NormalizeReward(env, gamma=gamma, epsilon=epsilon)
+    if scale_reward != 1.0:
+        scale = float(scale_reward)
+        env = TransformReward(env, lambda r: (r * scale).astype(jnp.float32))
+    space = env.action_space(env.default_params)
+    if isinstance(space, spaces.Box) and space.dtype.kind == "f":
+        env = RescaleAction(env, -float(expected_action_scale), float(expected_action_scale))
+    return env

@@ -1,0 +1,168 @@
+"""Write the site's generated files into ``docs/generated/`` (git-ignored).
+
+* ``gallery/<id>.gif``: every registered environment under a uniformly random policy, rendered
+  with its own ``render`` (``jaxenvs.rollout.rollout`` + ``jaxenvs.rendering``);
+* ``gallery.md``: the gallery's table, one row per registered environment (id, traits, GIF);
+* ``steps_per_sec.md`` and ``train_speed.md``: the benchmark tables, read from
+  ``benchmarks/results/*.json`` (what ``benchmarks/steps_per_sec.py`` and
+  ``benchmarks/train_speed.py`` write);
+* ``steps_per_sec.png``: the throughput plot those results come with.
+
+``python docs/gen_assets.py`` regenerates everything; the MkDocs hook (``docs/hooks.py``) calls
+:func:`generate` before every build and only writes what is missing or older than its sources.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "generated"
+RESULTS = ROOT / "benchmarks" / "results"
+GALLERY_ENVS, GALLERY_STEPS, GALLERY_FRAMES = 8, 24, 48  # episodes tried, steps each, frames per GIF
+
+
+def _stale(target: Path, *sources: Path) -> bool:
+    return not target.exists() or any(s.exists() and s.stat().st_mtime > target.stat().st_mtime for s in sources)
+
+
+def gallery(force: bool = False) -> list[Path]:
+    """One GIF per registered environment (random policy, auto-reset on), and the gallery table."""
+    import jaxenvs
+    from jaxenvs.rendering import save_gif
+
+    folder = OUT / "gallery"
+    folder.mkdir(parents=True, exist_ok=True)
+    rows, written = [], []
+    for env_id in sorted(i for i in jaxenvs.registry if "/" not in i):  # the built-in namespace
+        env = jaxenvs.make(env_id)
+        path = folder / f"{env_id}.gif"
+        source = Path(sys.modules[type(env.unwrapped).__module__].__file__)
+        if force or _stale(path, source):
+            save_gif(episode_frames(env_id), path, fps=env.render_fps)
+            written.append(path)
+        t = env.traits
+        what = (type(env.unwrapped).__doc__ or "").strip().splitlines()[0]
+        rows.append(
+            f"| `{env_id}` | {what} | {t.num_agents} | {t.chance}, {t.information} information, {t.utility}, "
+            f"{t.reward_style} reward | ![{env_id}](generated/gallery/{env_id}.gif) |"
+        )
+    table = "| id | what | agents | traits | random policy |\n|---|---|---:|---|---|\n" + "\n".join(rows) + "\n"
+    _write_if_changed(OUT / "gallery.md", table)
+    return written
+
+
+def episode_frames(env_id: str):
+    """uint8[T, H, W, 3]: whole episodes of ``env_id`` under a random policy, one after another,
+    each from its initial state to the state it ended in (at most ``GALLERY_FRAMES`` frames)."""
+    import numpy as np
+
+    import jaxenvs
+
+    env = jaxenvs.make(env_id, autoreset=False)  # the state an episode ends in stays visible
+    frames, done = _rollout_frames(env)  # [steps + 1, envs, H, W, 3], [steps, envs]
+    frames, done = np.asarray(frames), np.asarray(done)
+    clips = []
+    for e in range(GALLERY_ENVS):
+        end = int(np.argmax(done[:, e])) + 1 if done[:, e].any() else GALLERY_STEPS
+        clips.append(frames[: end + 1, e])
+        if sum(len(c) for c in clips) >= GALLERY_FRAMES:
+            break
+    return np.concatenate(clips)[:GALLERY_FRAMES]
+
+
+def _rollout_frames(env):
+    """A random-policy rollout of ``GALLERY_ENVS`` envs and the frames of every state it passed
+    through (the last one included), in one compiled program."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxenvs.rollout import random_policy, rollout
+
+    @jax.jit
+    def run(key):
+        traj = rollout(env, key, random_policy(env), GALLERY_STEPS, num_envs=GALLERY_ENVS)
+        states = jax.tree.map(lambda s, last: jnp.concatenate([s, last[None]]), traj.state, traj.last_state)
+        return jax.vmap(jax.vmap(env.render))(states), traj.terminated | traj.truncated
+
+    return run(jax.random.key(0))
+
+
+def _si(x: float) -> str:
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f}{unit}" if unit == "M" else f"{x / scale:.0f}k"
+    return f"{x:.0f}"
+
+
+def steps_per_sec_table() -> str:
+    """Markdown table of ``benchmarks/results/steps_per_sec.json``: one row per (env, num_envs),
+    one column per method, steps/s."""
+    data = json.loads((RESULTS / "steps_per_sec.json").read_text())
+    methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
+    cells: dict[tuple, dict] = {}
+    for r in data["rows"]:
+        cells.setdefault((r["env"], r["num_envs"]), {})[r["method"]] = r["steps_per_sec"]
+    lines = [
+        f"Random-policy steps/s on {data['device']}, jax {data['jax']} (compilation excluded).",
+        "",
+        "| env | envs | " + " | ".join(methods) + " |",
+        "|---|---:|" + "---:|" * len(methods),
+    ]
+    for (env_id, n), row in cells.items():
+        lines.append(f"| {env_id} | {n} | " + " | ".join(_si(row[m]) if m in row else "-" for m in methods) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def train_speed_table() -> str:
+    """Markdown table of ``benchmarks/results/train_speed.json``: env-steps/s and time to solve
+    per environment and trainer."""
+    data = json.loads((RESULTS / "train_speed.json").read_text())
+    names = {"jaxenvs": "jaxenvs PPO", "sb3": "SB3 PPO, same settings", "sb3_defaults": "SB3 PPO, its defaults"}
+    lines = [
+        f"PPO on {data['device']}, jax {data['jax']} (compilation reported apart).",
+        "",
+        "| env | trainer | env-steps/s | compile (s) | time to solve (s) | steps to solve |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for env_id, res in data["results"].items():
+        for key, label in names.items():
+            if key not in res:
+                continue
+            r = res[key]
+            compile_s = f"{r['compile_s']:.1f}" if r.get("compile_s") is not None else "-"
+            solved = r.get("solved")
+            t = f"{r['time_to_solve_s']:.2f}" if solved else "not solved"
+            n = f"{r['steps_to_solve']:,}" if solved else "-"
+            lines.append(f"| {env_id} | {label} | {_si(r['steps_per_sec'])} | {compile_s} | {t} | {n} |")
+    return "\n".join(lines) + "\n"
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    # rewriting an unchanged file would make `mkdocs serve` rebuild in a loop
+    if path.exists() and path.read_text() == text:
+        return False
+    path.write_text(text)
+    return True
+
+
+def benchmarks() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(OUT / "steps_per_sec.md", steps_per_sec_table())
+    _write_if_changed(OUT / "train_speed.md", train_speed_table())
+    png = RESULTS / "steps_per_sec.png"
+    if _stale(OUT / "steps_per_sec.png", png):
+        shutil.copyfile(png, OUT / "steps_per_sec.png")
+
+
+def generate(force: bool = False) -> None:
+    benchmarks()
+    gallery(force=force)
+
+
+if __name__ == "__main__":
+    generate(force=True)
+    print(f"wrote {OUT}")

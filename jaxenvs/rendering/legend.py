@@ -1,0 +1,113 @@
+"""Legends for frames whose colours and shapes carry meaning (Lottery, Rock-Paper-Scissors).
+
+A legend is a strip of text with colour swatches, drawn on the host once per environment (with
+Pillow, which GIF writing already needs) and appended below every frame::
+
+    frames = add_legend(env, render_frames(env, traj.state))   # uint8[T, H + h, W, 3]
+
+Environments without a legend entry get their frames back unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Sequence
+
+import numpy as np
+
+from jaxenvs.rendering import draw
+
+__all__ = ["LEGENDS", "legend_rows", "legend_strip", "add_legend"]
+
+Entry = tuple  # (rgb colour or None, text)
+
+
+def _lottery() -> list[list[Entry]]:
+    from jaxenvs.envs.lottery import ACTION_NAMES, CHOICE_COLORS
+
+    return [
+        [(None, "tickets (chosen one framed):")],
+        [(tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)],
+        [(None, "bar:"), (draw.GREEN, "won"), (draw.RED, "lost"), (draw.GREY, "no ticket")],
+    ]
+
+
+def _rock_paper_scissors() -> list[list[Entry]]:
+    from jaxenvs.envs.rock_paper_scissors import ACTION_NAMES, CHOICE_COLORS, OUTCOME_COLORS
+
+    return [
+        [(None, "left: agent 0   right: agent 1")],
+        [(tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)],
+        [(None, "bar:"), (tuple(OUTCOME_COLORS[1]), "win"), (tuple(OUTCOME_COLORS[2]), "loss"),
+         (tuple(OUTCOME_COLORS[3]), "draw")],
+    ]
+
+
+# base environment class name -> rows of (colour, text) entries
+LEGENDS = {"Lottery": _lottery, "RockPaperScissors": _rock_paper_scissors}
+
+
+def legend_rows(env) -> list[list[Entry]] | None:
+    """The legend of ``env`` (wrappers are looked through) as rows of ``(colour, text)``, or None."""
+    base = getattr(env, "unwrapped", env)
+    make_rows = LEGENDS.get(type(base).__name__)
+    return None if make_rows is None else make_rows()
+
+
+def _pil():
+    try:
+        from PIL import Image, ImageDraw, ImageFont
+    except ImportError as e:
+        raise ImportError("drawing a legend needs Pillow: pip install 'jaxenvs[render]' (or leave the legend out)") from e
+    return Image, ImageDraw, ImageFont
+
+
+@functools.lru_cache(maxsize=32)
+def _strip(rows: tuple, width: int) -> np.ndarray:
+    Image, ImageDraw, ImageFont = _pil()
+    font = ImageFont.load_default()
+    probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    ascent, descent = font.getmetrics() if hasattr(font, "getmetrics") else (10, 2)
+    line_h = ascent + descent + 3
+    swatch, gap, pad = line_h - 5, 4, 4
+    # lay the entries out left to right, wrapping onto a new line where one does not fit
+    placed, x, y = [], pad, pad
+    for row in rows:
+        for color, text in row:
+            w = int(np.ceil(probe.textlength(text, font=font))) + (swatch + 2 if color is not None else 0)
+            if x > pad and x + w > width - pad:
+                x, y = pad, y + line_h
+            placed.append((x, y, color, text))
+            x += w + 2 * gap
+        x, y = pad, y + line_h
+    image = Image.new("RGB", (width, y + pad - 3), draw.WHITE)
+    pen = ImageDraw.Draw(image)
+    for x, y, color, text in placed:
+        if color is not None:
+            pen.rectangle([x, y + 2, x + swatch - 1, y + 1 + swatch], fill=tuple(int(c) for c in color),
+                          outline=draw.BLACK)
+            x += swatch + 2
+        pen.text((x, y), text, fill=draw.BLACK, font=font)
+    strip = np.asarray(image, dtype=np.uint8).copy()
+    strip[0] = draw.BLACK  # a rule between the picture and its legend
+    strip.setflags(write=False)
+    return strip
+
+
+def legend_strip(env, width: int) -> np.ndarray | None:
+    """uint8[h, width, 3]: ``env``'s legend drawn for frames ``width`` pixels wide (None if none)."""
+    rows = legend_rows(env)
+    if rows is None:
+        return None
+    return _strip(tuple(tuple((None if c is None else tuple(c), t) for c, t in r) for r in rows), int(width))
+
+
+def add_legend(env, frames: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
+    """``frames`` (uint8[..., H, W, 3]) with ``env``'s legend appended below each; unchanged when
+    ``env`` has no legend."""
+    frames = np.asarray(frames)
+    strip = legend_strip(env, frames.shape[-2])
+    if strip is None:
+        return frames
+    strips = np.broadcast_to(strip, frames.shape[:-3] + strip.shape)
+    return np.concatenate([frames, strips], axis=-3)

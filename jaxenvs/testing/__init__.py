@@ -1,0 +1,81 @@
+"""What users' own test suites need: port verification, the checker as an assertion, trace counts.
+
+    from jaxenvs.testing import verify_port, PortMismatch, assert_env_ok, assert_max_traces
+
+* :func:`verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it
+  was ported from? (:mod:`jaxenvs.testing.verify`)
+* :func:`assert_env_ok` -- :func:`jaxenvs.check_env` as a pytest-friendly assertion;
+* :func:`assert_max_traces` -- fail when a jitted function is traced more often than expected.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from jaxenvs.checker import CheckReport, EnvCheckError, check_env
+from jaxenvs.testing.verify import PortMismatch, PortReport, Statistic, verify_port
+
+__all__ = [
+    "verify_port",
+    "PortMismatch",
+    "PortReport",
+    "Statistic",
+    "assert_env_ok",
+    "assert_max_traces",
+    "TraceCountError",
+]
+
+
+def assert_env_ok(env, params: Any = None, **check_kwargs) -> CheckReport:
+    """Assert that ``env`` keeps the jaxenvs environment contract (:func:`jaxenvs.check_env` with
+    ``check_kwargs``: ``key``, ``num_steps``, ``num_envs``, ``skip``). On a violation raises
+    ``AssertionError`` whose message names the environment, the rule and the offending leaf, e.g.
+    ``"<GridWorld ...> breaks the environment contract: [dtype-stable] state.t: ..."``; pytest
+    shows it without the checker's internals. Returns the :class:`~jaxenvs.checker.CheckReport`."""
+    __tracebackhide__ = True
+    try:
+        return check_env(env, params, **check_kwargs)
+    except EnvCheckError as e:
+        raise AssertionError(f"{env!r} breaks the environment contract: {e}") from None
+
+
+class TraceCountError(AssertionError):
+    """A function was traced (its Python body run) more often than allowed."""
+
+
+def assert_max_traces(fn: Callable | None = None, *, n: int = 1) -> Callable:
+    """Decorator: fail with :class:`TraceCountError` when ``fn``'s Python body runs more than ``n``
+    times, i.e. when ``jax.jit`` traces it again (a weak type, a static argument or a shape that
+    drifts between calls). Put it under ``jax.jit``::
+
+        @jax.jit
+        @assert_max_traces(n=1)
+        def step(key, state, action):
+            return env.step(key, state, action)
+
+    The wrapped function has ``.traces`` (the count so far) and ``.reset_traces()``.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"assert_max_traces needs n as an int >= 0, got {n!r}")
+    if fn is None:
+        return functools.partial(assert_max_traces, n=n)
+    if not callable(fn):
+        raise TypeError(f"assert_max_traces decorates a function, got {type(fn).__name__}")
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        wrapped.traces += 1
+        if wrapped.traces > n:
+            raise TraceCountError(
+                f"{getattr(fn, '__qualname__', fn)!s} was traced {wrapped.traces} times, at most {n} allowed: "
+                "an argument's shape, dtype, weak type or static value changed between calls"
+            )
+        return fn(*args, **kwargs)
+
+    def reset_traces():
+        wrapped.traces = 0
+
+    wrapped.traces = 0
+    wrapped.reset_traces = reset_traces
+    return wrapped

@@ -1,0 +1,265 @@
+"""Reference implementations of the five tutorials' environments, in numpy, with the originals' logic.
+
+These are what :func:`jaxenvs.testing.verify_port` checks the built-in ports against
+(tests/test_verify_port.py). Each follows its tutorial's code, translated to Gymnasium's API
+(``reset(seed=...)`` and ``self.np_random``; five-tuple ``step``) or PettingZoo's ``ParallelEnv``:
+
+* :class:`GridWorldEnv` -- Gymnasium's "Make your own custom environment" (``GridWorldEnv``),
+  ``make_grid_world()`` adds ``TimeLimit(300)`` as the tutorial's registration does;
+* :class:`PointEnv` -- garage's "Adding a new environment" tutorial: position += action,
+  reward ``-sqrt(x^2 + y^2)``, done within 0.01 on both axes (the tutorial neither clips actions
+  nor bounds the plane); ``make_point_env()`` adds ``TimeLimit(100)``;
+* :class:`HurdleRaceEnv` -- POSGGym's custom-environment tutorial (``HurdleRaceModel``) as a
+  PettingZoo ``ParallelEnv`` with the model's state ``(positions, hurdles)`` and 50 steps at most;
+* :class:`LotteryEnv` and :class:`RockPaperScissorsEnv` -- ReinforcementLearning.jl's
+  ``LotteryEnv`` and ``RockPaperScissorsEnv`` (one-shot games; RPS as a ``ParallelEnv``).
+
+``STATE_TO_JAX`` maps each reference's state to the jaxenvs port's state, for ``state_to_jax``.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.wrappers import TimeLimit
+from pettingzoo import ParallelEnv
+
+from jaxenvs.envs import grid_world, hurdle_race, lottery, point_env, rock_paper_scissors
+
+
+class GridWorldEnv(gym.Env):
+    """Gymnasium's tutorial GridWorld (rendering left out)."""
+
+    metadata = {"render_modes": [], "render_fps": 4}
+
+    def __init__(self, size: int = 5):
+        self.size = size
+        self.observation_space = spaces.Dict(
+            {
+                "agent": spaces.Box(0, size - 1, shape=(2,), dtype=int),
+                "target": spaces.Box(0, size - 1, shape=(2,), dtype=int),
+            }
+        )
+        self.action_space = spaces.Discrete(4)
+        # right, up, left, down
+        self._action_to_direction = {
+            0: np.array([1, 0]),
+            1: np.array([0, 1]),
+            2: np.array([-1, 0]),
+            3: np.array([0, -1]),
+        }
+
+    def _get_obs(self):
+        return {"agent": self._agent_location, "target": self._target_location}
+
+    def _get_info(self):
+        return {"distance": np.linalg.norm(self._agent_location - self._target_location, ord=1)}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self._agent_location = self.np_random.integers(0, self.size, size=2, dtype=int)
+        # sample the target's location randomly until it does not coincide with the agent's
+        self._target_location = self._agent_location
+        while np.array_equal(self._target_location, self._agent_location):
+            self._target_location = self.np_random.integers(0, self.size, size=2, dtype=int)
+        return self._get_obs(), self._get_info()
+
+    def step(self, action):
+        direction = self._action_to_direction[action]
+        self._agent_location = np.clip(self._agent_location + direction, 0, self.size - 1)
+        terminated = np.array_equal(self._agent_location, self._target_location)
+        reward = 1 if terminated else 0
+        return self._get_obs(), reward, terminated, False, self._get_info()
+
+
+def make_grid_world(size: int = 5):
+    return TimeLimit(GridWorldEnv(size), max_episode_steps=300)
+
+
+class PointEnv(gym.Env):
+    """garage's tutorial PointEnv (``done`` becomes ``terminated``)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self):
+        self.observation_space = spaces.Box(low=-np.inf, high=np.inf, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Box(low=-0.1, high=0.1, shape=(2,), dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self._state = self.np_random.uniform(-1, 1, size=(2,))
+        return np.copy(self._state), {}
+
+    def step(self, action):
+        self._state = self._state + action
+        x, y = self._state
+        reward = -((x**2 + y**2) ** 0.5)
+        done = abs(x) < 0.01 and abs(y) < 0.01
+        return np.copy(self._state), reward, done, False, {}
+
+
+def make_point_env():
+    return TimeLimit(PointEnv(), max_episode_steps=100)
+
+
+class HurdleRaceEnv(ParallelEnv):
+    """POSGGym's tutorial HurdleRace: two runners on identical tracks of cells 0..10."""
+
+    metadata = {"name": "HurdleRace", "render_modes": []}
+    RUN, JUMP = 0, 1
+    NOHURDLE, HURDLE = 0, 1
+
+    def __init__(self, track_length: int = 10, hurdle_slots=((1, 2), (4, 5), (7, 8)), jump_success_rate=0.9,
+                 max_episode_steps: int = 50):
+        self.track_length = track_length
+        self.hurdle_slots = hurdle_slots
+        self.jump_success_rate = jump_success_rate
+        self.max_episode_steps = max_episode_steps
+        self.possible_agents = ["0", "1"]
+        self.agents = []
+        self.np_random = np.random.default_rng()
+
+    def observation_space(self, agent):
+        return spaces.Discrete(2)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self):
+        return {a: self.HURDLE if self.pos[i] + 1 in self.hurdles else self.NOHURDLE for i, a in enumerate(self.possible_agents)}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.np_random = np.random.default_rng(seed)
+        self.hurdles = [int(self.np_random.choice(slot)) for slot in self.hurdle_slots]
+        self.pos = [0, 0]
+        self.steps = 0
+        self.agents = list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def _next_pos(self, pos, action):
+        if action == self.RUN:
+            if pos + 1 in self.hurdles:
+                return pos  # ran into the hurdle
+            pos += 1
+            if pos + 1 not in self.hurdles:
+                pos += 1
+            return min(pos, self.track_length)
+        # JUMP: one cell; over a hurdle only with probability jump_success_rate
+        if pos + 1 in self.hurdles and self.np_random.random() >= self.jump_success_rate:
+            return pos
+        return min(pos + 1, self.track_length)
+
+    def step(self, actions):
+        self.pos = [self._next_pos(self.pos[i], actions[a]) for i, a in enumerate(self.possible_agents)]
+        self.steps += 1
+        finished = [p >= self.track_length for p in self.pos]
+        done = any(finished)
+        if all(finished):
+            rewards = [0.0, 0.0]
+        elif finished[0]:
+            rewards = [1.0, -1.0]
+        elif finished[1]:
+            rewards = [-1.0, 1.0]
+        else:
+            rewards = [0.0, 0.0]
+        truncated = not done and self.steps >= self.max_episode_steps
+        agents = self.possible_agents
+        out = (
+            self._obs(),
+            dict(zip(agents, rewards)),
+            {a: done for a in agents},
+            {a: truncated for a in agents},
+            {a: {"pos": self.pos[i]} for i, a in enumerate(agents)},
+        )
+        if done or truncated:
+            self.agents = []
+        return out
+
+
+class LotteryEnv(gym.Env):
+    """ReinforcementLearning.jl's LotteryEnv: ``:PowerRich``, ``:MegaHaul`` or ``nothing``."""
+
+    metadata = {"render_modes": []}
+    ACTIONS = ("PowerRich", "MegaHaul", None)
+
+    def __init__(self):
+        self.observation_space = spaces.Discrete(2)  # is_terminated
+        self.action_space = spaces.Discrete(3)
+        self.reward = None
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.reward = None
+        return int(self.reward is not None), {}
+
+    def step(self, action):
+        choice = self.ACTIONS[action]
+        if choice == "PowerRich":
+            self.reward = 100_000_000 if self.np_random.random() < 0.01 else -10
+        elif choice == "MegaHaul":
+            self.reward = 1_000_000 if self.np_random.random() < 0.05 else -10
+        else:
+            self.reward = 0
+        return int(self.reward is not None), self.reward, True, False, {}
+
+
+class RockPaperScissorsEnv(ParallelEnv):
+    """ReinforcementLearning.jl's RockPaperScissorsEnv: both players choose at once, one round."""
+
+    metadata = {"name": "RockPaperScissors", "render_modes": []}
+    ACTIONS = ("rock", "paper", "scissors")
+    BEATS = {("rock", "scissors"), ("paper", "rock"), ("scissors", "paper")}
+
+    def __init__(self):
+        self.possible_agents = ["0", "1"]
+        self.agents = []
+        self.reward = (0, 0)
+
+    def observation_space(self, agent):
+        return spaces.Discrete(2)  # is_terminated
+
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        self.done = False
+        self.agents = list(self.possible_agents)
+        return {a: 0 for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        c0, c1 = self.ACTIONS[actions["0"]], self.ACTIONS[actions["1"]]
+        self.reward = (1, -1) if (c0, c1) in self.BEATS else (-1, 1) if (c1, c0) in self.BEATS else (0, 0)
+        self.done = True
+        agents = self.possible_agents
+        self.agents = []
+        return (
+            {a: 1 for a in agents},
+            dict(zip(agents, self.reward)),
+            {a: True for a in agents},
+            {a: False for a in agents},
+            {a: {} for a in agents},
+        )
+
+
+# reference env -> the jaxenvs port's (unwrapped) state
+STATE_TO_JAX = {
+    "GridWorld-v0": lambda e: grid_world.EnvState(agent=e.unwrapped._agent_location, target=e.unwrapped._target_location),
+    "PointEnv-v0": lambda e: point_env.EnvState(position=e.unwrapped._state),
+    "HurdleRace-v0": lambda e: hurdle_race.EnvState(pos=np.array(e.pos), hurdles=np.array(e.hurdles)),
+    "Lottery-v0": lambda e: lottery.EnvState(
+        played=np.int32(e.reward is not None), action=np.int32(-1), won=np.bool_(False), reward=np.float32(0)
+    ),
+    "RockPaperScissors-v0": lambda e: rock_paper_scissors.EnvState(
+        played=np.int32(e.done), actions=np.array([-1, -1])
+    ),
+}
+
+REFERENCES = {
+    "GridWorld-v0": make_grid_world,
+    "PointEnv-v0": make_point_env,
+    "HurdleRace-v0": HurdleRaceEnv,
+    "Lottery-v0": LotteryEnv,
+    "RockPaperScissors-v0": RockPaperScissorsEnv,
+}

@@ -1,0 +1,208 @@
+"""Run directories and checkpoints of ``python -m train``: resume on every environment, Ctrl-C,
+non-finite training, corrupt or mismatched files, atomic writes, colliding names.
+
+Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; the persistent
+compilation cache is pointed at a temporary directory for this module and switched off after it.
+"""
+
+import json
+import os
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from flax import serialization
+
+import jaxenvs
+from jaxenvs.train import __main__ as cli
+from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
+from jaxenvs.train.evaluate import main as evaluate_main
+
+TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
+        "--chunks", "1", "--no-gif", "--no-eval"]
+STEPS = 8  # env steps per update
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache(tmp_path_factory):
+    old = os.environ.get("JAXENVS_CACHE_DIR")
+    os.environ["JAXENVS_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
+    yield
+    if old is None:
+        del os.environ["JAXENVS_CACHE_DIR"]
+    else:
+        os.environ["JAXENVS_CACHE_DIR"] = old
+    from jax.experimental.compilation_cache import compilation_cache
+
+    jax.config.update("jax_compilation_cache_dir", None)
+    compilation_cache.reset_cache()
+
+
+def train(capsys, *argv):
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def only_run(out):
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    return run_dir
+
+
+def files(run_dir):
+    return {p.name: p.read_bytes() for p in run_dir.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("grid")
+    assert cli.main(["--total-timesteps", str(STEPS), *TINY, "--out", str(out)]) == 0
+    return only_run(out)
+
+
+def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_path, capsys):
+    code, _, err = train(capsys, "--env", "PointEnv-v0", "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+    assert code == 0, err
+    run_dir = only_run(tmp_path)
+    # no episode ends in 4 steps: metrics.json stores null, which resume reads back
+    assert json.loads((run_dir / "metrics.json").read_text())["per_seed"]["episode_return"] == [[None]]
+    code, out, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
+    assert code == 0, err
+    assert "at update 1" in out
+    stored = json.loads((run_dir / "metrics.json").read_text())
+    assert stored["env_steps"] == [STEPS, 2 * STEPS] and stored["per_seed"]["episode_return"] == [[None], [None]]
+    assert len(stored["per_seed"]["pg_loss"]) == 2
+    _, _, meta = load_run(run_dir)
+    assert meta["update"] == 2 and json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 2 * STEPS
+
+    before = files(run_dir)
+    code, out, _ = train(capsys, "--resume", str(run_dir))
+    assert code == 0 and "is complete" in out and "nothing to do" in out
+    assert files(run_dir) == before  # nothing rewritten
+
+
+@pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
+def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path, capsys, monkeypatch):
+    def interrupt(self, plan):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.Run, "compile_chunks", interrupt)
+    code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+    assert code == 130 and "--resume" in out
+    run_dir = only_run(tmp_path)
+    trainer, runner, meta = load_run(run_dir)  # every env's state round-trips through the checkpoint
+    assert meta["update"] == 0 and trainer.config.env_id == env_id
+    keys = jax.random.split(jax.random.key(0), 1)  # --seed 0: the state the run started from
+    fresh = jax.vmap(trainer.init, in_axes=(0, None))(keys, trainer.config.hparams())
+    assert all(
+        np.array_equal(jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
+                       jax.random.key_data(b) if jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key) else b)
+        for a, b in zip(jax.tree.leaves(runner), jax.tree.leaves(fresh))
+    )
+    if env_id == "GridWorld-v0":  # and resume trains it to the end (the program grid_run compiled)
+        monkeypatch.undo()
+        code, out, err = train(capsys, "--resume", str(run_dir))
+        assert code == 0, err
+        assert load_run(run_dir)[2]["update"] == 1
+
+
+def test_nonfinite_training_stops_with_exit_1_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    # one Adam step of size 1e38 per update: update 1 is computed from finite params, update 2 is not
+    code, _, err = train(capsys, "--total-timesteps", str(2 * STEPS), *TINY, "--chunks", "2", "--lr", "1e38",
+                         "--out", str(tmp_path))
+    assert code == 1 and "training diverged" in err and "update 2" in err and "Traceback" not in err
+    run_dir = only_run(tmp_path)
+    _, runner, meta = load_run(run_dir)
+    assert meta["update"] == 1  # the state before the poisoned chunk
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(runner.params))
+    assert len(json.loads((run_dir / "metrics.json").read_text())["env_steps"]) == 1
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda b: b"", "is empty"),
+        (lambda b: b[: len(b) // 2], "truncated or corrupt"),
+        (lambda b: np.random.default_rng(0).bytes(len(b)), "not"),
+        (lambda b: serialization.msgpack_serialize({"weights": np.zeros(3)}), "not a jaxenvs checkpoint"),
+    ],
+)
+def test_a_damaged_checkpoint_is_reported_with_its_path(grid_run, tmp_path, capsys, damage, words):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    ckpt = run_dir / "checkpoint.msgpack"
+    ckpt.write_bytes(damage(ckpt.read_bytes()))
+    with pytest.raises(CheckpointError, match=words) as e:
+        load_run(run_dir)
+    assert str(ckpt) in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        evaluate_main([str(run_dir)])
+    assert e.value.code == 2 and str(ckpt) in capsys.readouterr().err
+    code, _, err = train(capsys, "--resume", str(run_dir))
+    assert code == 2 and str(ckpt) in err and "Traceback" not in err
+
+
+def test_a_config_that_disagrees_with_the_checkpoint_is_reported(grid_run, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**config, "num_envs": 4, "hidden_sizes": [16]}))
+    with pytest.raises(CheckpointError, match="disagrees with .*checkpoint.msgpack.*hidden_sizes.*num_envs: config.json has 4"):
+        load_run(run_dir)
+    (run_dir / "config.json").write_text(json.dumps({**config, "total_timesteps": 99}))
+    assert load_run(run_dir)[0].config.total_timesteps == 99  # the one change --resume makes
+
+
+def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
+    for argv, words in [
+        ([str(tmp_path)], "not a run directory"),
+        ([str(tmp_path / "nope")], "does not exist"),
+        ([str(tmp_path), "--seed", str(10**23)], "--seed"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            evaluate_main(argv)
+        assert e.value.code == 2 and words in capsys.readouterr().err
+    with pytest.raises(CheckpointError, match="no config.json and no checkpoint.msgpack"):
+        check_run_dir(tmp_path)
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "_run_stamp", lambda: "20250101-120000")
+    dirs = [cli.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
+    assert [d.name for d in dirs] == ["GridWorld-v0-20250101-120000", "GridWorld-v0-20250101-120000-2",
+                                      "GridWorld-v0-20250101-120000-3"]
+    assert all(d.is_dir() for d in dirs)
+
+
+def test_atomic_write_leaves_the_old_file_whole_when_writing_fails(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(path) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("disk full")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["metrics.json"]
+    with atomic_write(path) as tmp:
+        tmp.write_text("new")
+    assert path.read_text() == "new"
+
+
+def test_unequal_chunks_share_one_program_and_train_as_equal_chunks_do(tmp_path, capsys):
+    params = []
+    # 3 updates as chunks of 2 and 1 (one program whose scan skips its last step in the second
+    # call), or as 3 chunks of 1 (the program the other tests here compiled)
+    for chunks, lengths in (("2", "2 or 1"), ("3", "1")):
+        out = tmp_path / chunks
+        code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *TINY, "--chunks", chunks, "--out", str(out))
+        assert code == 0, err
+        compiled = [line for line in stdout.splitlines() if line.startswith("compiling") and "done in" in line]
+        assert len(compiled) == 1 and f"chunks of {lengths} update(s)" in compiled[0]
+        assert f"chunk {chunks}/{chunks}" in stdout and json.loads((only_run(out) / "config.json").read_text())["num_chunks"] == int(chunks)
+        run_dir = only_run(out)
+        assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS, 2 * STEPS, 3 * STEPS]
+        _, runner, meta = load_run(run_dir)
+        assert meta["update"] == 3
+        params.append(runner.params)
+    for a, b in zip(jax.tree.leaves(params[0]), jax.tree.leaves(params[1])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,153 @@
+"""The documentation site: every ```python block of every page under ``docs/`` runs (a page's
+blocks in order, in one namespace, in a fresh directory), and ``mkdocs build --strict`` passes.
+
+Blocks that must not run use another fence (```console, ```text, ...; see
+``docs/contributing.md``). The README's blocks run in tests/test_readme.py.
+
+All pages and the build run in ONE subprocess whose XLA:CPU backend skips LLVM's optimisation
+passes (``--xla_backend_optimization_level=0``): the examples are tiny, so compiling dominates
+their cost, and this halves it without changing what they compute.
+``python tests/test_docs.py OUT.json [SITE_DIR]`` is that subprocess.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+import traceback
+import types
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "generated" not in p.relative_to(DOCS).parts)
+FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", flags=re.S | re.M)
+# a comment right before a ```python block naming a module it needs beyond the dev extra
+REQUIRES = re.compile(r"<!--\s*requires:\s*([\w.]+)\s*-->\s*\Z")
+# fences the docs may use: python runs, the others are shown only
+LANGUAGES = {"python", "console", "bash", "text", "json", "toml"}
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def python_blocks(page: pathlib.Path) -> list[tuple[str, str | None]]:
+    """The page's ```python blocks as ``(code, required module or None)``, in order."""
+    text, blocks = page.read_text(), []
+    for m in FENCE.finditer(text):
+        if m.group(1) == "python":
+            req = REQUIRES.search(text[: m.start()])
+            blocks.append((m.group(2), req.group(1) if req else None))
+    return blocks
+
+
+def run_page(page: pathlib.Path, workdir: pathlib.Path) -> dict:
+    """Run the page's blocks in ``workdir``: ``{"error": traceback or None, "left_out": [...], "s": wall}``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    os.chdir(workdir)
+    module = types.ModuleType(f"docs_{page.stem.replace('-', '_')}")  # a real module, as a script's
+    sys.modules[module.__name__] = module  # (dataclasses look their module up)
+    namespace = module.__dict__
+    left_out, error, t0 = [], None, time.perf_counter()
+    for i, (code, needs) in enumerate(python_blocks(page)):
+        if needs is not None and importlib.util.find_spec(needs.split(".")[0]) is None:
+            left_out.append(f"block {i + 1} needs {needs}")
+            continue
+        try:
+            exec(compile(code, f"{page.relative_to(ROOT)} [python block {i + 1}]", "exec", dont_inherit=True), namespace)
+        except BaseException:
+            error = f"python block {i + 1} failed:\n{code}\n{traceback.format_exc()}"
+            break
+    return {"error": error, "left_out": left_out, "s": round(time.perf_counter() - t0, 2)}
+
+
+def build_site(site_dir: pathlib.Path) -> dict:
+    """``mkdocs build --strict`` into ``site_dir``: ``{"error": traceback or None, "s": wall}``."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    t0 = time.perf_counter()
+    os.chdir(ROOT)  # mkdocs.yml's snippet paths are relative to the repository root
+    try:
+        build(load_config(str(ROOT / "mkdocs.yml"), site_dir=str(site_dir), strict=True))
+        error = None
+    except BaseException:
+        error = traceback.format_exc()
+    return {"error": error, "s": round(time.perf_counter() - t0, 2)}
+
+
+def _main(out: str, site_dir: str | None = None) -> None:
+    import jaxenvs.train  # noqa: F401  (its XLA:CPU flag, as in tests/conftest.py)
+
+    work = pathlib.Path(out).parent
+    results = {}
+    for page in PAGES:
+        if python_blocks(page):
+            results[str(page.relative_to(DOCS))] = run_page(page, work / page.relative_to(DOCS).with_suffix(""))
+    if site_dir:
+        results["mkdocs build --strict"] = build_site(pathlib.Path(site_dir))
+    pathlib.Path(out).write_text(json.dumps(results, indent=1))
+
+
+# ---- the tests -------------------------------------------------------------------------------
+
+
+def test_every_fence_names_a_known_language():
+    bad = {
+        f"{p.relative_to(ROOT)}: ```{lang or '(none)'}"
+        for p in PAGES
+        for lang, _ in FENCE.findall(p.read_text())
+        if lang not in LANGUAGES
+    }
+    assert not bad, f"code fences must name one of {sorted(LANGUAGES)} (```python blocks run in the tests): {sorted(bad)}"
+
+
+def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
+    import pytest
+    from conftest import require
+
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        require(module)
+    optional = {m for p in PAGES for _, m in python_blocks(p) if m}
+    missing = []
+    for module in sorted(optional):
+        try:
+            require(module)  # under CI=true a missing module is an error here
+        except pytest.skip.Exception:
+            missing.append(module)
+
+    out, site = tmp_path / "results.json", tmp_path / "site"
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    proc = subprocess.run(
+        [sys.executable, __file__, str(out), str(site)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
+    results = json.loads(out.read_text())
+
+    pages_with_code = {str(p.relative_to(DOCS)) for p in PAGES if python_blocks(p)}
+    assert pages_with_code <= set(results), f"pages not run: {sorted(pages_with_code - set(results))}"
+    failed = {name: r["error"] for name, r in results.items() if r["error"]}
+    assert not failed, "\n\n".join(f"== {name}: {err[-3000:]}" for name, err in failed.items())
+
+    # the strict build made every page, and the gallery shows a GIF of every built-in environment
+    for page in PAGES:
+        rel = page.relative_to(DOCS).with_suffix("")
+        html = site / ("index.html" if rel.name == "index" else rel / "index.html")
+        assert html.is_file(), f"{page.relative_to(ROOT)} was not built"
+    import jaxenvs
+
+    gallery = (site / "gallery" / "index.html").read_text()
+    for env_id in (i for i in jaxenvs.registry if "/" not in i):
+        gif = site / "generated" / "gallery" / f"{env_id}.gif"
+        assert gif.is_file() and gif.stat().st_size > 0 and f"{env_id}.gif" in gallery, env_id
+
+    left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
+    if left_out:
+        pytest.skip(f"every page ran and the site built; blocks left out for want of {missing}: {left_out}")
+
+
+if __name__ == "__main__":
+    _main(*sys.argv[1:])
