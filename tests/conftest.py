@@ -15,14 +15,14 @@ def rollout_without_retrace():
     and returns the first trajectory."""
     import jax
 
-    from jaxenvs.rollout import _rollout, random_policy, rollout
+    from jaxenvs.rollout import random_policy, rollout, trace_count
 
     def run(env, num_steps, num_envs):
         policy = random_policy(env)
         traj = rollout(env, jax.random.key(5), policy, num_steps, num_envs=num_envs, record_states=False)
-        compiled = _rollout._cache_size()
+        traces = trace_count()
         rollout(env, jax.random.key(6), policy, num_steps, num_envs=num_envs, record_states=False)
-        assert _rollout._cache_size() == compiled  # no retrace
+        assert trace_count() == traces, "the second rollout call traced again"
         return traj
 
     return run
