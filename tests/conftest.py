@@ -28,6 +28,21 @@ def rollout_without_retrace():
     return run
 
 
+@pytest.fixture(scope="session")
+def grid_rollout():
+    """A 24-step auto-resetting 2x2 GridWorld rollout (several episodes end in it) and its frames;
+    shared by the rollout and rendering tests, so it is computed once."""
+    import jax
+
+    import jaxenvs
+    from jaxenvs.rendering import render_frames
+    from jaxenvs.rollout import random_policy, rollout
+
+    env = jaxenvs.make("GridWorld-v0", size=2)
+    traj = rollout(env, jax.random.key(3), random_policy(env), 24)
+    return env, traj, render_frames(env, traj.state)
+
+
 def require(module: str):
     """Import the optional dependency ``module`` for a test module: the module's tests are skipped
     where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``
