@@ -43,6 +43,16 @@ def grid_rollout():
     return env, traj, render_frames(env, traj.state)
 
 
+def assert_trees_equal(a, b):
+    """``a`` and ``b`` have one tree structure and exactly equal leaves."""
+    import jax
+    import numpy as np
+
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)
+
+
 def require(module: str):
     """Import the optional dependency ``module`` for a test module: the module's tests are skipped
     where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``

@@ -9,6 +9,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
+from conftest import assert_trees_equal
 from jaxenvs import spaces
 from jaxenvs.core import ActionError, Environment, Traits
 from jaxenvs.wrappers import CheckedActions
@@ -48,12 +49,6 @@ class Pair(Nudge):
 
     def action_space(self, params=None):
         return spaces.Discrete(3)
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(x, y)
 
 
 @pytest.fixture(scope="module")

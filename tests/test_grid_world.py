@@ -10,15 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from conftest import assert_trees_equal
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION, EnvParams, EnvState, GridWorld
 
 GRID = GridWorld()
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(x, y)
 
 
 def test_every_action_from_every_cell_matches_the_tutorial():
