@@ -22,7 +22,7 @@ import numpy as np
 from jaxenvs.core import Environment, check_params
 from jaxenvs.parallel import constrain_batch
 
-__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult", "time_calls"]
+__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "BenchResult", "time_calls", "trace_count"]
 
 Policy = Callable[[jax.Array, Any], Any]
 
@@ -109,8 +109,22 @@ def _reset(env, key, params, num_envs, mesh=None):
     return _vmap_if(env.reset, num_envs, (0, None))(_per_env(key, num_envs, mesh), params)
 
 
+_traces = 0  # times _rollout's body ran, i.e. was traced (see trace_count)
+
+
+def trace_count() -> int:
+    """How many times :func:`rollout`'s jitted program has been traced in this process.
+
+    A repeated call with the same env, policy, shapes and static options compiles nothing, so the
+    count stays put; tests use it to prove that (the count is process-wide, compare differences).
+    """
+    return _traces
+
+
 @partial(jax.jit, static_argnames=("env", "policy", "num_steps", "num_envs", "record_states", "mesh"))
 def _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial, mesh=None):
+    global _traces
+    _traces += 1  # runs at trace time only
     key_reset, key_run = jax.random.split(key)
     carry = _reset(env, key_reset, params, num_envs, mesh) if initial is None else initial
     body = _policy_step(env, policy, num_envs, mesh)

@@ -57,12 +57,11 @@ except importlib.metadata.PackageNotFoundError:
     importlib.invalidate_caches()  # importable in this kernel without a restart
     sys.modules.pop("jaxenvs", None)  # an empty namespace package found before the install
 
-# XLA's CPU runtime can deadlock, intermittently, on some vmapped programs (seen with jax 0.10 on 2
-# CPU cores, e.g. the seed-batched PPO run of 02_train_ppo). This flag avoids it; it only concerns
-# the CPU backend and takes effect only if set before jax starts.
-CPU_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
-if CPU_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CPU_FLAG}".strip()
+# XLA:CPU can hang on seed-vmapped programs (02_train_ppo's seed batch); jaxenvs.train holds the
+# one workaround (see its docstring), which must run before jax starts its first backend.
+from jaxenvs.train import use_safe_cpu_scheduler
+
+use_safe_cpu_scheduler()
 
 import jax
 

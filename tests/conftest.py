@@ -15,17 +15,42 @@ def rollout_without_retrace():
     and returns the first trajectory."""
     import jax
 
-    from jaxenvs.rollout import _rollout, random_policy, rollout
+    from jaxenvs.rollout import random_policy, rollout, trace_count
 
     def run(env, num_steps, num_envs):
         policy = random_policy(env)
         traj = rollout(env, jax.random.key(5), policy, num_steps, num_envs=num_envs, record_states=False)
-        compiled = _rollout._cache_size()
+        traces = trace_count()
         rollout(env, jax.random.key(6), policy, num_steps, num_envs=num_envs, record_states=False)
-        assert _rollout._cache_size() == compiled  # no retrace
+        assert trace_count() == traces, "the second rollout call traced again"
         return traj
 
     return run
+
+
+@pytest.fixture(scope="session")
+def grid_rollout():
+    """A 24-step auto-resetting 2x2 GridWorld rollout (several episodes end in it) and its frames;
+    shared by the rollout and rendering tests, so it is computed once."""
+    import jax
+
+    import jaxenvs
+    from jaxenvs.rendering import render_frames
+    from jaxenvs.rollout import random_policy, rollout
+
+    env = jaxenvs.make("GridWorld-v0", size=2)
+    traj = rollout(env, jax.random.key(3), random_policy(env), 24)
+    return env, traj, render_frames(env, traj.state)
+
+
+def assert_trees_equal(a, b):
+    """``a`` and ``b`` have one tree structure and exactly equal leaves."""
+    import jax
+    import numpy as np
+
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)
 
 
 def require(module: str):

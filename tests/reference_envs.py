@@ -249,7 +249,7 @@ STATE_TO_JAX = {
     "PointEnv-v0": lambda e: point_env.EnvState(position=e.unwrapped._state),
     "HurdleRace-v0": lambda e: hurdle_race.EnvState(pos=np.array(e.pos), hurdles=np.array(e.hurdles)),
     "Lottery-v0": lambda e: lottery.EnvState(
-        played=np.int32(e.reward is not None), action=np.int32(-1), won=np.bool_(False), reward=np.float32(0)
+        played=np.int32(e.reward is not None), action=np.int32(-1), won=np.bool_(False)
     ),
     "RockPaperScissors-v0": lambda e: rock_paper_scissors.EnvState(
         played=np.int32(e.done), actions=np.array([-1, -1])

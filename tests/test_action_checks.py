@@ -9,6 +9,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
+from conftest import assert_trees_equal
 from jaxenvs import spaces
 from jaxenvs.core import ActionError, Environment, Traits
 from jaxenvs.wrappers import CheckedActions
@@ -48,12 +49,6 @@ class Pair(Nudge):
 
     def action_space(self, params=None):
         return spaces.Discrete(3)
-
-
-def assert_trees_equal(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        np.testing.assert_array_equal(x, y)
 
 
 @pytest.fixture(scope="module")
@@ -122,25 +117,6 @@ def test_integer_actions_of_any_int_dtype_are_accepted(grid):
     for action in (0, np.int64(0), jnp.uint8(0), np.int16(0)):
         b = jax.jit(env.step)(jax.random.key(1), state, action)
         assert_trees_equal(a, b)
-
-
-# ---- out of range: GridWorld clips into [0, 3] ----------------------------------------------------
-
-
-def test_grid_world_clips_out_of_range_actions():
-    env = jaxenvs.make("GridWorld-v0", autoreset=False)
-    keys = jax.random.split(jax.random.key(0), 64)
-    _, states = jax.jit(jax.vmap(env.reset))(keys)
-    step = jax.jit(jax.vmap(env.step, (0, 0, None)))
-    for out_of_range, clipped in ((7, 3), (4, 3), (-1, 0), (-100, 0), (2**31 - 1, 3)):
-        got = step(keys, states, jnp.int32(out_of_range))
-        want = step(keys, states, jnp.int32(clipped))
-        assert_trees_equal(got, want)
-    # and the clipped action really moved the agents (down = y - 1, right = x + 1, within the grid)
-    down = step(keys, states, jnp.int32(7))[1].env_state.agent
-    before = states.env_state.agent
-    np.testing.assert_array_equal(down[:, 1], np.maximum(before[:, 1] - 1, 0))
-    np.testing.assert_array_equal(down[:, 0], before[:, 0])
 
 
 # ---- checked mode ---------------------------------------------------------------------------------

@@ -1,8 +1,7 @@
 """Every registered environment keeps the contract: jaxenvs.check_env, plus a large batched rollout.
 
 The ids are read from ``jaxenvs.registry`` when the tests are collected, so every environment
-registered by ``import jaxenvs`` is covered. An id whose own module is missing is skipped (and
-runs as soon as the module exists); any other import failure fails.
+registered by ``import jaxenvs`` is covered; an id that cannot be made fails.
 """
 
 from __future__ import annotations
@@ -22,23 +21,10 @@ NUM_STEPS = 1000
 SMALL_ENVS = 256  # a second, smaller program reruns the first 256 envs
 
 
-def make_or_skip(env_id: str, **kwargs):
-    """``jaxenvs.make(env_id, **kwargs)``; skip only if the env's own module does not exist yet."""
-    entry = jaxenvs.spec(env_id).entry_point
-    module = entry.partition(":")[0] if isinstance(entry, str) else None
-    try:
-        return jaxenvs.make(env_id, **kwargs)
-    except ImportError as e:
-        missing = e.__cause__ if isinstance(e.__cause__, ModuleNotFoundError) else e
-        if module is not None and isinstance(missing, ModuleNotFoundError) and missing.name == module:
-            pytest.skip(f"{module} does not exist yet")
-        raise
-
-
 @pytest.mark.parametrize("autoreset", [True, False], ids=["autoreset", "no-autoreset"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_check_env(env_id, autoreset):
-    env = make_or_skip(env_id, autoreset=autoreset)
+    env = jaxenvs.make(env_id, autoreset=autoreset)
     report = check_env(env, key=jax.random.key(0))
     assert report.env == env.unwrapped.name
     if env.traits.chance == "stochastic":
@@ -125,7 +111,7 @@ def make_rollout(env, num_envs: int, num_steps: int):
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_large_batched_rollout(env_id):
-    env = make_or_skip(env_id)
+    env = jaxenvs.make(env_id)
     key = jax.random.key(42)
     rollout = make_rollout(env, NUM_ENVS, NUM_STEPS)
     _, stats = rollout(key)

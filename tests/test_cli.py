@@ -49,8 +49,8 @@ def one_error_line(err: str) -> str:
 
 
 # ---- every command through a process -----------------------------------------------------------
-@pytest.mark.skipif(not SCRIPT.exists(), reason="the console script is not installed (pip install -e .)")
 def test_list_through_console_script(run):
+    assert SCRIPT.exists(), f"the console script {SCRIPT} is missing: install the package (pip install -e .)"
     p = run("list", script=True)
     assert p.returncode == 0, p.stderr
     jaxenvs.registration.load_lazy_namespaces()  # as `jaxenvs list` does

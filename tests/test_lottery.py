@@ -54,7 +54,7 @@ def test_one_shot_observation_and_termination(env):
         assert obs2.dtype == jnp.int32 and int(obs2) == 1
         assert bool(term) and not bool(trunc)
         assert int(info["action"]) == action and int(state2.action) == action
-        assert float(state2.reward) == float(reward)
+        assert f"reward {float(reward):,.0f}" in env.render_text(state2)  # derived from action, won, params
         assert env.observation_space().contains(obs2)
 
 

@@ -1,6 +1,6 @@
 """Rendering and saving rollouts: GridWorld's exact pixels, batched rendering, GIF/MP4 round trips,
 the pygame window (dummy video driver), text pictures, every registered env's render under
-jit + vmap, and the rollout utility that feeds them (jaxenvs.rollout)."""
+jit + vmap (the rollout utility that feeds them is tested in test_rollout.py)."""
 
 import importlib.util
 import sys
@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import require
 
 import jaxenvs
 from jaxenvs.envs.grid_world import EnvParams, EnvState, GridWorld
 from jaxenvs.rendering import check_video_path, play_human, render_frames, save_gif, save_mp4, save_video
-from jaxenvs.rollout import Episode, Trajectory, episode_stats, random_policy, rollout
 
 WHITE, BLACK, RED, BLUE = (255, 255, 255), (0, 0, 0), (255, 0, 0), (0, 0, 255)
 HAS_FFMPEG = importlib.util.find_spec("imageio_ffmpeg") is not None
@@ -23,14 +23,6 @@ HAS_FFMPEG = importlib.util.find_spec("imageio_ffmpeg") is not None
 @pytest.fixture(scope="module")
 def grid():
     return GridWorld()
-
-
-@pytest.fixture(scope="module")
-def grid_rollout():
-    """A 24-step auto-resetting 2x2 GridWorld rollout (several episodes end in it) and its frames."""
-    env = jaxenvs.make("GridWorld-v0", size=2)
-    traj = rollout(env, jax.random.key(3), random_policy(env), 24)
-    return env, traj, render_frames(env, traj.state)
 
 
 def gw_state(agent, target):
@@ -149,7 +141,7 @@ def test_video_argument_errors(tmp_path):
 
 # ---- window ----------------------------------------------------------------------------------
 def test_play_human_shows_every_frame(grid, monkeypatch):
-    pygame = pytest.importorskip("pygame")
+    pygame = require("pygame")
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     shown = []
     flip = pygame.display.flip
@@ -194,28 +186,13 @@ def test_render_text_grid_world(grid):
 
 
 # ---- every registered environment ------------------------------------------------------------
-def _make_or_skip(env_id):
-    spec = jaxenvs.spec(env_id)
-    module = spec.entry_point.partition(":")[0] if isinstance(spec.entry_point, str) else None
-    try:
-        return jaxenvs.make(env_id)
-    except ImportError as e:
-        cause = e.__cause__
-        if isinstance(cause, ModuleNotFoundError) and cause.name == module:
-            pytest.skip(f"{module} is not written yet")
-        raise
-
-
 @pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
 def test_every_env_renders_under_jit_and_vmap(env_id):
-    env = _make_or_skip(env_id)
+    env = jaxenvs.make(env_id)
     params = env.default_params
     _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(1), 3), params)
     one = jax.tree.map(lambda x: x[0], states)
-    try:
-        frame = np.asarray(jax.jit(env.render)(one, params))
-    except NotImplementedError:
-        pytest.skip(f"{env_id} has no render() yet")
+    frame = np.asarray(jax.jit(env.render)(one, params))
     assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3, frame.shape
     frames = np.asarray(jax.jit(jax.vmap(env.render, in_axes=(0, None)))(states, params))
     assert frames.shape == (3, *frame.shape)
@@ -226,71 +203,6 @@ def test_every_env_renders_under_jit_and_vmap(env_id):
     assert frame.min() < frame.max()  # not a blank picture
     text = env.render_text(one, params)
     assert isinstance(text, str) and text.strip()
-
-
-# ---- the rollout utility ---------------------------------------------------------------------
-def _traj(reward, terminated, truncated):
-    n = None
-    return Trajectory(n, n, n, np.asarray(reward, np.float32), np.asarray(terminated), np.asarray(truncated), {}, n, n)
-
-
-def test_episode_stats_exact():
-    f, t = False, True
-    # one env: episodes end at steps 1 (terminated), 4 (truncated and terminated), then one runs on
-    traj = _traj([0, 1, 0.5, 0.5, 2, 3], [f, t, f, f, t, f], [f, f, f, f, t, f])
-    assert episode_stats(traj) == [Episode(0, 0, 2, 1.0, "terminated"), Episode(0, 2, 3, 3.0, "terminated")]
-    assert episode_stats(traj, include_unfinished=True)[-1] == Episode(0, 5, 1, 3.0, "unfinished")
-    # two envs x two agents: reward [T, B, N]
-    reward = np.arange(3 * 2 * 2, dtype=np.float32).reshape(3, 2, 2)
-    traj = _traj(reward, [[f, f], [t, f], [f, f]], [[f, f], [f, f], [f, t]])
-    eps = episode_stats(traj)
-    expected = [(0, 0, 2, "terminated"), (1, 0, 3, "truncated")]
-    assert [(e.env_index, e.start, e.length, e.outcome) for e in eps] == expected
-    np.testing.assert_array_equal(eps[0].returns, reward[:2, 0].sum(0))
-    np.testing.assert_array_equal(eps[1].returns, reward[:, 1].sum(0))
-    with pytest.raises(ValueError, match=r"expected \[T\] or \[T, num_envs\]"):
-        episode_stats(_traj(np.zeros((2, 2, 2)), np.zeros((2, 2, 2), bool), np.zeros((2, 2, 2), bool)))
-
-
-def test_rollout_grid_world_invariants(grid_rollout):
-    env, traj, _ = grid_rollout
-    assert traj.reward.shape == (24,) and traj.terminated.dtype == jnp.bool_
-    obs, state = traj.obs, env.unwrapped_state(traj.state)
-    np.testing.assert_array_equal(obs["agent"], state.agent)  # obs is the state's observation
-    # an action moves the agent by its direction, clipped, except where an episode ended
-    d = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]])
-    moved = np.clip(np.asarray(obs["agent"][:-1]) + d[np.asarray(traj.action[:-1])], 0, 1)
-    done = np.asarray(traj.terminated | traj.truncated)
-    np.testing.assert_array_equal(moved[~done[:-1]], np.asarray(obs["agent"][1:])[~done[:-1]])
-    final = jax.tree.map(np.asarray, traj.info["final_obs"])
-    np.testing.assert_array_equal(final["agent"][done], final["target"][done])  # ended on the target
-    np.testing.assert_array_equal(traj.reward, traj.terminated.astype(np.float32))
-    eps = episode_stats(traj)
-    assert len(eps) == int(done.sum()) >= 1 and all(e.returns == 1.0 and e.outcome == "terminated" for e in eps)
-    # continuing from where it stopped
-    more = rollout(
-        env, jax.random.key(4), random_policy(env), 24, initial=(traj.last_obs, traj.last_state), record_states=False
-    )
-    np.testing.assert_array_equal(more.obs["agent"][0], traj.last_obs["agent"])
-    assert more.state is None and more.reward.shape == (24,)
-
-
-def test_random_policy_is_uniform_and_per_agent():
-    env = jaxenvs.make("GridWorld-v0")
-    keys = jax.random.split(jax.random.key(0), 2000)
-    acts = np.asarray(jax.vmap(random_policy(env), in_axes=(0, None))(keys, None))
-    assert acts.shape == (2000,) and acts.dtype == np.int32
-    counts = np.bincount(acts, minlength=4)
-    assert ((counts - 500) ** 2 / 500).sum() < 16.27, counts  # chi-square, 3 dof, p = 0.001
-    ma = jaxenvs.make("RockPaperScissors-v0")
-    acts = np.asarray(jax.vmap(random_policy(ma), in_axes=(0, None))(keys[:900], None))
-    assert acts.shape == (900, 2)
-    joint = np.bincount(acts[:, 0] * 3 + acts[:, 1], minlength=9)  # agents draw independently
-    assert ((joint - 100) ** 2 / 100).sum() < 26.12, joint  # chi-square, 8 dof, p = 0.001
-    with pytest.raises(ValueError, match="num_steps must be an int >= 1, got 0"):
-        rollout(env, jax.random.key(0), random_policy(env), 0)
-    with pytest.raises(ValueError, match="num_envs must be None or an int >= 1, got 0"):
-        rollout(env, jax.random.key(0), random_policy(env), 3, num_envs=0)
 
 
 # ---- legends -----------------------------------------------------------------------------------

@@ -159,10 +159,7 @@ def grid_run(grid):
 
 @pytest.fixture(scope="module")
 def point():
-    try:
-        return jaxenvs.make("PointEnv-v0", autoreset=False)
-    except KeyError:
-        pytest.skip("PointEnv-v0 is not registered")
+    return jaxenvs.make("PointEnv-v0", autoreset=False)
 
 
 # ---- RecordEpisodeStatistics ---------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Jitted training on jaxenvs environments (installed as ``jaxenvs.train``): PPO, one compiled
-program per run.
+"""Jitted training on jaxenvs environments (installed as ``jaxenvs.train``): PPO and TRPO, each
+training chunk one call of one compiled program (all seeds vmapped).
 
     jaxenvs-train --env GridWorld-v0                    # train, write runs/<env>-<time>/
     python -m jaxenvs.train.evaluate runs/...           # reload the checkpoint and evaluate it

@@ -1,7 +1,9 @@
-"""``python -m train``: train PPO on a jaxenvs environment and write a run directory.
+"""``jaxenvs-train`` (``python -m train`` from a checkout): train PPO (or TRPO, ``--algo trpo``)
+on a jaxenvs environment and write a run directory.
 
     python -m train                                   # GridWorld-v0 with its tuned defaults
     python -m train --env PointEnv-v0 --seeds 4       # 4 seeds in one compiled program
+    python -m train --algo trpo --env PointEnv-v0     # TRPO instead of PPO
     python -m train --resume runs/GridWorld-v0-20250101-120000 --total-timesteps 400000
     srun python -m train --distributed                # one process per host (SLURM), all their devices
 
@@ -21,7 +23,8 @@ error (exit status 1), keeping the last good checkpoint. Usage errors exit with 
 Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache/jaxenvs/jax``;
 ``off`` or empty turns it off; :mod:`jaxenvs._cache`). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
 
-* ``config.json``: the full :class:`~train.configs.PPOConfig` (``--config FILE`` reads one back);
+* ``config.json``: the full config, :class:`~train.configs.PPOConfig` or
+  :class:`~train.configs.TRPOConfig`, with its ``"algo"`` (``--config FILE`` reads one back);
 * ``metrics.csv`` (one row per update: env steps, return/length mean and std over seeds, losses)
   and ``metrics.json`` (the same per seed, ``null`` where no episode ended; and the progress
   evaluations after every chunk);

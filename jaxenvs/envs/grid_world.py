@@ -11,7 +11,7 @@ An agent walks on a ``size x size`` grid towards a target. Dynamics, as in the t
 * observation ``{"agent": int32[2], "target": int32[2]}`` (x, y); ``info["distance"]`` is the
   Manhattan distance between them (int32).
 
-Out-of-range actions are clipped into ``[0, 3]`` (documented behaviour; ``make(...,
+Out-of-range actions are clipped into ``[0, NUM_ACTIONS - 1] = [0, 3]`` (documented behaviour; ``make(...,
 checked=True)`` with :func:`jaxenvs.checked` raises instead). The step itself draws no randomness.
 
 Stepping a state whose episode terminated (no auto-reset; Gymnasium leaves it undefined): the
@@ -36,6 +36,7 @@ from jaxenvs.rendering import draw
 
 # rows: action index -> (dx, dy)
 ACTION_TO_DIRECTION = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int32)
+NUM_ACTIONS = len(ACTION_TO_DIRECTION)  # the action space's size; every bound below derives from it
 
 
 @struct.dataclass
@@ -83,7 +84,7 @@ class GridWorld(Environment):
         return self._obs(state), state
 
     def step_env(self, key, state, action, params):
-        action = jnp.clip(action, 0, 3)
+        action = jnp.clip(action, 0, NUM_ACTIONS - 1)
         direction = jnp.asarray(ACTION_TO_DIRECTION)[action]
         agent = jnp.clip(state.agent + direction, 0, params.size - 1)
         state = state.replace(agent=agent)
@@ -135,4 +136,4 @@ class GridWorld(Environment):
         return spaces.Dict({"agent": cell, "target": cell})
 
     def action_space(self, params=None):
-        return spaces.Discrete(4)
+        return spaces.Discrete(NUM_ACTIONS)

@@ -238,4 +238,4 @@ class HurdleRace(Environment):
 
     def action_space(self, params=None):
         """ONE runner's action: ``RUN = 0`` or ``JUMP = 1``."""
-        return spaces.Discrete(2)
+        return spaces.Discrete(JUMP + 1)

@@ -31,6 +31,8 @@ from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
 ACTION_NAMES = ("PowerRich", "MegaHaul", "NoTicket")
+NUM_ACTIONS = len(ACTION_NAMES)
+NO_TICKET = ACTION_NAMES.index("NoTicket")
 # one colour per choice: PowerRich, MegaHaul, NoTicket
 CHOICE_COLORS = np.array([draw.YELLOW, draw.BLUE, draw.GREY], dtype=np.uint8)
 CELL = 64  # px per choice in the rendering
@@ -47,10 +49,13 @@ class EnvParams:
 
 @struct.dataclass
 class EnvState:
+    """The dynamics read none of it (every step plays afresh); ``action`` and ``won`` are the
+    record of the round played, which the picture shows: the outcome of a random draw cannot be
+    derived from anything else. The reward is derived from them and the params where shown."""
+
     played: jax.Array  # int32 scalar: 0 before playing, 1 after
     action: jax.Array  # int32 scalar: the last action played, -1 before playing
     won: jax.Array  # bool scalar: the last ticket won
-    reward: jax.Array  # float32 scalar: the last reward (0 before playing)
 
 
 class Lottery(Environment):
@@ -75,17 +80,15 @@ class Lottery(Environment):
             played=jnp.zeros((), jnp.int32),
             action=jnp.full((), -1, jnp.int32),
             won=jnp.zeros((), bool),
-            reward=jnp.zeros((), jnp.float32),
         )
         return state.played, state
 
     def step_env(self, key, state, action, params):
-        action = jnp.clip(action, 0, 2).astype(jnp.int32)
+        action = jnp.clip(action, 0, NUM_ACTIONS - 1).astype(jnp.int32)
         win_prob = jnp.stack([params.power_rich_prob, params.mega_haul_prob, 0.0])[action]
-        prize = jnp.stack([params.power_rich_prize, params.mega_haul_prize, 0.0])[action]
-        won = (jax.random.uniform(key) < win_prob) & (action != 2)
-        reward = jnp.where(won, prize, jnp.where(action == 2, 0.0, params.losing_reward)).astype(jnp.float32)
-        state = EnvState(played=jnp.ones((), jnp.int32), action=action, won=won, reward=reward)
+        won = (jax.random.uniform(key) < win_prob) & (action != NO_TICKET)
+        reward = _reward(action, won, params)
+        state = EnvState(played=jnp.ones((), jnp.int32), action=action, won=won)
         terminated = jnp.ones((), bool)
         truncated = jnp.zeros((), bool)
         return state.played, state, reward, terminated, truncated, {"won": won, "action": action}
@@ -106,20 +109,27 @@ class Lottery(Environment):
         frame = draw.fill_circle(frame, 2 * q, 2 * q, q, CHOICE_COLORS[0])
         frame = draw.fill_rect(frame, CELL + q, q, CELL + 3 * q, 3 * q, CHOICE_COLORS[1])
         frame = draw.fill_rect(frame, 2 * CELL + q, 1.75 * q, 2 * CELL + 3 * q, 2.25 * q, CHOICE_COLORS[2])
-        outcome = jnp.where(state.won, 1, jnp.where(state.action == 2, 3, 2))
+        outcome = jnp.where(state.won, 1, jnp.where(state.action == NO_TICKET, 3, 2))
         outcome = jnp.where(state.played == 1, outcome, 0)
         colors = jnp.asarray([draw.WHITE, draw.GREEN, draw.RED, draw.GREY], jnp.uint8)
         return draw.fill_rect(frame, 0, CELL + 4, 3 * CELL, 3 * CELL // 2, colors[outcome])
 
     def render_text(self, state, params=None):
+        params = self.default_params if params is None else params
         if int(state.played) == 0:
             return "Lottery: not played yet"
         name = ACTION_NAMES[int(state.action)]
-        result = "won" if bool(state.won) else "no ticket" if int(state.action) == 2 else "lost"
-        return f"Lottery: {name} -> {result}, reward {float(state.reward):,.0f}"
+        result = "won" if bool(state.won) else "no ticket" if int(state.action) == NO_TICKET else "lost"
+        return f"Lottery: {name} -> {result}, reward {float(_reward(state.action, state.won, params)):,.0f}"
 
     def observation_space(self, params=None):
         return spaces.Discrete(2)
 
     def action_space(self, params=None):
-        return spaces.Discrete(3)
+        return spaces.Discrete(NUM_ACTIONS)
+
+
+def _reward(action, won, params):
+    """float32: the prize of a winning ticket, ``losing_reward`` for a losing one, 0 for NoTicket."""
+    prize = jnp.stack([params.power_rich_prize, params.mega_haul_prize, 0.0])[action]
+    return jnp.where(won, prize, jnp.where(action == NO_TICKET, 0.0, params.losing_reward)).astype(jnp.float32)

@@ -29,6 +29,7 @@ from jaxenvs.core import Environment, Traits
 from jaxenvs.rendering import draw
 
 ACTION_NAMES = ("Rock", "Paper", "Scissors")
+NUM_ACTIONS = len(ACTION_NAMES)
 # index: (own choice - other's choice) mod 3 -> own reward (0 tie, 1 win, 2 loss)
 REWARD_BY_DIFFERENCE = np.array([0.0, 1.0, -1.0], dtype=np.float32)
 # one colour per choice: Rock, Paper, Scissors
@@ -45,6 +46,9 @@ class EnvParams:
 
 @struct.dataclass
 class EnvState:
+    """The dynamics read none of it (every step plays a fresh round); ``actions`` is the record
+    of the round played, which the picture and ``render_text`` show and nothing else holds."""
+
     played: jax.Array  # int32 scalar: 0 before the round, 1 after
     actions: jax.Array  # int32[2]: the choices of the last round, -1 before the round
 
@@ -72,8 +76,8 @@ class RockPaperScissors(Environment):
         return self._obs(state), state
 
     def step_env(self, key, state, action, params):
-        actions = jnp.clip(action, 0, 2).astype(jnp.int32)
-        own_reward = jnp.asarray(REWARD_BY_DIFFERENCE)[(actions - actions[::-1]) % 3]
+        actions = jnp.clip(action, 0, NUM_ACTIONS - 1).astype(jnp.int32)
+        own_reward = jnp.asarray(REWARD_BY_DIFFERENCE)[(actions - actions[::-1]) % NUM_ACTIONS]
         state = EnvState(played=jnp.ones((), jnp.int32), actions=actions)
         terminated = jnp.ones((), bool)
         truncated = jnp.zeros((), bool)
@@ -101,11 +105,11 @@ class RockPaperScissors(Environment):
             & ((jnp.abs(dx - dy) <= 6) | (jnp.abs(dx + dy) <= 6)),
         ])
         played = state.played == 1
-        choice = jnp.clip(state.actions, 0, 2)[agent]  # int32[H, W]
+        choice = jnp.clip(state.actions, 0, NUM_ACTIONS - 1)[agent]  # int32[H, W]
         in_shape = jnp.take_along_axis(shapes, choice[None], axis=0)[0] & played
         colors = jnp.asarray(CHOICE_COLORS)[choice]
         frame = jnp.where(in_shape[..., None], colors, frame)
-        difference = (state.actions - state.actions[::-1]) % 3  # 0 draw, 1 win, 2 loss
+        difference = (state.actions - state.actions[::-1]) % NUM_ACTIONS  # 0 draw, 1 win, 2 loss
         outcome = jnp.where(played, jnp.asarray([3, 1, 2])[difference], 0)
         bar = (ys >= 100) & played
         frame = jnp.where(bar[..., None], jnp.asarray(OUTCOME_COLORS)[outcome[agent]], frame)
@@ -115,7 +119,7 @@ class RockPaperScissors(Environment):
         if int(state.played) == 0:
             return "RockPaperScissors: round not played yet"
         a0, a1 = (int(a) for a in np.asarray(state.actions))
-        r0 = float(REWARD_BY_DIFFERENCE[(a0 - a1) % 3])
+        r0 = float(REWARD_BY_DIFFERENCE[(a0 - a1) % NUM_ACTIONS])
         result = "draw" if r0 == 0 else "agent 0 wins" if r0 > 0 else "agent 1 wins"
         return f"RockPaperScissors: {ACTION_NAMES[a0]} vs {ACTION_NAMES[a1]} -> {result}"
 
@@ -123,4 +127,4 @@ class RockPaperScissors(Environment):
         return spaces.Discrete(2)
 
     def action_space(self, params=None):
-        return spaces.Discrete(3)
+        return spaces.Discrete(NUM_ACTIONS)
