@@ -106,8 +106,9 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     """Render ``num_episodes`` greedy episodes of ONE set of params into a GIF at ``path``.
 
     Each episode is a jitted rollout without auto-reset; its frames run from the initial state to
-    the state the episode ended in, at most ``max_frames`` frames in all. Returns None when the
-    environment has no ``render``.
+    the state the episode ended in, at most ``max_frames`` frames in all. Environments whose
+    colours carry meaning (Lottery, Rock-Paper-Scissors) get the legend of ``jaxenvs play``
+    below each frame. Returns None when the environment has no ``render``.
     """
     cfg = trainer.config
     env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
@@ -132,8 +133,11 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         frames = render_frames(env, stacked)
     except NotImplementedError:
         return None
+    from jaxenvs.rendering.legend import add_legend
+
     from .checkpoint import atomic_write
 
+    frames = add_legend(env, frames)
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)
