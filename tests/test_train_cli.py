@@ -86,6 +86,32 @@ def test_learning_curve_panels_hold_the_progress_measures(run_dir):
     np.testing.assert_allclose(panels[0]["x"], [512, 1024])
 
 
+@pytest.mark.parametrize("env_id", ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"])
+def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
+    """Each env's curve leads with its own progress measures (a flat return of 0 or 1 says nothing
+    in HurdleRace, Rock-Paper-Scissors and GridWorld); rows as the trainer stores them, 2 seeds."""
+    import jaxenvs
+    from jaxenvs.train.evaluate import PROGRESS
+    from jaxenvs.train.plotting import curve_panels
+
+    names = PROGRESS[jaxenvs.spec(env_id).name]
+    rng = np.random.default_rng(0)
+    values = {n: rng.uniform(size=(3, 2)) for n in names}
+    progress = [{"env_steps": 100 * (i + 1), **{n: list(values[n][i]) for n in names}} for i in range(3)]
+    ret = np.array([[np.nan, np.nan], [0.5, np.nan], [1.0, 2.0]])  # no episode ended yet: carried forward
+    panels = curve_panels(np.array([100, 200, 300]), ret, np.ones((3, 2)), progress)
+    assert [p["label"] for p in panels] == [f"{n.replace('_', ' ')} (evaluation)" for n in names] + [
+        "mean episodic return (training)", "mean episode length (training)",
+    ]
+    for n, p in zip(names, panels):
+        np.testing.assert_array_equal(p["x"], [100, 200, 300])
+        np.testing.assert_allclose(p["mean"], values[n].mean(axis=1))
+        np.testing.assert_allclose(p["low"], values[n].min(axis=1))
+        np.testing.assert_allclose(p["high"], values[n].max(axis=1))
+    np.testing.assert_allclose(panels[len(names)]["mean"], [np.nan, 0.5, 1.5])
+    np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
+
+
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     run_dir, _, cache = run_dir
     p = run("jaxenvs.train.evaluate", str(run_dir), "--json", cache=cache)
