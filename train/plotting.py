@@ -53,13 +53,23 @@ def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
     return panels
 
 
+# axis labels of the progress measures (train.evaluate.PROGRESS); others get their name with spaces
+LABELS = {
+    "length_ratio": "length / optimal length",
+    "mean_final_distance": "final distance to origin",
+    "win_rate_vs_random": "win rate vs random opponent",
+    "prob_power_rich": "P(buy PowerRich ticket)",
+    "exploitability": "exploitability (0 = equilibrium)",
+}
+
+
 def _series(env_steps, returns, lengths, progress):
     out = []
     if progress:
         names = [k for k in progress[0] if k != "env_steps"]
         x = [row["env_steps"] for row in progress]
         for n in names:
-            out.append((f"{n.replace('_', ' ')} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
+            out.append((f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
     out.append(("mean episodic return (training)", env_steps, returns))
     out.append(("mean episode length (training)", env_steps, lengths))
     return out
