@@ -110,6 +110,8 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
         np.testing.assert_allclose(p["high"], values[n].max(axis=1))
     np.testing.assert_allclose(panels[len(names)]["mean"], [np.nan, 0.5, 1.5])
     np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
+    zero_sum = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
+    assert [p["label"] for p in zero_sum][len(names):] == ["mean episode length (training)"]  # no flat 0 panel
 
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):

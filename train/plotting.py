@@ -57,7 +57,8 @@ def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
 LABELS = {
     "length_ratio": "length / optimal length",
     "mean_final_distance": "final distance to origin",
-    "win_rate_vs_random": "win rate vs random opponent",
+    "win_rate_vs_random": "win rate vs random",
+    "prob_right_action": "P(right action)",
     "prob_power_rich": "P(buy PowerRich ticket)",
     "exploitability": "exploitability (0 = equilibrium)",
 }
@@ -70,7 +71,9 @@ def _series(env_steps, returns, lengths, progress):
         x = [row["env_steps"] for row in progress]
         for n in names:
             out.append((f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
-    out.append(("mean episodic return (training)", env_steps, returns))
+    r = np.asarray(returns, np.float64)
+    if not np.all(r[np.isfinite(r)] == 0):  # zero-sum self-play (HurdleRace, RPS): 0 by construction, no panel
+        out.append(("mean episodic return (training)", env_steps, returns))
     out.append(("mean episode length (training)", env_steps, lengths))
     return out
 
