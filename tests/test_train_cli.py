@@ -77,8 +77,8 @@ def test_learning_curve_panels_hold_the_progress_measures(run_dir):
     length = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_length"]])
     panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"])
     assert [p["label"] for p in panels] == [
-        "success rate (evaluation)", "length / optimal length (evaluation)", "mean episodic return (training)",
-        "mean episode length (training)",
+        "success rate (evaluation)", "length / optimal length (evaluation)",
+        "mean episode length (training)",  # GridWorld's return is 1 in every episode: no panel
     ]
     success = np.array([p["success_rate"] for p in stored["progress"]])
     np.testing.assert_allclose(panels[0]["mean"], success.mean(axis=1))
@@ -99,7 +99,8 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     values = {n: rng.uniform(size=(3, 2)) for n in names}
     progress = [{"env_steps": 100 * (i + 1), **{n: list(values[n][i]) for n in names}} for i in range(3)]
     ret = np.array([[np.nan, np.nan], [0.5, np.nan], [1.0, 2.0]])  # no episode ended yet: carried forward
-    panels = curve_panels(np.array([100, 200, 300]), ret, np.ones((3, 2)), progress)
+    length = np.array([[3.0, 5.0], [2.0, 4.0], [2.0, 2.0]])
+    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress)
     assert [p["label"] for p in panels] == [f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in names] + [
         "mean episodic return (training)", "mean episode length (training)",
     ]
@@ -110,8 +111,10 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
         np.testing.assert_allclose(p["high"], values[n].max(axis=1))
     np.testing.assert_allclose(panels[len(names)]["mean"], [np.nan, 0.5, 1.5])
     np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
-    zero_sum = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
-    assert [p["label"] for p in zero_sum][len(names):] == ["mean episode length (training)"]  # no flat 0 panel
+    np.testing.assert_allclose(panels[-1]["mean"], [4.0, 3.0, 2.0])
+    # constant by construction (zero-sum self-play's return 0, a one-step game's length 1): no panel
+    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
+    assert [p["label"] for p in flat] == [p["label"] for p in panels[: len(names)]]
 
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
