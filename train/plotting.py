@@ -65,6 +65,10 @@ LABELS = {
 }
 
 
+# progress measures that are fractions or probabilities: drawn on [0, 1], so a flat one reads right
+UNIT_RANGE = ("success_rate", "win_rate_vs_random", "decision_accuracy", "prob_right_action", "prob_power_rich")
+
+
 def _constant(values) -> float | None:
     """The one value every finite entry of ``values`` has, or None (also when none is finite)."""
     v = np.asarray(values, np.float64)
@@ -118,6 +122,8 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
         ax.grid(alpha=0.3)
+        if any(label == f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in UNIT_RANGE):
+            ax.set_ylim(-0.03, 1.03)
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
     if notes:
