@@ -114,7 +114,8 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     series, notes = _series(env_steps, returns, lengths, progress)
     num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
-    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.6 + 0.25 * len(notes)), squeeze=False)
+    width = max(4.2 * len(series), 6.4)  # wide enough for the notes under a single panel
+    fig, axes = plt.subplots(1, len(series), figsize=(width, 3.6 + 0.2 * len(notes)), squeeze=False)
     for i, (ax, (label, x, values)) in enumerate(zip(axes[0], series)):
         _panel(ax, x, values, label, num_seeds, legend=i == 0)
         ax.set_xlabel("env steps (per seed)")
@@ -127,8 +128,8 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
     if notes:
-        fig.text(0.5, 0.01, "; ".join(notes), ha="center", va="bottom", fontsize=8, color="0.35")
-    fig.tight_layout(rect=(0, 0.06 if notes else 0, 1, 1))
+        fig.text(0.5, 0.01, "\n".join(notes), ha="center", va="bottom", fontsize=8, color="0.35")
+    fig.tight_layout(rect=(0, 0.055 * len(notes), 1, 1))
     path = Path(path)
     with atomic_write(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
