@@ -52,7 +52,7 @@ def gallery(force: bool = False) -> list[Path]:
             f"## `{env_id}`",
             "",
             f"{what} {t.num_agents} agent{'s' if t.num_agents != 1 else ''}; {t.chance}, {t.information} information, "
-            f"{t.utility}, {t.reward_style} reward.",
+            f"{t.utility.replace('_', '-')}, {t.reward_style} reward.",
             "",
             f"![{env_id} under a random policy](generated/gallery/{env_id}.gif)",
         ]
