@@ -2,7 +2,8 @@
 
 * ``gallery/<id>.gif``: every registered environment under a uniformly random policy, rendered
   with its own ``render`` (``jaxenvs.rollout.rollout`` + ``jaxenvs.rendering``);
-* ``gallery.md``: the gallery's table, one row per registered environment (id, traits, GIF);
+* ``gallery.md``: the gallery, one section per registered environment (id, traits, GIF, and the
+  learning curve in ``docs/images/curves/<id>.png`` with the command that made it);
 * ``steps_per_sec.md`` and ``train_speed.md``: the benchmark tables, read from
   ``benchmarks/results/*.json`` (what ``benchmarks/steps_per_sec.py`` and
   ``benchmarks/train_speed.py`` write);
@@ -22,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "generated"
 RESULTS = ROOT / "benchmarks" / "results"
+CURVES = ROOT / "docs" / "images" / "curves"  # learning curves of python -m train (committed)
 GALLERY_ENVS, GALLERY_STEPS, GALLERY_FRAMES = 8, 24, 48  # episodes tried, steps each, frames per GIF
 
 
@@ -30,13 +32,13 @@ def _stale(target: Path, *sources: Path) -> bool:
 
 
 def gallery(force: bool = False) -> list[Path]:
-    """One GIF per registered environment (random policy, auto-reset on), and the gallery table."""
+    """One GIF per registered environment (random policy, auto-reset on), and the gallery's sections."""
     import jaxenvs
     from jaxenvs.rendering import save_gif
 
     folder = OUT / "gallery"
     folder.mkdir(parents=True, exist_ok=True)
-    rows, written = [], []
+    sections, written = [], []
     for env_id in sorted(i for i in jaxenvs.registry if "/" not in i):  # the built-in namespace
         env = jaxenvs.make(env_id)
         path = folder / f"{env_id}.gif"
@@ -46,12 +48,27 @@ def gallery(force: bool = False) -> list[Path]:
             written.append(path)
         t = env.traits
         what = (type(env.unwrapped).__doc__ or "").strip().splitlines()[0]
-        rows.append(
-            f"| `{env_id}` | {what} | {t.num_agents} | {t.chance}, {t.information} information, {t.utility}, "
-            f"{t.reward_style} reward | ![{env_id}](generated/gallery/{env_id}.gif) |"
-        )
-    table = "| id | what | agents | traits | random policy |\n|---|---|---:|---|---|\n" + "\n".join(rows) + "\n"
-    _write_if_changed(OUT / "gallery.md", table)
+        section = [
+            f"## `{env_id}`",
+            "",
+            f"{what} {t.num_agents} agent{'s' if t.num_agents != 1 else ''}; {t.chance}, {t.information} information, "
+            f"{t.utility.replace('_', '-')}, {t.reward_style} reward.",
+            "",
+            f"![{env_id} under a random policy](generated/gallery/{env_id}.gif)",
+        ]
+        if (CURVES / f"{env_id}.png").exists():
+            section += [
+                "",
+                "Learning curve of PPO with the tuned defaults, one seed, made by",
+                "",
+                "```bash",
+                f"python -m train --env {env_id} --out /tmp/curves",
+                "```",
+                "",
+                f"![{env_id} learning curve](images/curves/{env_id}.png)",
+            ]
+        sections.append("\n".join(section))
+    _write_if_changed(OUT / "gallery.md", "\n\n".join(sections) + "\n")
     return written
 
 

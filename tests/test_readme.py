@@ -28,3 +28,16 @@ def test_readme_test_command_is_what_ci_runs():
     test_cmd = commands[1].split("#")[0].strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_cmd.replace("pip install", "python -m pip install -q") in ci
+
+
+def test_readme_jaxenvs_commands_parse():
+    """Each ``jaxenvs ...`` line of the README is a valid command line of today's ``jaxenvs``."""
+    from jaxenvs.cli import build_parser
+
+    lines = [ln.split("  #")[0].split() for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) for ln in b.splitlines()]
+    commands = [ln[1:] for ln in lines if ln and ln[0] == "jaxenvs"]
+    assert any(c[:1] == ["play"] and "--out" in c for c in commands)
+    for argv in commands:
+        args = build_parser().parse_args(argv)
+        if argv[0] == "play" and args.render in ("gif", "mp4"):
+            assert args.out, argv

@@ -52,7 +52,7 @@ def test_cli_writes_the_run_directory(run_dir):
     assert len(stored["per_seed"]["entropy"]) == 4 and len(stored["per_seed"]["entropy"][0]) == 2
     # GridWorld's progress measures after each chunk, per seed, in [0, 1] and >= 1
     progress = stored["progress"]
-    assert [p["env_steps"] for p in progress] == [512, 1024]
+    assert [p["env_steps"] for p in progress] == [0, 512, 1024]  # the untrained policy, then after each chunk
     assert all(len(p["success_rate"]) == 2 and all(0 <= x <= 1 for x in p["success_rate"]) for p in progress)
     assert all(all(x >= 1 for x in p["length_ratio"]) for p in progress)
     assert (run_dir / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -77,13 +77,44 @@ def test_learning_curve_panels_hold_the_progress_measures(run_dir):
     length = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_length"]])
     panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"])
     assert [p["label"] for p in panels] == [
-        "success rate (evaluation)", "length ratio (evaluation)", "mean episodic return (training)",
-        "mean episode length (training)",
+        "success rate (evaluation)", "length / optimal length (evaluation)",
+        "mean episode length (training)",  # GridWorld's return is 1 in every episode: no panel
     ]
     success = np.array([p["success_rate"] for p in stored["progress"]])
     np.testing.assert_allclose(panels[0]["mean"], success.mean(axis=1))
     np.testing.assert_allclose(panels[0]["low"], success.min(axis=1))
-    np.testing.assert_allclose(panels[0]["x"], [512, 1024])
+    np.testing.assert_allclose(panels[0]["x"], [0, 512, 1024])
+
+
+@pytest.mark.parametrize("env_id", ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"])
+def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
+    """Each env's curve leads with its own progress measures (a flat return of 0 or 1 says nothing
+    in HurdleRace, Rock-Paper-Scissors and GridWorld); rows as the trainer stores them, 2 seeds."""
+    import jaxenvs
+    from jaxenvs.train.evaluate import PROGRESS
+    from jaxenvs.train.plotting import LABELS, curve_panels
+
+    names = PROGRESS[jaxenvs.spec(env_id).name]
+    rng = np.random.default_rng(0)
+    values = {n: rng.uniform(size=(3, 2)) for n in names}
+    progress = [{"env_steps": 100 * (i + 1), **{n: list(values[n][i]) for n in names}} for i in range(3)]
+    ret = np.array([[np.nan, np.nan], [0.5, np.nan], [1.0, 2.0]])  # no episode ended yet: carried forward
+    length = np.array([[3.0, 5.0], [2.0, 4.0], [2.0, 2.0]])
+    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress)
+    assert [p["label"] for p in panels] == [f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in names] + [
+        "mean episodic return (training)", "mean episode length (training)",
+    ]
+    for n, p in zip(names, panels):
+        np.testing.assert_array_equal(p["x"], [100, 200, 300])
+        np.testing.assert_allclose(p["mean"], values[n].mean(axis=1))
+        np.testing.assert_allclose(p["low"], values[n].min(axis=1))
+        np.testing.assert_allclose(p["high"], values[n].max(axis=1))
+    np.testing.assert_allclose(panels[len(names)]["mean"], [np.nan, 0.5, 1.5])
+    np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
+    np.testing.assert_allclose(panels[-1]["mean"], [4.0, 3.0, 2.0])
+    # constant by construction (zero-sum self-play's return 0, a one-step game's length 1): no panel
+    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
+    assert [p["label"] for p in flat] == [p["label"] for p in panels[: len(names)]]
 
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):

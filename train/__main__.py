@@ -617,6 +617,10 @@ class Run:
         from .evaluate import progress_metrics
 
         total = config.num_updates * config.steps_per_update
+        if done_updates == 0 and not self.args.no_eval:  # the untrained policy: where each curve starts
+            params = to_host(self.runner.params)  # a collective in a multi-process run
+            if self.main_process:
+                self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
         last_save = last_print = time.perf_counter()
         train_s = eval_s = 0.0
         for i, length in enumerate(plan):

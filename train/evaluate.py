@@ -152,7 +152,7 @@ def evaluate_point_env(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
 
 
 def evaluate_hurdle_race(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.envs.hurdle_race import HURDLE, JUMP, RUN
+    from jaxenvs.envs.hurdle_race import HURDLE, JUMP, NOHURDLE, RUN
 
     k_self, k_random = jax.random.split(key)
     traj, ep = _episodes(trainer, params, k_self, num_episodes=num_episodes)
@@ -163,10 +163,15 @@ def evaluate_hurdle_race(trainer, params, key, num_episodes=NUM_EPISODES) -> dic
 
     _, ep_r = _episodes(trainer, params, k_random, versus_random=True, num_episodes=num_episodes)
     win_rate = float((ep_r["returns"][:, 0] > 0).mean())
+    # the policy itself (greedy play can be right from the start): runner 0 sees no hurdle, runner 1 one
+    see = jnp.array([[NOHURDLE, HURDLE]], jnp.int32)
+    out, _ = trainer.network.apply(params, trainer.flat_obs(see))
+    probs = np.asarray(trainer.dist_fn(out).probs(), np.float64)  # [2 runners, 2 actions]
     return dict(
         decision_accuracy=accuracy,
         win_rate_vs_random=win_rate,
         mean_length_self_play=float(ep["length"].mean()),
+        prob_right_action=float((probs[0, RUN] + probs[1, JUMP]) / 2),
         solved=accuracy >= 0.95 and win_rate >= 0.90,
     )
 
@@ -247,6 +252,7 @@ MEANINGS = {
     "mean_final_distance": "mean distance to the origin where the episode ended",
     "decision_accuracy": "fraction of decisions that jump exactly when a hurdle is ahead (self-play)",
     "win_rate_vs_random": "fraction of races won as agent 0 against a uniformly random agent 1",
+    "prob_right_action": "the policy's mean probability of RUN with no hurdle ahead and of JUMP before one",
     "mean_length_self_play": "mean race length in self-play (steps)",
     "prob_power_rich": "probability of buying PowerRich (the best expected value)",
     "prob_mega_haul": "probability of buying MegaHaul",
@@ -267,7 +273,7 @@ SOLVED_WHEN = {
 PROGRESS = {
     "GridWorld": ("success_rate", "length_ratio"),
     "PointEnv": ("mean_final_distance", "success_rate"),
-    "HurdleRace": ("win_rate_vs_random", "decision_accuracy"),
+    "HurdleRace": ("win_rate_vs_random", "decision_accuracy", "prob_right_action"),
     "Lottery": ("prob_power_rich",),
     "RockPaperScissors": ("exploitability",),
 }

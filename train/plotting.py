@@ -24,7 +24,7 @@ def _nan_fill_forward(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _panel(ax, env_steps, values, label: str, num_seeds: int):
+def _panel(ax, env_steps, values, label: str, num_seeds: int, legend: bool = True):
     """Mean over seeds as a line; with several seeds, one labelled min-max band."""
     v = _nan_fill_forward(values)
     with warnings.catch_warnings():  # updates before any episode ended are all-NaN: left blank
@@ -34,7 +34,8 @@ def _panel(ax, env_steps, values, label: str, num_seeds: int):
             label="mean over seeds" if num_seeds > 1 else None)
     if num_seeds > 1:
         ax.fill_between(env_steps, low, high, alpha=0.25, lw=0, label=f"min-max over {num_seeds} seeds")
-        ax.legend(loc="best", fontsize=7)
+        if legend:  # one legend for the figure: every panel draws seeds the same way
+            ax.legend(loc="best", fontsize=7)
     ax.set_ylabel(label)
     return mean, low, high
 
@@ -44,7 +45,7 @@ def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
     progress measures of the environment first, from the evaluations after every chunk, then
     the mean episodic return and length of the training episodes)."""
     panels = []
-    for name, x, values in _series(env_steps, returns, lengths, progress):
+    for name, x, values in _series(env_steps, returns, lengths, progress)[0]:
         v = _nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -53,16 +54,45 @@ def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
     return panels
 
 
+# axis labels of the progress measures (train.evaluate.PROGRESS); others get their name with spaces
+LABELS = {
+    "length_ratio": "length / optimal length",
+    "mean_final_distance": "final distance to origin",
+    "win_rate_vs_random": "win rate vs random",
+    "prob_right_action": "P(right action)",
+    "prob_power_rich": "P(buy PowerRich ticket)",
+    "exploitability": "exploitability (0 = equilibrium)",
+}
+
+
+# progress measures that are fractions or probabilities: drawn on [0, 1], so a flat one reads right
+UNIT_RANGE = ("success_rate", "win_rate_vs_random", "decision_accuracy", "prob_right_action", "prob_power_rich")
+
+
+def _constant(values) -> float | None:
+    """The one value every finite entry of ``values`` has, or None (also when none is finite)."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    return float(v[0]) if v.size and np.all(v == v[0]) else None
+
+
 def _series(env_steps, returns, lengths, progress):
-    out = []
+    """``(label, x, float[points, seeds])`` per panel, and notes on the training series left out:
+    with progress measures, a training series that is constant by construction (the return of
+    zero-sum self-play, GridWorld's return of 1, one-step games' length of 1) says nothing."""
+    out, notes = [], []
     if progress:
         names = [k for k in progress[0] if k != "env_steps"]
         x = [row["env_steps"] for row in progress]
         for n in names:
-            out.append((f"{n.replace('_', ' ')} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
-    out.append(("mean episodic return (training)", env_steps, returns))
-    out.append(("mean episode length (training)", env_steps, lengths))
-    return out
+            out.append((f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
+    for label, values in (("mean episodic return (training)", returns), ("mean episode length (training)", lengths)):
+        c = _constant(values)
+        if progress and c is not None:
+            notes.append(f"{label.replace(' (training)', '')} of the training episodes: {c:g} throughout (not shown)")
+        else:
+            out.append((label, env_steps, values))
+    return out, notes
 
 
 def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None) -> Path:
@@ -82,19 +112,24 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     from .checkpoint import atomic_write
 
-    series = _series(env_steps, returns, lengths, progress)
+    series, notes = _series(env_steps, returns, lengths, progress)
     num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
-    fig, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.6), squeeze=False)
-    for ax, (label, x, values) in zip(axes[0], series):
-        _panel(ax, x, values, label, num_seeds)
+    width = max(4.2 * len(series), 6.4)  # wide enough for the notes under a single panel
+    fig, axes = plt.subplots(1, len(series), figsize=(width, 3.6 + 0.2 * len(notes)), squeeze=False)
+    for i, (ax, (label, x, values)) in enumerate(zip(axes[0], series)):
+        _panel(ax, x, values, label, num_seeds, legend=i == 0)
         ax.set_xlabel("env steps (per seed)")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
         ax.grid(alpha=0.3)
+        if any(label == f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in UNIT_RANGE):
+            ax.set_ylim(-0.03, 1.03)
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
-    fig.tight_layout()
+    if notes:
+        fig.text(0.5, 0.01, "\n".join(notes), ha="center", va="bottom", fontsize=8, color="0.35")
+    fig.tight_layout(rect=(0, 0.055 * len(notes), 1, 1))
     path = Path(path)
     with atomic_write(path) as tmp:
         fig.savefig(tmp, dpi=100, format="png")
@@ -106,8 +141,9 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     """Render ``num_episodes`` greedy episodes of ONE set of params into a GIF at ``path``.
 
     Each episode is a jitted rollout without auto-reset; its frames run from the initial state to
-    the state the episode ended in, at most ``max_frames`` frames in all. Returns None when the
-    environment has no ``render``.
+    the state the episode ended in, at most ``max_frames`` frames in all. Environments whose
+    colours carry meaning (Lottery, Rock-Paper-Scissors) get the legend of ``jaxenvs play``
+    below each frame. Returns None when the environment has no ``render``.
     """
     cfg = trainer.config
     env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
@@ -132,8 +168,11 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         frames = render_frames(env, stacked)
     except NotImplementedError:
         return None
+    from jaxenvs.rendering.legend import add_legend
+
     from .checkpoint import atomic_write
 
+    frames = add_legend(env, frames)
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)
