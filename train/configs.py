@@ -405,10 +405,12 @@ TRPO_DEFAULTS: dict[str, dict] = {
     "Lottery-v0": dict(
         total_timesteps=100_000, num_envs=64, num_steps=16, gamma=0.0, reward_scale=1e-6, normalize_advantages=False,
     ),
-    # Self-play of a one-shot zero-sum game: an entropy bonus damps the cycles around the uniform
-    # equilibrium, as in PPO's entry.
+    # Self-play of a one-shot zero-sum game: an entropy bonus (whose regularised equilibrium is
+    # still uniform) and a small trust region damp the cycles around the uniform equilibrium
+    # (ent_coef 0.2 with max_kl 0.01 left 4 of 4 seeds at exploitability 0.10-0.13).
     "RockPaperScissors-v0": dict(
-        total_timesteps=50_000, num_envs=64, num_steps=8, gamma=0.0, normalize_advantages=False, ent_coef=0.2,
+        total_timesteps=50_000, num_envs=64, num_steps=8, gamma=0.0, normalize_advantages=False, ent_coef=0.5,
+        max_kl=0.003,
     ),
 }
 
