@@ -33,16 +33,27 @@ COLAB_LINK = (
 SETUP = """\
 # Setup: install jaxenvs when it is missing, then report the device.
 import importlib
-import importlib.metadata
 import os
 import pathlib
 import sys
 
 QUICK = os.environ.get("JAXENVS_NOTEBOOK_QUICK") == "1"  # small budgets (used by the tests)
 
-try:  # installed means installed: a clone's folder jaxenvs/ alone is only an empty namespace package
-    importlib.metadata.version("jaxenvs")
-except importlib.metadata.PackageNotFoundError:
+def _jaxenvs_ready() -> bool:  # importable for real: a clone's folder jaxenvs/ alone is an empty namespace package
+    try:
+        import jaxenvs
+    except ImportError:
+        return False
+    return hasattr(jaxenvs, "make")
+
+
+def _forget_jaxenvs() -> None:
+    for name in [m for m in sys.modules if m == "jaxenvs" or m.startswith("jaxenvs.")]:
+        del sys.modules[name]  # the namespace package and what was imported through it
+
+
+if not _jaxenvs_ready():
+    _forget_jaxenvs()
     # a clone of the repository: this folder, a parent of it (run from notebooks/) or ./jaxenvs
     cwd = pathlib.Path.cwd()
     root = next(
@@ -55,7 +66,9 @@ except importlib.metadata.PackageNotFoundError:
     else:
         %pip install -q "jaxenvs[train] @ git+https://github.com/jaxenvs/jaxenvs"
     importlib.invalidate_caches()  # importable in this kernel without a restart
-    sys.modules.pop("jaxenvs", None)  # an empty namespace package found before the install
+    _forget_jaxenvs()
+    if not _jaxenvs_ready():
+        raise RuntimeError("installing jaxenvs did not make it importable: see pip's messages above")
 
 # XLA:CPU can hang on seed-vmapped programs (02_train_ppo's seed batch); jaxenvs.train holds the
 # one workaround (see its docstring), which must run before jax starts its first backend.

@@ -72,24 +72,19 @@ def test_committed_notebook_is_what_the_generator_writes(name):
 
 
 def _run_setup_cell_without_jaxenvs(monkeypatch, cwd: Path, ipython_dir: Path):
-    """Run the shared first cell in an in-process IPython shell that finds no installed jaxenvs
-    (no history, profile in ``ipython_dir``, ``%pip`` recording its arguments); returns those
-    arguments and the cell's ``ExecutionResult``. The real install, from a clone into a fresh
+    """Run the shared first cell in an in-process IPython shell that finds only an empty
+    ``jaxenvs`` namespace package, as a clone's folder imports (no history, profile in
+    ``ipython_dir``, ``%pip`` recording its arguments); returns those arguments and the cell's
+    ``ExecutionResult``. The real install, from a clone into a fresh
     environment, is tests/test_packaging.py's Colab route."""
-    import importlib.metadata
+    import types
 
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    real_version = importlib.metadata.version
-
-    def version(name):
-        if name == "jaxenvs":
-            raise importlib.metadata.PackageNotFoundError(name)
-        return real_version(name)
-
-    monkeypatch.setattr(importlib.metadata, "version", version)
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the cell drops a stale jaxenvs entry
+    # the cell forgets jaxenvs and imports it again: keep this process's modules and put them back
+    ours = {k: v for k, v in sys.modules.items() if k == "jaxenvs" or k.startswith("jaxenvs.")}
+    sys.modules["jaxenvs"] = types.ModuleType("jaxenvs")  # what a clone's folder imports as: no make
     monkeypatch.setenv("XLA_FLAGS", "")
     monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
     monkeypatch.chdir(cwd)
@@ -102,6 +97,9 @@ def _run_setup_cell_without_jaxenvs(monkeypatch, cwd: Path, ipython_dir: Path):
         result = shell.run_cell(_generator().SETUP, silent=True)
     finally:
         InteractiveShell.clear_instance()
+        for k in [k for k in sys.modules if k == "jaxenvs" or k.startswith("jaxenvs.")]:
+            del sys.modules[k]
+        sys.modules.update(ours)
     return pip_calls, result
 
 
