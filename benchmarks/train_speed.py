@@ -200,12 +200,14 @@ def sb3_time_to_solve(
 
 
 class _RejaxGreedy:
-    """What ``train.evaluate.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``
-    and ``act``), for rejax's actor: the mode of its action distribution on the observation as
+    """What ``train.evaluate.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``,
+    ``env``/``env_params`` and ``act``), for rejax's actor: the mode of its action distribution on the observation as
     ``to_gymnax`` presents it."""
 
     def __init__(self, cfg, algo, genv):
         self.config, self.algo, self.genv = cfg, algo, genv
+        self.env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
+        self.env_params = self.env.default_params
 
     def act(self, actor_params, obs):
         flat = jax.vmap(self.genv._obs)(obs)
