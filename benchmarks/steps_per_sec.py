@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jaxenvs  # noqa: E402
 from jaxenvs.parallel import env_mesh, initialize_distributed  # noqa: E402
 from jaxenvs.rollout import benchmark, time_calls  # noqa: E402
+from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
     make_lean_grid_world,
@@ -132,14 +133,7 @@ METHOD_COLORS = {
 }
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+_positive_int = int_arg(1)
 
 
 def build_parser() -> argparse.ArgumentParser:

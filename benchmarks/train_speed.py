@@ -334,6 +334,14 @@ def main(argv=None):
     return results
 
 
+def _versus(j: dict, other: dict, fmt: str) -> str:
+    """jaxenvs' env-steps/s over ``other``'s, and how many times sooner it solved (when both did)."""
+    ratio = f"{j['steps_per_sec'] / other['steps_per_sec']:{fmt}}x env-steps/s"
+    if j["time_to_solve_s"] and other["time_to_solve_s"]:
+        ratio += f", {other['time_to_solve_s'] / j['time_to_solve_s']:{fmt}}x sooner solved"
+    return ratio
+
+
 def print_env(env_id, r, num_seeds):
     j, s = r["jaxenvs"], r.get("sb3")
     t = lambda x: "not solved" if x is None else f"{x:.2f} s"  # noqa: E731
@@ -352,18 +360,12 @@ def print_env(env_id, r, num_seeds):
             continue
         print(f"  {label:<23}: {s['steps_per_sec']:>10,.0f} env-steps/s   time to solve {t(s['time_to_solve_s'])}"
               f" ({s['steps_to_solve']} steps)")
-        ratio = f"{j['steps_per_sec'] / s['steps_per_sec']:.0f}x env-steps/s"
-        if j["time_to_solve_s"] and s["time_to_solve_s"]:
-            ratio += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.0f}x sooner solved"
-        print(f"    jaxenvs vs {label}: {ratio}")
+        print(f"    jaxenvs vs {label}: {_versus(j, s, '.0f')}")
     x = r.get("rejax")
     if x:
         print(f"  rejax PPO, same settings: {x['steps_per_sec']:>10,.0f} env-steps/s   time to solve "
               f"{t(x['time_to_solve_s'])} ({x['steps_to_solve']} steps; compile {x['compile_s']:.1f} s apart)")
-        ratio = f"{j['steps_per_sec'] / x['steps_per_sec']:.2f}x env-steps/s"
-        if j["time_to_solve_s"] and x["time_to_solve_s"]:
-            ratio += f", {x['time_to_solve_s'] / j['time_to_solve_s']:.2f}x sooner solved"
-        print(f"    jaxenvs vs rejax: {ratio}; compile time jaxenvs/rejax {j['compile_s'] / x['compile_s']:.2f}x")
+        print(f"    jaxenvs vs rejax: {_versus(j, x, '.2f')}; compile time jaxenvs/rejax {j['compile_s'] / x['compile_s']:.2f}x")
     a = r.get("arithmetic")
     if a:
         flops, peak, layer = a["flops_per_env_step"], a["matmul_peak_gflops"], a["layer_matmul_gflops"]

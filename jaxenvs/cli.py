@@ -67,34 +67,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 # ---- argument types ----------------------------------------------------------------------------
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
+def int_arg(lo: int, hi: int | None = None, allowed: str | None = None):
+    """An argparse ``type``: an integer in ``[lo, hi)`` (no upper bound when ``hi`` is None), else
+    ``expected <allowed>, got '<text>'`` (``allowed`` defaults to ``an integer >= lo``)."""
+    allowed = allowed or f"an integer >= {lo}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lo or (hi is not None and value >= hi):
+            raise argparse.ArgumentTypeError(f"expected {allowed}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < SEED_LIMIT:
-        raise argparse.ArgumentTypeError(f"expected an integer in [0, 2**63), got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+_positive_int = int_arg(1)
+_non_negative_int = int_arg(0)
+_seed = int_arg(0, SEED_LIMIT, "an integer in [0, 2**63)")
 
 
 def _positive_float(text: str) -> float:
