@@ -255,8 +255,7 @@ def describe_env(env_id: str) -> str:
     """What ``jaxenvs describe`` prints (:func:`jaxenvs.describe`), with a bad id as a usage error."""
     from jaxenvs.registration import describe
 
-    _make(env_id, autoreset=False)  # an unknown id, bad kwargs or an unimportable module: UsageError
-    return describe(env_id)
+    return describe(_make(env_id, autoreset=False))  # a bad id or an unimportable module: UsageError
 
 
 def cmd_describe(args) -> None:

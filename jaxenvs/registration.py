@@ -277,10 +277,11 @@ def _action_lines(base, space) -> list[str]:
     return []
 
 
-def describe(env_id: str) -> str:
+def describe(env_id: str | Environment) -> str:
     """A human-readable description of ``env_id`` (what ``jaxenvs describe`` prints): spec,
-    spaces, what the actions mean, params with their defaults, traits."""
-    env = make(env_id, autoreset=False)
+    spaces, what the actions mean, params with their defaults, traits. An environment built by
+    :func:`make` may be passed instead of its id."""
+    env = make(env_id, autoreset=False) if isinstance(env_id, str) else env_id
     base = env.unwrapped
     params = env.default_params
     lines = [f"{env.spec.id}  ({type(base).__module__}.{type(base).__name__})"]
