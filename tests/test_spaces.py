@@ -82,13 +82,39 @@ def _leaf_spaces(space):
     return [space]
 
 
-def test_discrete_is_uniform_chi_square():
-    space = S.Discrete(5, start=2)
+@pytest.mark.parametrize(
+    "space, values",
+    [
+        (S.Discrete(5, start=2), np.arange(2, 7)),  # jax.random.randint
+        (S.Discrete(4, start=-1), np.arange(-1, 3)),  # power of two: the low bits of one word
+        (S.Discrete(1), np.array([0])),
+    ],
+    ids=["n=5", "n=4", "n=1"],
+)
+def test_discrete_is_uniform_chi_square(space, values):
     x = np.asarray(space.sample(KEY, (10_000,)))
-    counts = np.bincount(x - 2, minlength=5)
-    assert counts.sum() == 10_000 and x.min() == 2 and x.max() == 6
-    chi2 = ((counts - 2000) ** 2 / 2000).sum()
-    assert chi2 < 18.47  # 4 degrees of freedom, p = 0.001
+    assert x.dtype == np.int32 and x.min() == values[0] and x.max() == values[-1]
+    counts = np.bincount(x - values[0], minlength=len(values))
+    expected = 10_000 / len(values)
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    # chi-square quantiles at p = 0.001 for len(values) - 1 degrees of freedom
+    assert chi2 < {1: 0.0, 4: 16.27, 5: 18.47}[len(values)] + 1e-9
+
+
+def test_multidiscrete_is_uniform_per_dimension():
+    # nvec mixes powers of two and not: every entry goes through randint then
+    space = S.MultiDiscrete([4, 3])
+    x = np.asarray(space.sample(KEY, (10_000,)))
+    pow2 = np.asarray(S.MultiDiscrete([8, 2]).sample(KEY, (10_000,)))  # one word per value
+    for sample, nvec in ((x, (4, 3)), (pow2, (8, 2))):
+        for d, n in enumerate(nvec):
+            counts = np.bincount(sample[:, d], minlength=n)
+            assert counts.size == n
+            expected = 10_000 / n
+            chi2 = ((counts - expected) ** 2 / expected).sum()
+            assert chi2 < {2: 10.83, 3: 13.82, 4: 16.27, 8: 24.32}[n]  # p = 0.001, n - 1 d.o.f.
+    # the dimensions of one sample are independent draws, not one value repeated
+    assert np.mean(pow2[:, 0] % 2 == pow2[:, 1]) < 0.6
 
 
 def test_int_box_reaches_both_bounds_uniformly():
