@@ -12,7 +12,10 @@ For each environment and batch size, in one run:
 * ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
 
 Compile time is excluded from steps/s and reported apart; every timing is the median of
-``--repeats`` runs, each ending in ``block_until_ready``. Writes a JSON file and a log-log PNG
+``--repeats`` runs, each ending in ``block_until_ready``. The ratios against the lean loop come
+from paired timings (:func:`paired_ratios`): the GridWorld programs run in turn, round after
+round, and each ratio is the median over rounds, so that a slow spell of a shared machine slows
+both sides of a ratio rather than one. Writes a JSON file and a log-log PNG
 under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
 ``benchmarks/results/steps_per_sec`` only takes a full run.
 
@@ -34,6 +37,7 @@ import json
 import os
 import platform
 import sys
+import time
 
 
 def _force_cpu_devices(argv):
@@ -60,7 +64,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
 from jaxenvs.parallel import env_mesh, initialize_distributed  # noqa: E402
-from jaxenvs.rollout import benchmark, time_calls  # noqa: E402
+from jaxenvs.rollout import benchmark, benchmark_program, time_calls  # noqa: E402
 from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
@@ -113,6 +117,29 @@ def time_jax(run, steps_per_call, repeats):
     """(steps/s as the median over repeats, compile seconds), timed as ``jaxenvs.rollout.benchmark``."""
     compile_s, times = time_calls(run, [(jax.random.key(i),) for i in range(repeats + 1)])
     return steps_per_call / float(np.median(times)), compile_s
+
+
+def paired_ratios(programs: dict, baseline: str, rounds: int) -> dict:
+    """``{method: median over rounds of (baseline's time / method's time)}`` for each method of
+    ``programs`` (``{method: run(key)}``) other than ``baseline``. Each round times every program
+    once on a fresh key, in turn (the order reversed every other round), after one untimed
+    warm-up call each; compile time is not timed."""
+    compiled = {}
+    for method, run in programs.items():
+        compiled[method] = jax.jit(run).lower(jax.random.key(0)).compile()
+        jax.block_until_ready(compiled[method](jax.random.key(0)))
+    ratios = {m: [] for m in programs if m != baseline}
+    order = list(programs)
+    for r in range(rounds):
+        key = jax.random.key(r + 1)
+        times = {}
+        for method in order if r % 2 == 0 else order[::-1]:
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled[method](key))
+            times[method] = time.perf_counter() - t0
+        for method in ratios:
+            ratios[method].append(times[baseline] / times[method])
+    return {m: float(np.median(v)) for m, v in ratios.items()}
 
 
 def num_steps_for(num_envs, target_steps):
@@ -225,6 +252,15 @@ def main(argv=None):
             if env_id == "GridWorld-v0":
                 sps, c = time_jax(make_lean_grid_world(n, t), n * t, args.repeats)
                 record(env_id, "lean JAX", n, sps, c)
+                programs = {
+                    "jaxenvs vmap": benchmark_program(env, n, t),
+                    "jaxenvs VectorEnv": make_vector_rollout(env, n, t),
+                    "lean JAX": make_lean_grid_world(n, t),
+                }
+                if reset_pool_for(n) > 1:
+                    programs["jaxenvs VectorEnv, reset pool"] = make_vector_rollout(env, n, t, reset_pool_for(n))
+                for method, ratio in paired_ratios(programs, "lean JAX", args.repeats).items():
+                    next(r for r in rows if (r["env"], r["method"], r["num_envs"]) == (env_id, method, n))["vs_lean"] = ratio
             if env_id in OBJECT_ENVS and n <= args.python_max_envs:
                 record(env_id, "python loop", n, python_loop_steps_per_sec(env_id, n, args.python_steps))
                 sv = sync_vector_steps_per_sec(env_id, n, args.python_steps)
@@ -253,7 +289,8 @@ def print_rows(rows):
 
 def summary(rows) -> str:
     """A markdown table: steps/s per (env, num_envs) and ratios against the lean ceiling at the
-    same batch size and the Python loop."""
+    same batch size (the paired ratio of :func:`paired_ratios` where the row has one) and the
+    Python loop."""
     lines = [
         "| env | num_envs | method | steps/s | vs lean JAX | vs python loop |",
         "|---|---:|---|---:|---:|---:|",
@@ -266,8 +303,9 @@ def summary(rows) -> str:
         py_ns = [n for (e, m, n) in index if e == r["env"] and m == "python loop" and n <= r["num_envs"]]
         py = index.get((r["env"], "python loop", max(py_ns))) if py_ns else None
         f = lambda base: f"{r['steps_per_sec'] / base:.2f}x" if base else "-"  # noqa: E731
+        vs_lean = f"{r['vs_lean']:.2f}x" if "vs_lean" in r else f(lean)
         lines.append(
-            f"| {r['env']} | {r['num_envs']} | {r['method']} | {r['steps_per_sec']:,.0f} | {f(lean)} | {f(py)} |"
+            f"| {r['env']} | {r['num_envs']} | {r['method']} | {r['steps_per_sec']:,.0f} | {vs_lean} | {f(py)} |"
         )
     return "\n".join(lines)
 
