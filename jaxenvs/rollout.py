@@ -21,6 +21,8 @@ import numpy as np
 
 from jaxenvs.core import Environment, check_params
 from jaxenvs.parallel import constrain_batch
+from jaxenvs.vector import VectorEnv
+from jaxenvs.wrappers.base import strip_autoreset
 
 __all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "benchmark_program", "BenchResult", "time_calls", "trace_count"]
 
@@ -88,18 +90,30 @@ def _vmap_if(fn, num_envs, in_axes):
     return fn if num_envs is None else jax.vmap(fn, in_axes=in_axes)
 
 
-def _policy_step(env, policy, num_envs, mesh=None):
+def _env_step(env, num_envs, mesh, batched_path):
+    """``step(key, state, action, params)`` for one env (``num_envs=None``) or a batch: through
+    :class:`jaxenvs.VectorEnv` (``batched_path``: one key per batch step; an outermost AutoReset
+    becomes the batch-level one, same semantics), or ``jax.vmap(env.step)`` with one key per env
+    (the plain path)."""
+    if num_envs is None:
+        return env.step
+    if batched_path:
+        venv = VectorEnv(env, num_envs, autoreset=strip_autoreset(env) is not env)
+        return lambda key, state, action, params: constrain_batch(venv.step(key, state, action, params), mesh)
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    return lambda key, state, action, params: step(_per_env(key, num_envs, mesh), state, action, params)
+
+
+def _policy_step(env, policy, num_envs, mesh=None, batched_path=True):
     """Scan body ``((obs, state), key) -> ((obs, state), (obs, state, action, reward, ...))``."""
     act = _vmap_if(policy, num_envs, (0, 0))
-    step = _vmap_if(env.step, num_envs, (0, 0, 0, None))
+    step = _env_step(env, num_envs, mesh, batched_path)
 
     def body(carry, key, params):
         obs, state = carry
         key_act, key_step = jax.random.split(key)
         action = act(_per_env(key_act, num_envs, mesh), obs)
-        next_obs, next_state, reward, terminated, truncated, info = step(
-            _per_env(key_step, num_envs, mesh), state, action, params
-        )
+        next_obs, next_state, reward, terminated, truncated, info = step(key_step, state, action, params)
         return (next_obs, next_state), (obs, state, action, reward, terminated, truncated, info)
 
     return body
@@ -150,8 +164,10 @@ def rollout(
 ) -> Trajectory:
     """Run ``policy`` for ``num_steps`` steps in one jitted ``lax.scan``; see :class:`Trajectory`.
 
-    ``num_envs=None`` runs one environment; an int runs that many in parallel (``vmap``; all share
-    ``params``). The episode starts from ``env.reset`` unless ``initial=(obs, state)`` (e.g. a
+    ``num_envs=None`` runs one environment; an int runs that many in parallel through
+    :class:`jaxenvs.VectorEnv` (one key per batch step, batch-level auto-reset for an env whose
+    outermost wrapper is :class:`~jaxenvs.wrappers.AutoReset`; all share ``params``); the policy
+    is vmapped with one key per env. The episode starts from ``env.reset`` unless ``initial=(obs, state)`` (e.g. a
     previous trajectory's ``last_obs, last_state``) is given. ``key`` may be a typed key or a raw
     ``PRNGKey``. The compiled function is cached per ``(env, policy, num_steps, num_envs)``: keep
     the same policy object to avoid recompiling. ``mesh`` (:func:`jaxenvs.parallel.env_mesh`)
@@ -255,7 +271,7 @@ def benchmark_program(
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     params = check_params(env, params)
     policy = random_policy(env, params) if policy is None else policy
-    body = _policy_step(env, policy, num_envs, mesh)
+    body = _policy_step(env, policy, num_envs, mesh, batched_path=False)
 
     def run(key):
         key_reset, key_run = jax.random.split(key)

@@ -72,3 +72,40 @@ def test_random_policy_is_uniform_and_per_agent():
         rollout(env, jax.random.key(0), random_policy(env), 0)
     with pytest.raises(ValueError, match="num_envs must be None or an int >= 1, got 0"):
         rollout(env, jax.random.key(0), random_policy(env), 3, num_envs=0)
+
+
+def _by_hand(venv, policy, key, num_steps, num_envs):
+    """rollout's key derivation, written out, with the env stepped by ``venv``."""
+    key_reset, key_run = jax.random.split(key)
+    obs, state = jax.vmap(venv.env.reset)(jax.random.split(key_reset, num_envs))
+    rows = []
+    for k in jax.random.split(key_run, num_steps):
+        key_act, key_step = jax.random.split(k)
+        action = jax.vmap(policy)(jax.random.split(key_act, num_envs), obs)
+        obs, state, reward, terminated, truncated, info = venv.step(key_step, state, action)
+        rows.append((action, reward, terminated, truncated, info["final_obs"]["agent"] if "final_obs" in info else obs["agent"]))
+    return obs, [np.stack(x) for x in zip(*rows)]
+
+
+@pytest.mark.parametrize("autoreset", [True, False])
+def test_batched_rollout_steps_through_vector_env(autoreset):
+    """A batched rollout is VectorEnv's batched path (one key per batch step, batch-level
+    auto-reset from the env's own AutoReset), transition for transition; an env built without
+    auto-reset is not given one."""
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=6, autoreset=autoreset)
+    policy = random_policy(env)
+    key, n, t = jax.random.key(11), 8, 30
+    traj = rollout(env, key, policy, t, num_envs=n)
+    venv = jaxenvs.VectorEnv(env, n, autoreset=autoreset)
+    last_obs, (action, reward, terminated, truncated, ended_at) = _by_hand(venv, policy, key, t, n)
+    np.testing.assert_array_equal(traj.action, action)
+    np.testing.assert_array_equal(traj.reward, reward)
+    np.testing.assert_array_equal(traj.terminated, terminated)
+    np.testing.assert_array_equal(traj.truncated, truncated)
+    np.testing.assert_array_equal(traj.last_obs["agent"], last_obs["agent"])
+    if autoreset:
+        np.testing.assert_array_equal(traj.info["final_obs"]["agent"], ended_at)
+        assert truncated.any() and (traj.state.time <= 6).all()  # episodes end and restart
+    else:
+        assert "final_obs" not in traj.info
+        assert truncated[6:].all() and (traj.state.time[-1] == t - 1).all()  # the clock runs on
