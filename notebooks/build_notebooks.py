@@ -237,8 +237,8 @@ TRAIN_PPO = [
     ("md", f"""\
 # Train PPO on jaxenvs environments
 
-The trainer in `train/ppo.py` follows PureJaxRL: `make_trainer(config).train` (also returned
-by `make_train(config)`) is a pure function `train(key) -> (runner, metrics)`, compiled as ONE
+The trainer in `train/ppo.py` follows PureJaxRL: `make_trainer(config).train` (PureJaxRL's
+`make_train(config)`) is a pure function `train(key) -> (runner, metrics)`, compiled as ONE
 program that steps the environments, computes advantages and updates the network. `jax.vmap`
 over keys trains several seeds in one call. This notebook trains GridWorld and HurdleRace with the
 tuned defaults of `train/configs.py` (GridWorld on several seeds at once), plots the learning
@@ -565,8 +565,8 @@ print("one step LEFT, step costs 0 .. 0.1: reward == -step_cost wherever no coin
 The trainer only needs the registered id: `get_config(ENV_ID, ...)` takes the `PPOConfig`
 defaults (there are no tuned ones for a new environment) with the overrides given here.
 `make_trainer(config)` builds the environment with `jaxenvs.make(ENV_ID)`; its `train` is the
-function `make_train(config)` returns, and the trainer also holds the policy that the evaluation
-below acts with."""),
+pure training function, and the trainer also holds the policy that the evaluation below acts
+with."""),
     ("code", """\
 import time
 

@@ -158,7 +158,7 @@ def test_bad_configs_are_rejected_with_the_allowed_values():
 
 @pytest.mark.parametrize("n", [1, 2, 7, 256, 1024, 4096])
 def test_minibatch_permutation_is_jax_random_permutation(n):
-    from jaxenvs.train.ppo import minibatch_permutation
+    from jaxenvs.train.permutation import minibatch_permutation
 
     for seed in range(3):
         key = jax.random.key(seed)

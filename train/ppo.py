@@ -1,4 +1,6 @@
-"""Proximal Policy Optimization as one compiled program (after PureJaxRL's ``make_train``).
+"""Proximal Policy Optimization as one compiled program (after PureJaxRL's ``make_train``:
+``make_trainer(config).train`` is its ``train``, the jitted pure ``train(key, hparams=None) ->
+(runner, metrics)``).
 
     trainer = make_trainer(get_config("GridWorld-v0"))
     runner, metrics = trainer.train(jax.random.key(0))              # one jitted call
@@ -48,9 +50,10 @@ from jaxenvs.parallel import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
 from .configs import HParams, PPOConfig
 from .networks import ActorCritic, policy_head_for
+from .permutation import minibatch_permutation
 
 __all__ = [
-    "make_train", "make_trainer", "Trainer", "RunnerState", "gae", "all_finite", "minibatch_permutation", "stack_hparams", "as_typed_key",
+    "make_trainer", "Trainer", "RunnerState", "gae", "all_finite", "stack_hparams", "as_typed_key",
 ]
 
 
@@ -101,39 +104,6 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
 
     _, adv = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True)
     return adv, adv + values
-
-
-def _stable_argsort_uint32(keys: jax.Array) -> jax.Array:
-    """int32 indices that sort the uint32 ``keys`` (1-D, at most ``2**16``) stably: equal keys stay
-    in index order, as ``lax.sort_key_val(keys, iota)[1]`` gives them.
-
-    XLA:CPU sorts a single uint32 array several times faster than key-value pairs, so two such
-    sorts do it: sorting the keys gives each key its rank (``searchsorted``; equal keys share it),
-    and sorting ``rank << bits | index`` (both fit in 32 bits) orders by (key, index).
-    """
-    n = keys.shape[0]
-    bits = max(1, (n - 1).bit_length())
-    rank = jnp.searchsorted(jax.lax.sort(keys), keys, side="left").astype(jnp.uint32)
-    order = jax.lax.sort((rank << bits) | jnp.arange(n, dtype=jnp.uint32))
-    return (order & jnp.uint32((1 << bits) - 1)).astype(jnp.int32)
-
-
-def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
-    """``jax.random.permutation(key, n)``, the same indices, about 2-4x faster on CPU.
-
-    JAX shuffles with ``ceil(3 ln n / ln(2**32 - 1))`` rounds of stable sorts by fresh random
-    uint32 keys (``jax._src.random._shuffle``); this repeats those rounds with the same keys and
-    does each sort with :func:`_stable_argsort_uint32`. Sizes above ``2**16`` use
-    ``jax.random.permutation`` itself.
-    """
-    if n > 2**16:
-        return jax.random.permutation(key, n)
-    num_rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
-    perm = jnp.arange(n)
-    for _ in range(num_rounds):
-        key, subkey = jax.random.split(key)
-        perm = perm[_stable_argsort_uint32(jax.random.bits(subkey, (n,), jnp.uint32))]
-    return perm
 
 
 @struct.dataclass
@@ -439,11 +409,3 @@ def trainer_parts(config, env) -> dict:
         to_env_action=to_env_action,
     )
 
-
-def make_train(config: PPOConfig) -> Callable:
-    """PureJaxRL's entry point: the jitted pure ``train(key, hparams=None) -> (runner, metrics)``.
-
-    ``metrics`` holds float32[num_updates] arrays (``episode_return`` and ``episode_length`` are
-    NaN in updates in which no episode ended). ``jax.vmap(train)(keys)`` trains one run per key.
-    """
-    return make_trainer(config).train

@@ -45,7 +45,8 @@ from jaxenvs.wrappers import RecordEpisodeStatistics, RescaleAction, normalize
 from .baselines import fit_linear_baseline, linear_features, num_linear_features, predict_linear_baseline
 from .configs import TRPOConfig, TRPOHParams
 from .networks import ActorCritic
-from .ppo import Trainer, all_finite, as_typed_key, episode_metrics, gae, minibatch_permutation, trainer_parts
+from .permutation import minibatch_permutation
+from .ppo import Trainer, all_finite, as_typed_key, episode_metrics, gae, trainer_parts
 
 __all__ = [
     "make_trainer", "TRPOTrainer", "TRPORunnerState", "conjugate_gradient", "fisher_vector_product", "line_search",
