@@ -117,7 +117,8 @@ def _si(x: float) -> str:
 
 def steps_per_sec_table() -> str:
     """Markdown table of ``benchmarks/results/steps_per_sec.json``: one row per (env, num_envs),
-    one column per method, steps/s."""
+    one column per method, steps/s; then GridWorld's paired ratios against the lean loop, when
+    the results hold them."""
     data = json.loads((RESULTS / "steps_per_sec.json").read_text())
     methods = list(dict.fromkeys(r["method"] for r in data["rows"]))
     cells: dict[tuple, dict] = {}
@@ -131,6 +132,23 @@ def steps_per_sec_table() -> str:
     ]
     for (env_id, n), row in cells.items():
         lines.append(f"| {env_id} | {n} | " + " | ".join(_si(row[m]) if m in row else "-" for m in methods) + " |")
+    # the paired ratios against the lean loop (steps_per_sec.py's paired_ratios), where recorded
+    paired: dict[int, dict] = {}
+    for r in data["rows"]:
+        if "vs_lean" in r:
+            paired.setdefault(r["num_envs"], {})[r["method"]] = r["vs_lean"]
+    if paired:
+        cols = list(dict.fromkeys(m for row in paired.values() for m in row))
+        lines += [
+            "",
+            "GridWorld-v0 as a fraction of the lean loop, from paired timings "
+            "(the programs timed in turn, the median ratio over rounds):",
+            "",
+            "| envs | " + " | ".join(cols) + " |",
+            "|---:|" + "---:|" * len(cols),
+        ]
+        for n, row in paired.items():
+            lines.append(f"| {n} | " + " | ".join(f"{row[m]:.2f}" if m in row else "-" for m in cols) + " |")
     return "\n".join(lines) + "\n"
 
 
