@@ -258,6 +258,7 @@ class RunSettings:
         validate_fields(self, type(self).FIELD_RULES)
 
     def replace(self, **kwargs) -> "RunSettings":
+        """A copy with ``kwargs`` changed, validated like new settings."""
         return run_settings_from_dict({RUN_KEY: {**self.to_dict(), **kwargs}})
 
     def to_dict(self) -> dict:
