@@ -68,7 +68,7 @@ def _config(env_id: str, num_envs: int | None, **kw):
 
 def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None, algo: str = "ppo") -> dict:
     """Train one seed of ``algo`` ("ppo" or "trpo") in ``num_chunks`` jitted calls, evaluating after each."""
-    cfg = _config(env_id, num_envs, seed=seed, algo=algo)
+    cfg = _config(env_id, num_envs, algo=algo)  # the seed is the key of trainer.init below
     trainer = make_trainer(cfg)
     per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m train: equal chunks, num_updates in all
     t0 = time.perf_counter()
@@ -223,7 +223,7 @@ def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: i
         return None
     from jaxenvs.adapters.gymnax import to_gymnax
 
-    cfg = _config(env_id, num_envs, seed=seed)
+    cfg = _config(env_id, num_envs)
     genv = to_gymnax(jaxenvs.make(env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
     per_chunk = chunk_length(cfg.num_updates, num_chunks)
     chunk_steps = per_chunk * cfg.steps_per_update

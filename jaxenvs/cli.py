@@ -304,10 +304,10 @@ def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = Fa
             + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
         )
     try:
-        trainer, runner, _ = load_run(run_dir)
+        trainer, runner, meta = load_run(run_dir)
     except (ValueError, KeyError, TypeError, OSError) as e:
         raise Failure(f"cannot load the run in {str(run_dir)!r}: {_message(e)}") from e
-    num_seeds = trainer.config.num_seeds
+    num_seeds = meta["run"].num_seeds  # the run settings of its config.json
     if run_seed >= num_seeds:
         raise UsageError(f"--run-seed {run_seed}: the run has {num_seeds} seed(s), 0 to {num_seeds - 1}")
     params = jax.tree.map(lambda x: x[run_seed], runner.params)

@@ -17,6 +17,7 @@ from flax import serialization
 import jaxenvs
 from jaxenvs.train import __main__ as cli
 from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
+from jaxenvs.train.configs import RunSettings
 from jaxenvs.train.evaluate import main as evaluate_main
 
 TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
@@ -151,7 +152,33 @@ def test_a_config_that_disagrees_with_the_checkpoint_is_reported(grid_run, tmp_p
     with pytest.raises(CheckpointError, match="disagrees with .*checkpoint.msgpack.*hidden_sizes.*num_envs: config.json has 4"):
         load_run(run_dir)
     (run_dir / "config.json").write_text(json.dumps({**config, "total_timesteps": 99}))
-    assert load_run(run_dir)[0].config.total_timesteps == 99  # the one change --resume makes
+    assert load_run(run_dir)[0].config.total_timesteps == 99  # a change --resume makes
+    # the run settings are compared too: the seeds may not change, the chunks may
+    (run_dir / "config.json").write_text(json.dumps({**config, "run": {**config["run"], "seed": 1, "num_seeds": 3}}))
+    with pytest.raises(CheckpointError, match=r"\(run\.num_seeds: config.json has 3, the checkpoint 1; run\.seed: config.json "
+                       r"has 1, the checkpoint 0\); only total_timesteps, run\.num_chunks may differ"):
+        load_run(run_dir)
+    (run_dir / "config.json").write_text(json.dumps({**config, "run": {**config["run"], "num_chunks": 5}}))
+    assert load_run(run_dir)[2]["run"] == RunSettings(num_chunks=5)
+    assert load_run(run_dir, num_chunks=7)[2]["run"].num_chunks == 7  # --resume --chunks 7
+
+
+def test_a_run_directory_in_the_older_config_json_layout_resumes(grid_run, tmp_path, capsys):
+    """config.json and the checkpoint's config as written before config.json had its "run"
+    object (the run settings at top level) load, and resuming rewrites config.json with it."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    old = {**{k: v for k, v in config.items() if k != "run"}, **config["run"]}
+    (run_dir / "config.json").write_text(json.dumps(old))
+    ckpt = run_dir / "checkpoint.msgpack"
+    payload = serialization.msgpack_restore(ckpt.read_bytes())
+    ckpt.write_bytes(serialization.msgpack_serialize({**payload, "config": json.dumps(old)}))
+    trainer, _, meta = load_run(run_dir)
+    assert meta["run"] == RunSettings(**config["run"]) and trainer.config.to_dict() == {k: v for k, v in config.items() if k != "run"}
+    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
+    assert code == 0, err
+    assert json.loads((run_dir / "config.json").read_text()) == {**config, "total_timesteps": 2 * STEPS}
 
 
 def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
@@ -198,7 +225,7 @@ def test_unequal_chunks_share_one_program_and_train_as_equal_chunks_do(tmp_path,
         assert code == 0, err
         compiled = [line for line in stdout.splitlines() if line.startswith("compiling") and "done in" in line]
         assert len(compiled) == 1 and f"chunks of {lengths} update(s)" in compiled[0]
-        assert f"chunk {chunks}/{chunks}" in stdout and json.loads((only_run(out) / "config.json").read_text())["num_chunks"] == int(chunks)
+        assert f"chunk {chunks}/{chunks}" in stdout and json.loads((only_run(out) / "config.json").read_text())["run"]["num_chunks"] == int(chunks)
         run_dir = only_run(out)
         assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS, 2 * STEPS, 3 * STEPS]
         _, runner, meta = load_run(run_dir)

@@ -293,7 +293,7 @@ def trained_grid_world(tmp_path_factory):
     """A run directory as python -m jaxenvs.train writes it (config.json + checkpoint.msgpack) of
     PPO trained on a 3x3 GridWorld for 4,096 env steps: enough to walk straight to the target."""
     from jaxenvs.train.checkpoint import CONFIG, save_checkpoint
-    from jaxenvs.train.configs import get_config
+    from jaxenvs.train.configs import RunSettings, get_config, run_record
     from jaxenvs.train.trainers import make_trainer
 
     config = get_config(
@@ -307,8 +307,8 @@ def trained_grid_world(tmp_path_factory):
     runner = jax.tree.map(lambda x: x[None], train(jax.random.key(0))[0])  # the run's seed axis
     run_dir = tmp_path_factory.mktemp("runs") / "GridWorld-v0-tiny"
     run_dir.mkdir()
-    (run_dir / CONFIG).write_text(json.dumps(config.to_dict()))
-    save_checkpoint(run_dir / CHECKPOINT_NAME, config, runner)
+    (run_dir / CONFIG).write_text(json.dumps(run_record(config, RunSettings())))
+    save_checkpoint(run_dir / CHECKPOINT_NAME, config, runner, RunSettings())
     return run_dir
 
 

@@ -74,7 +74,7 @@ def test_distributed_checkpoint_holds_the_single_process_run(two_process_run):
     digest = re.search(r"process 0 of 2: parameters ([0-9a-f]{16})", logs[0]).group(1)
     assert params_digest(runner.params) == digest  # exactly the parameters the processes hold
 
-    keys = jax.random.split(jax.random.key(trainer.config.seed), 1)  # how the CLI seeds one run
+    keys = jax.random.split(jax.random.key(meta["run"].seed), 1)  # how the CLI seeds one run
     single, _ = jax.vmap(trainer.train)(keys)
     initial = jax.vmap(trainer.init)(keys)
     flat = lambda p: np.concatenate([np.asarray(x).ravel() for x in jax.tree.leaves(p)])  # noqa: E731

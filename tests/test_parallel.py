@@ -67,7 +67,7 @@ def test_sharded_rollout_equals_single_device():
 PPO_SCRIPT = textwrap.dedent(
     """
     import sys, pathlib, jax, numpy as np
-    from jaxenvs.train.configs import get_config
+    from jaxenvs.train.configs import RunSettings, get_config
     from jaxenvs.train.ppo import make_trainer
     from jaxenvs.train.checkpoint import save_checkpoint, load_checkpoint
     from jaxenvs.train.distributed import place_runner
@@ -85,12 +85,12 @@ PPO_SCRIPT = textwrap.dedent(
     # one compiled program per device count and env: two seeds, two updates per call; the 4-device
     # program always gets its input laid out as python -m train lays it (place_runner)
     for env_id in ("GridWorld-v0", "HurdleRace-v0"):
-        cfg = get_config(env_id, num_envs=8, num_steps=8, num_seeds=2, total_timesteps=8 * 8 * 4)
+        cfg, settings = get_config(env_id, num_envs=8, num_steps=8, total_timesteps=8 * 8 * 4), RunSettings(num_seeds=2)
         t1, t4 = make_trainer(cfg), make_trainer(cfg, mesh=env_mesh(4))
         two_updates = lambda t: jax.jit(jax.vmap(lambda r: t.run_updates(r, num_updates=2)[0]))
         run1, run4_placed = two_updates(t1), two_updates(t4)
         run4 = lambda r: run4_placed(place_runner(r, t4.mesh))
-        start = jax.vmap(t1.init)(jax.random.split(jax.random.key(5), cfg.num_seeds))
+        start = jax.vmap(t1.init)(jax.random.split(jax.random.key(5), settings.num_seeds))
 
         # data parallel: the env batch over 4 devices gives the 1-device updates (summation order aside)
         one, four = run1(start), run4(start)
@@ -102,10 +102,10 @@ PPO_SCRIPT = textwrap.dedent(
 
         # checkpoints cross device counts: 4 -> 1 and 1 -> 4 continue as the uninterrupted run
         reference = run4(four)
-        _, r1, meta = load_checkpoint(save_checkpoint(tmp / "four.msgpack", cfg, four), t1)
+        _, r1, meta = load_checkpoint(save_checkpoint(tmp / "four.msgpack", cfg, four, settings), t1)
         assert meta["update"] == 2
         close(run1(r1), reference)                                      # saved on 4, resumed on 1
-        _, r4, _ = load_checkpoint(save_checkpoint(tmp / "one.msgpack", cfg, r1), t4)
+        _, r4, _ = load_checkpoint(save_checkpoint(tmp / "one.msgpack", cfg, r1, settings), t4)
         # python -m train's layout: env states split along the env axis (axis 1), the rest replicated
         placed = place_runner(r4, t4.mesh)
         env_leaf = jax.tree.leaves(placed.env_state)[0]

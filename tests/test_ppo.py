@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from jaxenvs.train.checkpoint import load_checkpoint, save_checkpoint
-from jaxenvs.train.configs import PPOConfig, get_config
+from jaxenvs.train.configs import PPOConfig, RunSettings, get_config
 from jaxenvs.train.evaluate import _payoff_matrix, evaluate_params
 from jaxenvs.train.networks import Gaussian
 from jaxenvs.train.ppo import make_trainer, stack_hparams
@@ -128,15 +128,15 @@ def test_continuous_actions_respect_box_bounds_and_log_prob_is_of_the_unclipped_
 
 def test_checkpoint_round_trip_and_exact_resume(tiny, tmp_path):
     tiny, _ = tiny
-    cfg = tiny.config.replace(num_seeds=2)
+    cfg, settings = tiny.config, RunSettings(num_seeds=2, seed=7)
     run_one = jax.jit(jax.vmap(lambda r: tiny.run_updates(r, num_updates=1)))
     start = jax.vmap(tiny.init)(jnp.stack([jax.random.key(5), jax.random.key(6)]))
     straight, _ = run_one(run_one(start)[0])
     half, _ = run_one(start)
-    path = save_checkpoint(tmp_path / "ckpt.msgpack", cfg, half)
+    path = save_checkpoint(tmp_path / "ckpt.msgpack", cfg, half, settings)
     loaded_trainer, loaded, meta = load_checkpoint(path)
     assert meta["update"] == 1 and meta["env_steps"] == cfg.steps_per_update
-    assert loaded_trainer.config == cfg
+    assert loaded_trainer.config == cfg and meta["run"] == settings
     assert tree_equal(loaded.params, half.params) and tree_equal(loaded.opt_state, half.opt_state)
     assert tree_equal(jax.random.key_data(loaded.key), jax.random.key_data(half.key))
     resumed, _ = run_one(loaded)

@@ -13,7 +13,10 @@ import numpy as np
 import pytest
 
 from jaxenvs.train.__main__ import build_parser, chunk_length, chunk_plan, first_nonfinite_update, main
-from jaxenvs.train.configs import DEFAULTS, PPOConfig, get_config
+from jaxenvs.train.configs import (
+    DEFAULTS, PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file, nest_run_settings,
+    run_record, run_settings_from_dict,
+)
 from jaxenvs.train.evaluate import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +45,9 @@ def test_cli_writes_the_run_directory(run_dir):
     run_dir, stdout, cache = run_dir
     assert run_dir.name.startswith("GridWorld-v0-")  # the default environment
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["env_id"] == "GridWorld-v0" and config["num_seeds"] == 2 and config["num_envs"] == 8
-    assert config["num_chunks"] == 2 and "chunk 2/2" in stdout  # --chunks 2: two calls
+    assert config["env_id"] == "GridWorld-v0" and config["num_envs"] == 8 and "num_seeds" not in config
+    assert config["run"] == {"num_seeds": 2, "seed": 0, "num_chunks": 2}  # the run settings, apart
+    assert "chunk 2/2" in stdout  # --chunks 2: two calls
     with open(run_dir / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["env_steps"]) for r in rows] == [256, 512, 768, 1024]
@@ -169,19 +173,23 @@ def test_every_config_field_is_checked_with_a_message_naming_it():
         "reward_scale": [float("nan"), 0.0],
         "gamma": [1.5, -0.1],
         "num_envs": [0, 2.5, "8"],
-        "seed": [10**23, -1],
         "anneal_lr": [1, "yes"],
         "hidden_sizes": [[], [0], [64.0]],
         "activation": ["gelu"],
         "env_kwargs": [[1]],
-        "num_chunks": [0],
     }
     for field, values in cases.items():
         for v in values:
             with pytest.raises((ValueError, TypeError), match=rf"PPOConfig\.{field} must be .*; got {re.escape(repr(v))}"):
                 get_config("GridWorld-v0", **{field: v})
-    missing = set(f for f in PPOConfig.__dataclass_fields__) - set(PPOConfig.FIELD_RULES)
-    assert not missing  # every field has a rule
+    run_cases = {"num_seeds": [0, 1 << 17, 2.0], "seed": [10**23, -1, "0"], "num_chunks": [0, True]}
+    for field, values in run_cases.items():
+        for v in values:
+            with pytest.raises((ValueError, TypeError), match=rf"RunSettings\.{field} must be .*; got {re.escape(repr(v))}"):
+                RunSettings(**{field: v})
+    for cls in (PPOConfig, TRPOConfig, RunSettings):
+        missing = set(f for f in cls.__dataclass_fields__) - set(cls.FIELD_RULES)
+        assert not missing, cls  # every field has a rule
     with pytest.raises(ValueError, match="clip_eps"):
         get_config().replace(clip_eps=-1.0)
 
@@ -209,7 +217,7 @@ def test_usage_errors_exit_2_with_a_message(tmp_path, capsys, no_cache):
     for argv, words in [
         (["--lr", "nan"], ["PPOConfig.lr", "nan", "> 0"]),
         (["--lr", "inf"], ["PPOConfig.lr", "inf"]),
-        (["--seed", str(10**23)], ["PPOConfig.seed", str(10**23)]),
+        (["--seed", str(10**23)], ["RunSettings.seed", str(10**23)]),
         (["--vf-coef", "-1"], ["vf_coef", "-1"]),
         (["--env", "GridWorld-v9"], ["GridWorld-v0"]),  # suggests the registered id
     ]:
@@ -249,8 +257,8 @@ def test_help_shows_defaults_and_tuned_values_and_show_config_resolves_them(caps
         assert env in text
     code, out, _ = _main(capsys, "--env", "PointEnv-v0", "--seeds", "3", "--show-config")
     shown = json.loads(out)
-    assert code == 0 and shown["lr"] == 1e-3 and shown["ent_coef"] == 0.0 and shown["num_seeds"] == 3
-    assert shown == get_config("PointEnv-v0", num_seeds=3).to_dict()
+    assert code == 0 and shown["lr"] == 1e-3 and shown["ent_coef"] == 0.0 and shown["run"]["num_seeds"] == 3
+    assert shown == run_record(get_config("PointEnv-v0"), RunSettings(num_seeds=3))
 
 
 def test_config_file_without_algo_takes_the_algo_flag(tmp_path, capsys, no_cache):
@@ -264,3 +272,48 @@ def test_config_file_without_algo_takes_the_algo_flag(tmp_path, capsys, no_cache
     path.write_text(json.dumps({"algo": "ppo", "lr": 1e-3}))
     code, _, err = _main(capsys, "--algo", "trpo", "--config", str(path), "--show-config")
     assert code == 2 and "is for algorithm 'ppo', not 'trpo'" in err
+
+
+def test_run_settings_live_apart_from_the_config_and_the_older_config_json_layout_loads(tmp_path, capsys, no_cache):
+    config, settings = get_config("PointEnv-v0", algo="trpo"), RunSettings(num_seeds=4, seed=3, num_chunks=5)
+    record = run_record(config, settings)
+    assert record["run"] == {"num_seeds": 4, "seed": 3, "num_chunks": 5} and not {"num_seeds", "seed", "num_chunks"} & set(record)
+    assert config_from_dict(record) == config and run_settings_from_dict(record) == settings
+    # config.json as written before its "run" object: the three settings at top level
+    old = {**config.to_dict(), "num_seeds": 4, "seed": 3, "num_chunks": 5}
+    assert nest_run_settings(old) == record
+    assert config_from_dict(old) == config and run_settings_from_dict(old) == settings
+    assert run_settings_from_dict(config.to_dict()) == RunSettings()  # none given: the defaults
+    with pytest.raises(ValueError, match=r"\['seed'\] given twice with different values \(seed: 9 at top level, 3 in \"run\"\)"):
+        nest_run_settings({**record, "seed": 9})
+    with pytest.raises(TypeError, match=r"unknown run setting\(s\) \['seeds'\] in \"run\"; valid: \['num_chunks', 'num_seeds', 'seed'\]"):
+        run_settings_from_dict({"run": {"seeds": 2}})
+    with pytest.raises(TypeError, match=r"\"run\" must be a JSON object of run settings"):
+        run_settings_from_dict({"run": [1]})
+    # the algorithm configs no longer take them, and say where they went
+    with pytest.raises(TypeError, match=r"unknown PPOConfig field\(s\) \['num_seeds'\].*num_seeds is a run setting \(RunSettings"):
+        get_config("GridWorld-v0", num_seeds=2)
+    with pytest.raises(TypeError, match=r"unknown TRPOConfig field\(s\) \['num_chunks', 'seed'\].*are run settings"):
+        config.replace(seed=1, num_chunks=2)
+    assert settings.replace(seed=8) == RunSettings(num_seeds=4, seed=8, num_chunks=5)
+
+    # an older run's config.json given to --config: its settings land in "run", flags override them
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert load_config_file(str(path)) == record
+    code, out, _ = _main(capsys, "--config", str(path), "--chunks", "7", "--show-config")
+    assert code == 0 and json.loads(out) == run_record(config, settings.replace(num_chunks=7))
+    path.write_text(json.dumps({**record, "run": {"num_seeds": 2, "seeds": 1}}))
+    code, _, err = _main(capsys, "--config", str(path), "--show-config")
+    assert code == 2 and "old.json" in err and "unknown run setting(s) ['seeds']" in err
+
+
+def test_a_run_setting_without_a_rule_is_an_error():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class MoreSettings(RunSettings):
+        workers: int = 1
+
+    with pytest.raises(TypeError, match=r"MoreSettings\.FIELD_RULES has no rule for field\(s\) \['workers'\]"):
+        MoreSettings()

@@ -199,7 +199,7 @@ def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
     for name in ("config.json", "metrics.csv", "metrics.json", "checkpoint.msgpack", "evaluation.json", "learning_curve.png"):
         assert (run_dir / name).is_file(), name
     stored = json.loads((run_dir / "config.json").read_text())
-    assert stored["algo"] == "trpo" and stored["baseline"] == "linear" and stored["num_seeds"] == 2
+    assert stored["algo"] == "trpo" and stored["baseline"] == "linear" and stored["run"]["num_seeds"] == 2
     rows = (run_dir / "metrics.csv").read_text().strip().splitlines()
     assert len(rows) == 1 + 128 // 32  # header + one row per update
     per_seed = json.loads((run_dir / "metrics.json").read_text())["per_seed"]

@@ -24,7 +24,9 @@ Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache
 ``off`` or empty turns it off; :mod:`jaxenvs._cache`). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
 
 * ``config.json``: the full config, :class:`~train.configs.PPOConfig` or
-  :class:`~train.configs.TRPOConfig`, with its ``"algo"`` (``--config FILE`` reads one back);
+  :class:`~train.configs.TRPOConfig`, with its ``"algo"`` and the run settings
+  (:class:`~train.configs.RunSettings`: ``--seeds``, ``--seed``, ``--chunks``) as its ``"run"``
+  object (``--config FILE`` reads one back);
 * ``metrics.csv`` (one row per update: env steps, return/length mean and std over seeds, losses)
   and ``metrics.json`` (the same per seed, ``null`` where no episode ended; and the progress
   evaluations after every chunk);
@@ -77,7 +79,8 @@ from .checkpoint import (  # noqa: E402
     CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic,
 )
 from .configs import (  # noqa: E402
-    ALGOS, DEFAULT_ENV, DEFAULTS, Bool, Choice, Float, Int, Mapping, Sizes, config_from_dict, get_config, load_config_file,
+    ALGOS, DEFAULT_ENV, DEFAULTS, RUN_FIELDS, RUN_KEY, Bool, Choice, Float, Int, Mapping, RunSettings, Sizes, config_from_dict,
+    get_config, load_config_file, run_record, run_settings_from_dict,
 )
 from .distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings  # noqa: E402
 from .trainers import make_trainer  # noqa: E402
@@ -121,7 +124,7 @@ def chunk_plan(num_updates: int, num_chunks: int) -> list[int]:
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line: one flag per config field, generated from the config classes
+# Command line: one flag per config field and run setting, generated from their classes
 
 
 def _field_comments(cls) -> dict[str, str]:
@@ -148,16 +151,17 @@ _FLAG_NAMES = {"env_id": ["--env", "--env-id"], "num_seeds": ["--seeds", "--num-
 
 
 def _config_fields() -> dict[str, tuple]:
-    """``{field: (rule, default, help, algos)}`` over the fields of every algorithm's config."""
+    """``{field: (rule, default, help, algos)}`` over the fields of every algorithm's config, then
+    the run settings (:class:`~train.configs.RunSettings`, shared by every algorithm)."""
     fields: dict[str, tuple] = {}
-    for algo, cls in ALGOS.items():
+    for algos, cls in [([algo], cls) for algo, cls in ALGOS.items()] + [(list(ALGOS), RunSettings)]:
         comments = _field_comments(cls)
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
             if f.name in fields:
-                fields[f.name][3].append(algo)
+                fields[f.name][3].extend(algos)
             else:
-                fields[f.name] = (cls.FIELD_RULES[f.name], default, comments.get(f.name, ""), [algo])
+                fields[f.name] = (cls.FIELD_RULES[f.name], default, comments.get(f.name, ""), list(algos))
     return fields
 
 
@@ -254,8 +258,14 @@ def parse_args(argv):
 
 
 def config_overrides(args) -> dict:
-    """The config fields given as flags (``None``: not given)."""
+    """The config fields and run settings given as flags (``None``: not given)."""
     return {name: getattr(args, name) for name in _config_fields() if getattr(args, name, None) is not None}
+
+
+def split_run_settings(overrides: dict) -> tuple[dict, dict]:
+    """``(config fields, run settings)`` of a dict of both (:func:`config_overrides`)."""
+    return ({k: v for k, v in overrides.items() if k not in RUN_FIELDS},
+            {k: v for k, v in overrides.items() if k in RUN_FIELDS})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -484,6 +494,7 @@ class Run:
     say: Say
     main_process: bool
     config: object = None
+    settings: RunSettings | None = None
     trainer: object = None
     runner: object = None
     mesh: object = None
@@ -493,10 +504,13 @@ class Run:
     log: MetricsLog | None = None
 
     # -- setting up ----------------------------------------------------------------------------
-    def new_config(self):
+    def new_config(self) -> tuple[object, RunSettings]:
+        """``(config, run settings)`` of a new run: defaults < the env's tuned values < ``--config`` < flags."""
         args = self.args
         file_cfg = load_config_file(args.config, algo=args.algo) if args.config else {}
-        overrides = config_overrides(args)
+        file_run = run_settings_from_dict(file_cfg)
+        file_cfg.pop(RUN_KEY, None)
+        overrides, run_overrides = split_run_settings(config_overrides(args))
         env_id = overrides.pop("env_id", None) or file_cfg.pop("env_id", None) or DEFAULT_ENV
         file_cfg.pop("env_id", None)
         algo = args.algo or file_cfg.pop("algo", "ppo")
@@ -505,16 +519,17 @@ class Run:
         foreign = sorted(k for k in overrides if k not in {f.name for f in dataclasses.fields(cls)})
         if foreign:
             raise UsageError(f"--algo {algo} has no field(s) {foreign}; leave those flags out")
-        return get_config(env_id, algo=algo, **{**file_cfg, **overrides})
+        return get_config(env_id, algo=algo, **{**file_cfg, **overrides}), file_run.replace(**run_overrides)
 
     def start_new(self):
         out = check_out_dir(self.args.out)
-        self.config = config = self.new_config()
+        self.config, self.settings = config, settings = self.new_config()
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
-        with self.say.phase(f"building {config.env_id} and initialising {config.num_seeds} seed(s)", "init"):
+        with self.say.phase(f"building {config.env_id} and initialising {settings.num_seeds} seed(s)", "init"):
             self.trainer = make_trainer(config, mesh=self.mesh)
-            keys = jax.random.split(jax.random.key(config.seed), config.num_seeds)
-            shardings = runner_shardings(runner_template(self.trainer), self.mesh) if self.mesh is not None else None
+            keys = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
+            template = runner_template(self.trainer, settings.num_seeds)
+            shardings = runner_shardings(template, self.mesh) if self.mesh is not None else None
             init = jax.jit(jax.vmap(self.trainer.init, in_axes=(0, None)), out_shardings=shardings)
             self.runner = init(keys, config.hparams())
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
@@ -535,7 +550,7 @@ class Run:
         with self.say.phase(f"loading {self.run_dir / CHECKPOINT}", "init"):
             self.trainer, runner, meta = load_run(self.run_dir, mesh=self.mesh, **overrides)
             self.runner = place_runner(runner, self.mesh)
-        self.config = self.trainer.config
+        self.config, self.settings = self.trainer.config, meta["run"]
         self.resumed_at = meta["update"]
         if meta["update"] > self.config.num_updates:
             raise UsageError(
@@ -548,9 +563,9 @@ class Run:
         """Metrics, then checkpoint, then config: each file atomic; a resume truncates the
         metrics to the checkpoint's update, so a crash between them loses nothing that matters."""
         self.log.write()
-        save_checkpoint(self.run_dir / CHECKPOINT, self.config, self.runner)
+        save_checkpoint(self.run_dir / CHECKPOINT, self.config, self.runner, self.settings)
         if self.main_process:
-            write_text_atomic(self.run_dir / CONFIG, json.dumps(self.config.to_dict(), indent=2) + "\n")
+            write_text_atomic(self.run_dir / CONFIG, json.dumps(run_record(self.config, self.settings), indent=2) + "\n")
 
     # -- training ------------------------------------------------------------------------------
     def compile_chunks(self, plan: list[int]):
@@ -599,17 +614,18 @@ class Run:
 
     def train(self) -> None:
         config, say = self.config, self.say
+        num_seeds = self.settings.num_seeds
         done_updates = int(to_host(self.runner.update).reshape(-1)[0])
         remaining = config.num_updates - done_updates
-        plan = chunk_plan(remaining, config.num_chunks)
-        if len(plan) != config.num_chunks:
-            say(f"{remaining} update(s) to run: {len(plan)} chunk(s), not {config.num_chunks} (a chunk holds at least one update)")
-            self.config = config = config.replace(num_chunks=len(plan))  # config.json tells the truth
+        plan = chunk_plan(remaining, self.settings.num_chunks)
+        if len(plan) != self.settings.num_chunks:
+            say(f"{remaining} update(s) to run: {len(plan)} chunk(s), not {self.settings.num_chunks} (a chunk holds at least one update)")
+            self.settings = self.settings.replace(num_chunks=len(plan))  # config.json tells the truth
         where = "1 device" if self.mesh is None else f"{self.mesh.devices.size} {self.mesh.devices.flat[0].platform} devices"
         if jax.process_count() > 1:
             where += f" of {jax.process_count()} processes"
         say(
-            f"{config.env_id}: {config.num_seeds} seed(s) x {config.num_envs} envs x {config.num_steps} steps per update, "
+            f"{config.env_id}: {num_seeds} seed(s) x {config.num_envs} envs x {config.num_steps} steps per update, "
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
@@ -641,11 +657,11 @@ class Run:
                 self.log.progress.append({"env_steps": done_updates * config.steps_per_update, **progress})
             eval_s += time.perf_counter() - t1
             elapsed = train_s + eval_s
-            rate = sum(plan[: i + 1]) * config.steps_per_update * config.num_seeds / max(train_s, 1e-9)
+            rate = sum(plan[: i + 1]) * config.steps_per_update * num_seeds / max(train_s, 1e-9)
             eta = elapsed / sum(plan[: i + 1]) * sum(plan[i + 1:])
             last = i == len(plan) - 1
             if self.main_process and (sys.stdout.isatty() or last or time.perf_counter() - last_print > 2.0):
-                line = _progress_line(done_updates * config.steps_per_update, total, config.num_seeds, rate, self.log, eta, progress)
+                line = _progress_line(done_updates * config.steps_per_update, total, num_seeds, rate, self.log, eta, progress)
                 line = f"chunk {i + 1}/{len(plan)} | " + line
                 print(line.ljust(110), end="\r" if sys.stdout.isatty() and not last else "\n", flush=True)
                 last_print = time.perf_counter()
@@ -653,7 +669,7 @@ class Run:
                 self.save()  # the same decision on every process
                 last_save = time.perf_counter()
         self.save()
-        steps_run = remaining * config.steps_per_update * config.num_seeds
+        steps_run = remaining * config.steps_per_update * num_seeds
         say.times["train"], say.times["progress evaluation"] = train_s, eval_s
         say(f"trained {steps_run:,} env steps in {train_s:.1f}s ({steps_run / max(train_s, 1e-9):,.0f} steps/s); "
             f"progress evaluations {eval_s:.1f}s")
@@ -698,7 +714,7 @@ class Run:
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 params0 = jax.tree.map(lambda x: x[0], params)
-                gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(config.seed))
+                gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
         if result is not None:
             write_text_atomic(run_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
             print(format_table(result))
@@ -737,10 +753,13 @@ def _run(run: Run) -> int:
     args = run.args
     if args.show_config:
         if args.resume:
-            config = config_from_dict({**load_config_file(str(check_run_dir(args.resume) / CONFIG)), **config_overrides(args)})
+            stored = load_config_file(str(check_run_dir(args.resume) / CONFIG))
+            overrides, run_overrides = split_run_settings(config_overrides(args))
+            config = config_from_dict({**stored, **overrides})
+            settings = run_settings_from_dict(stored).replace(**run_overrides)
         else:
-            config = run.new_config()
-        print(json.dumps(config.to_dict(), indent=2))
+            config, settings = run.new_config()
+        print(json.dumps(run_record(config, settings), indent=2))
         return 0
     if args.resume:
         run.start_resume()

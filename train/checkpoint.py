@@ -5,7 +5,8 @@ to its array, so any pytree (flax, jaxenvs.struct or plain dataclasses) round-tr
 
 ``checkpoint.msgpack`` holds the whole :class:`~train.ppo.RunnerState` of every seed (network
 params, Adam state, environment states and observations, PRNG keys, update counter), the config
-and the number of updates and env steps done, so a resumed run continues exactly where the
+with its run settings (as ``config.json`` holds them: :func:`~train.configs.run_record`) and the
+number of updates and env steps done, so a resumed run continues exactly where the
 saved one stopped. PRNG keys are stored as their raw ``key_data`` (uint32) and re-wrapped on load.
 """
 
@@ -22,7 +23,10 @@ import numpy as np
 from flax import serialization
 
 from jaxenvs.parallel import to_host
-from .configs import PPOConfig, config_from_dict, load_config_file
+from .configs import (
+    RUN_FIELDS, RUN_KEY, PPOConfig, RunSettings, config_from_dict, load_config_file, nest_run_settings, run_record,
+    run_settings_from_dict,
+)
 from .ppo import Trainer
 from .trainers import make_trainer
 
@@ -34,7 +38,7 @@ __all__ = [
 CHECKPOINT = "checkpoint.msgpack"
 CONFIG = "config.json"
 FORMAT_VERSION = 2
-# Config fields a resumed run may change: the checkpoint still fits the config after either.
+# Config fields and run settings a resumed run may change: the checkpoint still fits after either.
 RESUMABLE_FIELDS = ("total_timesteps", "num_chunks")
 
 
@@ -111,14 +115,15 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def runner_template(trainer: Trainer) -> Any:
-    """Shapes and dtypes (``jax.ShapeDtypeStruct``) of the seed-batched runner state."""
-    keys = jax.random.split(jax.random.key(0), trainer.config.num_seeds)
+def runner_template(trainer: Trainer, num_seeds: int) -> Any:
+    """Shapes and dtypes (``jax.ShapeDtypeStruct``) of the runner state of ``num_seeds`` seeds."""
+    keys = jax.random.split(jax.random.key(0), num_seeds)
     return jax.eval_shape(jax.vmap(trainer.init, in_axes=(0, None)), keys, trainer.config.hparams())
 
 
-def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> Path:
-    """Write ``runner`` (seed-batched) and ``config`` to ``path`` (atomically: write, then rename).
+def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any, settings: RunSettings) -> Path:
+    """Write ``runner`` (seed-batched: ``settings.num_seeds`` seeds), ``config`` and the run's
+    ``settings`` to ``path`` (atomically: write, then rename).
 
     A runner split over several processes' devices is gathered first, so in a multi-process run
     every process must call this (a collective); only process 0 writes the file.
@@ -127,7 +132,7 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any) -> 
     update = np.asarray(host.update).reshape(-1)
     payload = {
         "format_version": FORMAT_VERSION,
-        "config": json.dumps(config.to_dict()),
+        "config": json.dumps(run_record(config, settings)),
         "update": int(update[0]),
         "env_steps": int(update[0]) * config.steps_per_update,
         "runner": _flat(host),
@@ -162,41 +167,64 @@ def _read_payload(path: Path) -> dict:
     return payload
 
 
-def load_checkpoint(path: str | os.PathLike, trainer: Trainer | None = None) -> tuple[Trainer, Any, dict]:
-    """``(trainer, runner, meta)`` from a checkpoint file; ``meta`` has ``update``, ``env_steps``
-    and ``config`` (a dict). ``trainer`` is rebuilt from the stored config unless given."""
+def load_checkpoint(
+    path: str | os.PathLike, trainer: Trainer | None = None, settings: RunSettings | None = None,
+) -> tuple[Trainer, Any, dict]:
+    """``(trainer, runner, meta)`` from a checkpoint file; ``meta`` has ``update``, ``env_steps``,
+    ``config`` (a dict of the algorithm's config) and ``run`` (the :class:`~train.configs.RunSettings`).
+    ``trainer`` and ``settings`` are the stored ones unless given (``settings.num_seeds`` must then
+    be the checkpoint's). Checkpoints written before config.json had its ``"run"`` object load too."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     payload = _read_payload(path)
     try:
-        config = config_from_dict(json.loads(payload["config"]))
+        stored = json.loads(payload["config"])
+        config, stored_settings = config_from_dict(stored), run_settings_from_dict(stored)
     except (ValueError, TypeError) as e:
         raise CheckpointError(f"{path}: the checkpoint's stored config is not valid: {e}") from None
     trainer = make_trainer(config) if trainer is None else trainer
-    template = runner_template(trainer)
+    settings = stored_settings if settings is None else settings
+    template = runner_template(trainer, settings.num_seeds)
     runner = _unflat(template, payload["runner"], path)
-    meta = {"update": payload["update"], "env_steps": payload["env_steps"], "config": config.to_dict()}
+    meta = {"update": payload["update"], "env_steps": payload["env_steps"], "config": config.to_dict(), "run": settings}
     return trainer, runner, meta
 
 
+def _field_differences(stored: dict, written: dict) -> list[tuple[str, Any, Any]]:
+    """``(name, stored value, written value)`` for each config field and run setting (named
+    ``run.<setting>``) in which two config.json-style dicts differ, except :data:`RESUMABLE_FIELDS`."""
+    stored, written = nest_run_settings(stored), nest_run_settings(written)
+    pairs = [("", stored, written), (f"{RUN_KEY}.", stored.get(RUN_KEY, {}), written.get(RUN_KEY, {}))]
+    return [
+        (prefix + k, a.get(k), b.get(k))
+        for prefix, a, b in pairs
+        for k in sorted(set(a) | set(b))
+        if not (prefix == "" and k == RUN_KEY) and k not in RESUMABLE_FIELDS and a.get(k) != b.get(k)
+    ]
+
+
 def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple[Trainer, Any, dict]:
-    """Load a run directory's checkpoint; ``overrides`` change config fields (e.g. a larger
-    ``total_timesteps`` to train on) as long as the stored state still fits them. With a ``mesh``
-    the trainer trains over it (any device count: the checkpoint does not depend on it); place
-    the runner with :func:`train.distributed.place_runner`."""
+    """Load a run directory's checkpoint; ``overrides`` change config fields or run settings (e.g.
+    a larger ``total_timesteps`` to train on) as long as the stored state still fits them. With a
+    ``mesh`` the trainer trains over it (any device count: the checkpoint does not depend on it);
+    place the runner with :func:`train.distributed.place_runner`. ``meta["run"]`` holds the run
+    settings of config.json with the overrides applied."""
     run_dir = check_run_dir(run_dir)
     stored = load_config_file(str(run_dir / CONFIG))
     payload = _read_payload(run_dir / CHECKPOINT)
-    written = json.loads(payload["config"])
-    differ = sorted(
-        k for k in set(stored) | set(written) if k not in RESUMABLE_FIELDS and stored.get(k) != written.get(k)
-    )
+    try:
+        differ = _field_differences(stored, json.loads(payload["config"]))
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(f"{run_dir / CHECKPOINT}: the checkpoint's stored config is not valid: {e}") from None
     if differ:
-        detail = "; ".join(f"{k}: {CONFIG} has {stored.get(k)!r}, the checkpoint {written.get(k)!r}" for k in differ)
+        detail = "; ".join(f"{k}: {CONFIG} has {a!r}, the checkpoint {b!r}" for k, a, b in differ)
+        resumable = ", ".join(f"{RUN_KEY}.{k}" if k in RUN_FIELDS else k for k in RESUMABLE_FIELDS)
         raise CheckpointError(
             f"{run_dir / CONFIG} disagrees with {run_dir / CHECKPOINT}, which was written with another config ({detail}); "
-            f"only {', '.join(RESUMABLE_FIELDS)} may differ"
+            f"only {resumable} may differ"
         )
+    run_overrides = {k: overrides.pop(k) for k in RUN_FIELDS if k in overrides}
     config = config_from_dict({**stored, **overrides})
-    return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh))
+    settings = run_settings_from_dict(stored).replace(**run_overrides)
+    return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh), settings)

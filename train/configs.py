@@ -10,6 +10,10 @@
 
 ``DEFAULTS`` is the single place where per-environment tuning lives; :func:`get_config` merges
 it over the ``PPOConfig`` defaults and then over the caller's overrides.
+
+How a config is run (how many seeds, the root seed, the chunks of the command line's run) is no
+part of it: :class:`RunSettings` holds those, the same for every algorithm, and a run directory's
+``config.json`` records them as a ``"run"`` object beside the config's fields (:func:`run_record`).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from flax import struct
 
 __all__ = [
     "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "TRPO_DEFAULTS", "TUNED", "validate_fields", "ALGOS", "DEFAULTS",
-    "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file",
+    "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file", "RunSettings", "RUN_KEY", "RUN_FIELDS",
+    "nest_run_settings", "run_settings_from_dict", "run_record",
 ]
 
 DEFAULT_ENV = "GridWorld-v0"
@@ -60,9 +65,6 @@ class PPOConfig:
     reward_scale: float = 1.0
     hidden_sizes: tuple = (64, 64)  # per MLP; actor and critic have separate trunks
     activation: str = "tanh"  # "tanh" or "relu"
-    num_seeds: int = 1  # independent runs vmapped in one program (CLI --seeds)
-    seed: int = 0  # root seed; seed i of a run uses the i-th split of jax.random.key(seed)
-    num_chunks: int = 20  # CLI: jitted calls the run is split into (progress printed between them)
 
     def __post_init__(self):
         self.validate()
@@ -93,7 +95,10 @@ class PPOConfig:
         return HParams(**{f.name: jnp.float32(getattr(self, f.name)) for f in dataclasses.fields(HParams)})
 
     def replace(self, **kwargs) -> "PPOConfig":
-        return config_from_dict({**self.to_dict(), **kwargs})
+        """A copy with ``kwargs`` changed, validated like a new config."""
+        d = self.to_dict()
+        d.pop("algo")
+        return _from_dict({**d, **kwargs}, type(self))
 
     def to_dict(self) -> dict:
         """The fields as JSON-ready values, with ``"algo"`` naming the config's algorithm."""
@@ -230,10 +235,44 @@ PPOConfig.FIELD_RULES = {
     "reward_scale": Float(0, lo_open=True),
     "hidden_sizes": Sizes(),
     "activation": Choice(("tanh", "relu")),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Run settings: how many copies of a config to train, from which seed, in how many calls. They
+# shape how a config is run, not what it learns, so they are kept apart from every algorithm's
+# config; a run directory's config.json records them as its "run" object.
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """How a config is run (by ``python -m train`` and the helpers that load its run directories):
+    the same for every algorithm, and no part of the compiled update. ``config.json`` stores them
+    as its ``"run"`` object (see :func:`run_record`)."""
+
+    num_seeds: int = 1  # independent runs vmapped in one program (CLI --seeds)
+    seed: int = 0  # root seed; seed i of a run uses the i-th split of jax.random.key(seed)
+    num_chunks: int = 20  # CLI: jitted calls the run is split into (progress printed between them)
+
+    def __post_init__(self):
+        validate_fields(self, type(self).FIELD_RULES)
+
+    def replace(self, **kwargs) -> "RunSettings":
+        """A copy with ``kwargs`` changed, validated like new settings."""
+        return run_settings_from_dict({RUN_KEY: {**self.to_dict(), **kwargs}})
+
+    def to_dict(self) -> dict:
+        """The settings as JSON-ready values (config.json's ``"run"`` object)."""
+        return dataclasses.asdict(self)
+
+
+RunSettings.FIELD_RULES = {
     "num_seeds": Int(1, 1 << 16),
     "seed": Int(0, 2**63 - 1),
     "num_chunks": Int(1),
 }
+RUN_KEY = "run"  # the key of the run settings' object in config.json
+RUN_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSettings))
 
 
 @struct.dataclass
@@ -327,9 +366,6 @@ class TRPOConfig:
     hidden_sizes: tuple = (32, 32)  # policy MLP (and the value baseline's)
     activation: str = "tanh"  # "tanh" or "relu"
     log_std_init: float = 0.0  # Gaussian policies: initial log standard deviation (std 1)
-    num_seeds: int = 1  # independent runs vmapped in one program (CLI --seeds)
-    seed: int = 0  # root seed; seed i of a run uses the i-th split of jax.random.key(seed)
-    num_chunks: int = 20  # CLI: jitted calls the run is split into (progress printed between them)
 
     __post_init__ = PPOConfig.__post_init__
     validate = PPOConfig.validate
@@ -362,7 +398,7 @@ class TRPOHParams:
 TRPOConfig.FIELD_RULES = {
     **{k: PPOConfig.FIELD_RULES[k] for k in (
         "env_id", "env_kwargs", "total_timesteps", "num_envs", "num_steps", "gamma", "gae_lambda",
-        "normalize_advantages", "reward_scale", "hidden_sizes", "activation", "num_seeds", "seed", "num_chunks",
+        "normalize_advantages", "reward_scale", "hidden_sizes", "activation",
     )},
     "max_kl": Float(0, lo_open=True),
     "cg_iters": Int(1, 10_000),
@@ -430,15 +466,66 @@ def _from_dict(d: dict, cls: type = PPOConfig):
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - names)
     if unknown:
-        raise TypeError(f"unknown {cls.__name__} field(s) {unknown}; valid: {sorted(names)}")
+        moved = [k for k in unknown if k in RUN_FIELDS]
+        note = (
+            f"; {', '.join(moved)} {'is a run setting' if len(moved) == 1 else 'are run settings'}"
+            f" (RunSettings, config.json's \"{RUN_KEY}\" object)" if moved else ""
+        )
+        raise TypeError(f"unknown {cls.__name__} field(s) {unknown}; valid: {sorted(names)}{note}")
     return cls(**d)
 
 
+def _run_object(run) -> dict:
+    """``run`` (a ``"run"`` object) when it is a mapping of known run settings; an error otherwise."""
+    if not isinstance(run, dict):
+        raise TypeError(f"\"{RUN_KEY}\" must be a JSON object of run settings {list(RUN_FIELDS)}, got {run!r}")
+    unknown = sorted(set(run) - set(RUN_FIELDS))
+    if unknown:
+        raise TypeError(f"unknown run setting(s) {unknown} in \"{RUN_KEY}\"; valid: {sorted(RUN_FIELDS)}")
+    return run
+
+
+def nest_run_settings(d: dict) -> dict:
+    """A copy of ``d`` in config.json's layout: run settings found at top level (where config.json
+    kept them before its ``"run"`` object existed, and where a hand-written ``--config`` file may
+    put them) move into ``"run"``. A setting given in both places with different values is an
+    error."""
+    out = dict(d)
+    top = {k: out.pop(k) for k in RUN_FIELDS if k in out}
+    if not top:
+        return out
+    run = _run_object(out.get(RUN_KEY, {}))
+    clash = sorted(k for k in top if k in run and run[k] != top[k])
+    if clash:
+        detail = "; ".join(f"{k}: {top[k]!r} at top level, {run[k]!r} in \"{RUN_KEY}\"" for k in clash)
+        raise ValueError(f"run setting(s) {clash} given twice with different values ({detail}); give each once, in \"{RUN_KEY}\"")
+    out[RUN_KEY] = {**run, **top}
+    return out
+
+
 def config_from_dict(d: dict):
-    """The config a :meth:`PPOConfig.to_dict`-style dict describes; its ``"algo"`` key (default
-    ``"ppo"``, as in run directories written before it existed) picks the config class."""
-    d = dict(d)
+    """The algorithm config a run's ``config.json`` (:func:`run_record`) or a
+    :meth:`PPOConfig.to_dict`-style dict describes; its ``"algo"`` key (default ``"ppo"``, as in
+    run directories written before it existed) picks the config class. The run settings in it
+    (its ``"run"`` object, or those at top level in the older layout) are
+    :func:`run_settings_from_dict`'s to read, and are left out here."""
+    d = nest_run_settings(d)
+    d.pop(RUN_KEY, None)
     return _from_dict(d, _config_class(d.pop("algo", "ppo")))
+
+
+def run_settings_from_dict(d: dict) -> RunSettings:
+    """The run settings a run's ``config.json`` (:func:`run_record`) describes: its ``"run"``
+    object, or the settings at top level in config.json's older layout (see
+    :func:`nest_run_settings`); settings it does not give take :class:`RunSettings`' defaults."""
+    return RunSettings(**_run_object(nest_run_settings(d).get(RUN_KEY, {})))
+
+
+def run_record(config, settings: RunSettings) -> dict:
+    """What a run directory's ``config.json`` holds: ``config.to_dict()`` (``"algo"`` and the
+    algorithm's fields) with the run settings as its ``"run"`` object, e.g.
+    ``{"algo": "ppo", "env_id": "GridWorld-v0", ..., "run": {"num_seeds": 1, "seed": 0, "num_chunks": 20}}``."""
+    return {**config.to_dict(), RUN_KEY: settings.to_dict()}
 
 
 def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
@@ -455,7 +542,9 @@ def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
 def load_config_file(path: str, algo: str | None = None) -> dict:
     """Read a JSON object of config fields (e.g. a run's ``config.json``), checked against the
     fields of its algorithm: the file's ``"algo"``, else ``algo`` (e.g. ``--algo``), else PPO.
-    A file whose ``"algo"`` differs from a given ``algo`` is refused."""
+    A file whose ``"algo"`` differs from a given ``algo`` is refused. Run settings may come as a
+    ``"run"`` object (config.json's layout, :func:`run_record`) or at top level (its older
+    layout); the dict returned has them in ``"run"`` (:func:`nest_run_settings`)."""
     with open(path) as f:
         try:
             d = json.load(f)
@@ -468,8 +557,13 @@ def load_config_file(path: str, algo: str | None = None) -> dict:
     algo = d.get("algo", algo or "ppo")
     if algo not in ALGOS:
         raise ValueError(f"config file {path!r} names unknown algorithm {algo!r}; available: {sorted(ALGOS)}")
-    names = {f.name for f in dataclasses.fields(ALGOS[algo])} | {"algo"}
+    names = {f.name for f in dataclasses.fields(ALGOS[algo])} | {"algo", RUN_KEY} | set(RUN_FIELDS)
     unknown = sorted(set(d) - names)
     if unknown:
         raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}")
+    try:
+        d = nest_run_settings(d)
+        _run_object(d.get(RUN_KEY, {}))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"config file {path!r}: {e}") from None
     return d
