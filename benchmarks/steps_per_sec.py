@@ -12,10 +12,10 @@ For each environment and batch size, in one run:
 * ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
 
 Compile time is excluded from steps/s and reported apart; every timing is the median of
-``--repeats`` runs, each ending in ``block_until_ready``. The ratios against the lean loop come
-from paired timings (:func:`paired_ratios`): the GridWorld programs run in turn, round after
-round, and each ratio is the median over rounds, so that a slow spell of a shared machine slows
-both sides of a ratio rather than one. Writes a JSON file and a log-log PNG
+``--repeats`` runs, each ending in ``block_until_ready``. The JAX programs of one env and batch
+size run in turn, round after round (:func:`time_in_turn`), and each ratio against the lean loop
+is the median of the per-round ratios (:func:`paired_ratios`), so that a slow spell of a shared
+machine slows both sides of a ratio rather than one. Writes a JSON file and a log-log PNG
 under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
 ``benchmarks/results/steps_per_sec`` only takes a full run.
 
@@ -64,7 +64,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
 from jaxenvs.parallel import env_mesh, initialize_distributed  # noqa: E402
-from jaxenvs.rollout import benchmark, benchmark_program, time_calls  # noqa: E402
+from jaxenvs.rollout import benchmark, benchmark_program  # noqa: E402
 from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
     OBJECT_ENVS,
@@ -113,33 +113,34 @@ def make_vector_rollout(env, num_envs, num_steps, reset_pool=None):
     return run
 
 
-def time_jax(run, steps_per_call, repeats):
-    """(steps/s as the median over repeats, compile seconds), timed as ``jaxenvs.rollout.benchmark``."""
-    compile_s, times = time_calls(run, [(jax.random.key(i),) for i in range(repeats + 1)])
-    return steps_per_call / float(np.median(times)), compile_s
-
-
-def paired_ratios(programs: dict, baseline: str, rounds: int) -> dict:
-    """``{method: median over rounds of (baseline's time / method's time)}`` for each method of
-    ``programs`` (``{method: run(key)}``) other than ``baseline``. Each round times every program
-    once on a fresh key, in turn (the order reversed every other round), after one untimed
-    warm-up call each; compile time is not timed."""
-    compiled = {}
+def time_in_turn(programs: dict, rounds: int) -> dict:
+    """``{method: (compile seconds, run seconds per round)}`` for ``programs`` (``{method:
+    run(key)}``), timed as ``jaxenvs.rollout.time_calls`` times one program (compiled ahead of
+    time, one untimed warm-up call, each timed call waited for) but in turn: each round runs every
+    program once on a fresh key, the order reversed every other round, so that a slow spell of a
+    shared machine falls on all of them rather than on one."""
+    compiled, compile_s = {}, {}
     for method, run in programs.items():
+        t0 = time.perf_counter()
         compiled[method] = jax.jit(run).lower(jax.random.key(0)).compile()
+        compile_s[method] = time.perf_counter() - t0
         jax.block_until_ready(compiled[method](jax.random.key(0)))
-    ratios = {m: [] for m in programs if m != baseline}
+    times = {m: [] for m in programs}
     order = list(programs)
     for r in range(rounds):
         key = jax.random.key(r + 1)
-        times = {}
         for method in order if r % 2 == 0 else order[::-1]:
             t0 = time.perf_counter()
             jax.block_until_ready(compiled[method](key))
-            times[method] = time.perf_counter() - t0
-        for method in ratios:
-            ratios[method].append(times[baseline] / times[method])
-    return {m: float(np.median(v)) for m, v in ratios.items()}
+            times[method].append(time.perf_counter() - t0)
+    return {m: (compile_s[m], times[m]) for m in programs}
+
+
+def paired_ratios(timings: dict, baseline: str) -> dict:
+    """``{method: median over rounds of (baseline's time / method's time)}`` for each method of
+    :func:`time_in_turn`'s ``timings`` other than ``baseline``."""
+    base = np.asarray(timings[baseline][1])
+    return {m: float(np.median(base / np.asarray(t))) for m, (_, t) in timings.items() if m != baseline}
 
 
 def num_steps_for(num_envs, target_steps):
@@ -227,8 +228,9 @@ def main(argv=None):
     print(f"device: {dev}   jax {jax.__version__}")
     rows = []
 
-    def record(env_id, method, n, sps, compile_s=None):
-        rows.append({"env": env_id, "method": method, "num_envs": n, "steps_per_sec": sps, "compile_s": compile_s})
+    def record(env_id, method, n, sps, compile_s=None, vs_lean=None):
+        row = {"env": env_id, "method": method, "num_envs": n, "steps_per_sec": sps, "compile_s": compile_s}
+        rows.append(row if vs_lean is None else {**row, "vs_lean": vs_lean})
 
     for env_id in args.envs:
         env = jaxenvs.make(env_id)
@@ -242,25 +244,18 @@ def main(argv=None):
                         record(env_id, f"jaxenvs vmap, {d} devices", n, res.steps_per_s, res.compile_s)
                 print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
                 continue  # --devices measures scaling only
-            res = benchmark(env, n, t, repeats=args.repeats)
-            record(env_id, "jaxenvs vmap", n, res.steps_per_s, res.compile_s)
-            sps, c = time_jax(make_vector_rollout(env, n, t), n * t, args.repeats)
-            record(env_id, "jaxenvs VectorEnv", n, sps, c)
+            programs = {
+                "jaxenvs vmap": benchmark_program(env, n, t),
+                "jaxenvs VectorEnv": make_vector_rollout(env, n, t),
+            }
             if reset_pool_for(n) > 1:
-                sps, c = time_jax(make_vector_rollout(env, n, t, reset_pool_for(n)), n * t, args.repeats)
-                record(env_id, "jaxenvs VectorEnv, reset pool", n, sps, c)
+                programs["jaxenvs VectorEnv, reset pool"] = make_vector_rollout(env, n, t, reset_pool_for(n))
             if env_id == "GridWorld-v0":
-                sps, c = time_jax(make_lean_grid_world(n, t), n * t, args.repeats)
-                record(env_id, "lean JAX", n, sps, c)
-                programs = {
-                    "jaxenvs vmap": benchmark_program(env, n, t),
-                    "jaxenvs VectorEnv": make_vector_rollout(env, n, t),
-                    "lean JAX": make_lean_grid_world(n, t),
-                }
-                if reset_pool_for(n) > 1:
-                    programs["jaxenvs VectorEnv, reset pool"] = make_vector_rollout(env, n, t, reset_pool_for(n))
-                for method, ratio in paired_ratios(programs, "lean JAX", args.repeats).items():
-                    next(r for r in rows if (r["env"], r["method"], r["num_envs"]) == (env_id, method, n))["vs_lean"] = ratio
+                programs["lean JAX"] = make_lean_grid_world(n, t)
+            timings = time_in_turn(programs, args.repeats)
+            ratios = paired_ratios(timings, "lean JAX") if "lean JAX" in timings else {}
+            for method, (compile_s, times) in timings.items():
+                record(env_id, method, n, n * t / float(np.median(times)), compile_s, ratios.get(method))
             if env_id in OBJECT_ENVS and n <= args.python_max_envs:
                 record(env_id, "python loop", n, python_loop_steps_per_sec(env_id, n, args.python_steps))
                 sv = sync_vector_steps_per_sec(env_id, n, args.python_steps)

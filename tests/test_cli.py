@@ -441,6 +441,28 @@ def test_steps_per_sec_options_show_defaults_and_keep_the_committed_results(step
     assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+def test_steps_per_sec_ratios_are_paired_per_round(steps_per_sec):
+    """The ratio against the lean loop is the median of per-round ratios, not the ratio of the
+    medians: a round in which the machine was slow for both programs cancels out."""
+    timings = {"lean JAX": (0.1, [1.0, 4.0, 2.0]), "jaxenvs vmap": (0.2, [2.0, 8.0, 2.5])}
+    # per round 0.5, 0.5, 0.8 -> median 0.5 (the ratio of the medians would be 2.0 / 2.5 = 0.8)
+    assert steps_per_sec.paired_ratios(timings, "lean JAX") == {"jaxenvs vmap": 0.5}
+    # the timing itself: every program once per round, compiled apart
+    calls = []
+
+    def program(tag):
+        def run(key):
+            calls.append(tag)  # runs when traced: once per program
+            return jax.random.uniform(key)
+        return run
+
+    out = steps_per_sec.time_in_turn({"a": program("a"), "b": program("b")}, rounds=3)
+    assert sorted(calls) == ["a", "b"]
+    assert set(out) == {"a", "b"}
+    for compile_s, times in out.values():
+        assert compile_s > 0 and len(times) == 3 and all(t > 0 for t in times)
+
+
 def test_steps_per_sec_plot_keeps_one_colour_per_method(steps_per_sec):
     methods = ["jaxenvs vmap", "jaxenvs VectorEnv", "lean JAX", "python loop", "gymnasium SyncVectorEnv"]
     rows = [
