@@ -133,22 +133,22 @@ def steps_per_sec_table() -> str:
     for (env_id, n), row in cells.items():
         lines.append(f"| {env_id} | {n} | " + " | ".join(_si(row[m]) if m in row else "-" for m in methods) + " |")
     # the paired ratios against the lean loop (steps_per_sec.py's paired_ratios), where recorded
-    paired: dict[int, dict] = {}
+    paired: dict[tuple, dict] = {}
     for r in data["rows"]:
         if "vs_lean" in r:
-            paired.setdefault(r["num_envs"], {})[r["method"]] = r["vs_lean"]
+            paired.setdefault((r["env"], r["num_envs"]), {})[r["method"]] = r["vs_lean"]
     if paired:
         cols = list(dict.fromkeys(m for row in paired.values() for m in row))
         lines += [
             "",
-            "GridWorld-v0 as a fraction of the lean loop, from paired timings "
-            "(the programs timed in turn, the median ratio over rounds):",
+            "As a fraction of the lean loop, from paired timings (the programs timed in turn, the "
+            "median ratio over rounds):",
             "",
-            "| envs | " + " | ".join(cols) + " |",
-            "|---:|" + "---:|" * len(cols),
+            "| env | envs | " + " | ".join(cols) + " |",
+            "|---|---:|" + "---:|" * len(cols),
         ]
-        for n, row in paired.items():
-            lines.append(f"| {n} | " + " | ".join(f"{row[m]:.2f}" if m in row else "-" for m in cols) + " |")
+        for (env_id, n), row in paired.items():
+            lines.append(f"| {env_id} | {n} | " + " | ".join(f"{row[m]:.2f}" if m in row else "-" for m in cols) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -129,7 +129,7 @@ def _shape_ok(x, shape) -> bool:
 
 def _uniform_below(key, shape, n) -> jax.Array:
     """int32 array of ``shape`` uniform on ``{0, ..., n - 1}`` (``n``: an int, or an int array
-    broadcast to ``shape``), exactly. When every ``n`` is a power of two the low bits of ONE
+    that broadcasts against ``shape``'s trailing axes), exactly. When every ``n`` is a power of two the low bits of ONE
     ``jax.random.bits`` word per value are taken (a quarter of ``jax.random.randint``'s work,
     which draws two words and folds them); otherwise ``jax.random.randint``."""
     n = np.asarray(n, np.int64)
@@ -307,7 +307,7 @@ class MultiDiscrete(Space):
 
     def sample(self, key, batch_shape=()):
         shape = _batch_shape(self, key, batch_shape) + self.shape
-        return _uniform_below(key, shape, np.broadcast_to(self.nvec, shape))
+        return _uniform_below(key, shape, self.nvec)  # nvec broadcasts over the batch axes
 
     def contains(self, x):
         x = jnp.asarray(x)
