@@ -21,6 +21,7 @@ A policy is `policy(key, obs) -> int32 action` on ONE agent's observation dict (
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import jax
@@ -41,7 +42,15 @@ def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 100
     The dict: `returns` float32 `[num_games, N]` (each seat's summed reward), `plies` int32
     `[num_games]` (steps to the end), `illegal` int32 `[num_games, N]` (illegal moves by seat; 0
     when the env reports none), `finished` bool `[num_games]`.
+
+    The same arguments (the same env and policy objects) return the same compiled function (a
+    cache of the last 32), so evaluating the same pairing again compiles nothing new.
     """
+    return _play(env, tuple(policies), int(num_games), int(max_plies))
+
+
+@functools.lru_cache(maxsize=32)
+def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
     n = env.num_agents
     if len(policies) != n:
         raise ValueError(f"play needs one policy per seat: {env.name} has {n} agents, got {len(policies)} policies")
@@ -52,14 +61,10 @@ def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 100
         """The seat whose mask row has a legal action (0 if none)."""
         return jnp.argmax(jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=-1))
 
-    def joint_action(key, obs):
-        keys = jax.random.split(key, n)
-        return jnp.stack([jnp.asarray(policies[i](keys[i], _agent(obs, i)), jnp.int32) for i in range(n)])
-
-    def one_step(key, obs, state, params):
-        k_act, k_env = jax.random.split(key)
-        action = joint_action(k_act, obs)
-        obs2, state2, reward, terminated, truncated, info = env.step(k_env, state, action, params)
+    def one_step(keys, obs, state, params):
+        """One ply of one game; `keys`: n + 1 keys (one per seat's policy, one for the env)."""
+        action = jnp.stack([jnp.asarray(policies[i](keys[i], _agent(obs, i)), jnp.int32) for i in range(n)])
+        obs2, state2, reward, terminated, truncated, info = env.step(keys[n], state, action, params)
         if "illegal_action" in info:
             illegal = jax.nn.one_hot(mover(obs), n, dtype=jnp.int32) * jnp.asarray(info["illegal_action"], jnp.int32)
         else:
@@ -83,9 +88,10 @@ def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 100
             return (c["t"] < max_plies) & ~jnp.all(c["done"])
 
         def body(c):
-            key, k = jax.random.split(c["key"])
+            keys = jax.random.split(c["key"], 1 + num_games * (n + 1))  # one split per ply: cheap to compile
+            key, keys = keys[0], keys[1:].reshape(num_games, n + 1)
             obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, None))(
-                jax.random.split(k, num_games), c["obs"], c["state"], params
+                keys, c["obs"], c["state"], params
             )
             live = ~c["done"]
 
