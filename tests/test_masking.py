@@ -20,7 +20,7 @@ from jaxenvs.train.masking import (
 from jaxenvs.train.networks import Categorical
 
 B, N = 6, 5
-SETTINGS = settings(max_examples=40, deadline=None)
+SETTINGS = settings(max_examples=25, deadline=None)
 
 
 def masks():

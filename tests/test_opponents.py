@@ -9,7 +9,6 @@ within 4.5 binomial standard deviations; samplers are uniform by a chi-square te
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats
