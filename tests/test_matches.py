@@ -1,0 +1,106 @@
+"""`train.matches`: win / draw / loss per seat on a hand-written two-player game whose outcome
+probabilities are known exactly (tests/turn_based_toys.py's `PickGame`), illegal-move counting,
+and the refusal to report games that did not end.
+
+Tolerances: a rate from `N` games is accepted within 4.5 binomial standard deviations
+(`sqrt(p (1 - p) / N)`) of its exact value (a false alarm about once in 150,000 checks); outcomes
+of probability 0 must not occur at all.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxenvs.train.matches import head_to_head, play
+from jaxenvs.train.opponents import random_legal
+from turn_based_toys import PickGame
+
+N = 2000
+
+
+def rbg_key(seed):
+    """A key of the `unsafe_rbg` implementation: programs drawing from it compile about twice as
+    fast as with threefry keys (test_play_reports_returns_plies_and_stops_every_game uses those)."""
+    return jax.random.key(seed, impl="unsafe_rbg")
+
+
+def lowest_legal(key, obs):
+    """Deterministic: the lowest legal action (0 when none)."""
+    return jnp.argmax(obs["action_mask"] != 0).astype(jnp.int32)
+
+
+def always_zero(key, obs):
+    """Ignores the mask: plays action 0 whatever is legal."""
+    return jnp.zeros((), jnp.int32)
+
+
+def assert_rates(stats, exact, n):
+    for name, p in exact.items():
+        got = stats[name]
+        if p in (0.0, 1.0):
+            assert got == p, f"{name}: got {got}, exactly {p} expected"
+        else:
+            tol = 4.5 * np.sqrt(p * (1 - p) / n)
+            assert abs(got - p) <= tol, f"{name}: got {got:.4f}, exact {p:.4f}, tolerance {tol:.4f}"
+
+
+@pytest.fixture(scope="module")
+def env():
+    return PickGame()
+
+
+def test_random_vs_random_matches_the_exact_outcome_probabilities(env):
+    # a = 3 (1/4) draws; otherwise player 1 wins with probability 1/2
+    res = head_to_head(env, random_legal, random_legal, rbg_key(0), N)
+    assert_rates(res["seat0"], dict(win=3 / 8, draw=1 / 4, loss=3 / 8), N)
+    assert_rates(res["seat1"], dict(win=3 / 8, draw=1 / 4, loss=3 / 8), N)
+    assert res["seat0"]["illegal_a"] == res["seat0"]["illegal_b"] == 0.0
+
+
+def test_a_deterministic_policy_against_random_per_seat(env):
+    res = head_to_head(env, lowest_legal, random_legal, rbg_key(1), N)
+    # seat 0: A picks 0, B answers 1 (B wins) or 2 (A wins), each 1/2
+    assert_rates(res["seat0"], dict(win=0.5, draw=0.0, loss=0.5), N)
+    # seat 1: B picks a uniformly; a=3 draw; a=0 -> A plays 1 and wins; a=1 -> A plays 0 and loses;
+    # a=2 -> A plays 0 = (2 + 1) % 3 and wins
+    assert_rates(res["seat1"], dict(win=0.5, draw=0.25, loss=0.25), N)
+    for seat in ("seat0", "seat1"):
+        s = res[seat]
+        assert s["win"] + s["draw"] + s["loss"] == pytest.approx(1.0)
+        assert s["mean_return"] == pytest.approx(s["win"] - s["loss"])
+        assert s["games"] == N
+
+
+def test_illegal_moves_are_counted_for_the_seat_that_made_them(env):
+    res = head_to_head(env, always_zero, random_legal, rbg_key(2), N)
+    # seat 0: 0 is always legal for player 0 -> as lowest_legal
+    assert res["seat0"]["illegal_a"] == 0.0
+    assert_rates(res["seat0"], dict(win=0.5, draw=0.0, loss=0.5), N)
+    # seat 1: after a = 0 (prob 1/4) playing 0 is illegal and loses; a = 1: 0 legal, loses;
+    # a = 2: 0 legal, wins; a = 3: draw
+    assert_rates(res["seat1"], dict(win=0.25, draw=0.25, loss=0.5), N)
+    assert abs(res["seat1"]["illegal_a"] - 0.25) <= 4.5 * np.sqrt(0.25 * 0.75 / N)
+    assert res["seat1"]["illegal_b"] == 0.0
+
+
+def test_play_reports_returns_plies_and_stops_every_game(env):
+    run = play(env, (lowest_legal, lowest_legal), num_games=8)
+    out = jax.device_get(run(jax.random.key(3)))
+    # a = 0, b = 1 = (0 + 1) % 3: player 1 wins in 2 plies, every game (deterministic)
+    np.testing.assert_array_equal(out["returns"], np.tile([-1.0, 1.0], (8, 1)))
+    np.testing.assert_array_equal(out["plies"], np.full(8, 2))
+    assert out["finished"].all() and not out["illegal"].any()
+    # zero-sum: returns of every game sum to 0
+    assert np.all(out["returns"].sum(-1) == 0)
+
+
+def test_unfinished_games_raise_and_bad_arguments_are_refused(env):
+    with pytest.raises(RuntimeError, match="did not end within max_plies=1"):
+        head_to_head(env, lowest_legal, lowest_legal, jax.random.key(4), 8, max_plies=1)
+    out = play(env, (lowest_legal, lowest_legal), 8, max_plies=1)(jax.random.key(4))  # the same program, cached
+    assert not np.asarray(out["finished"]).any() and (np.asarray(out["plies"]) == 1).all()
+    with pytest.raises(ValueError, match="one policy per seat"):
+        play(env, (lowest_legal,), 4)
+    with pytest.raises(ValueError, match="num_games and max_plies must be >= 1"):
+        play(env, (lowest_legal, lowest_legal), 0)

@@ -1,0 +1,146 @@
+"""Head-to-head evaluation of policies on a multi-agent turn-based game, as one compiled program.
+
+`play(env, policies, num_games)` plays `num_games` vmapped games, seat `i` played by
+`policies[i]`, and returns each game's returns per seat. `head_to_head(env, policy_a, policy_b,
+key, num_games)` plays A in every seat in turn against B and reports A's win / draw / loss rates per
+seat (from the sign of A's return), its mean return and A's illegal moves.
+
+Written against the environment contract only: `env.reset(key, params) -> (obs, state)`,
+`env.step(key, state, action, params)`, the observation a dict whose leaves have the agent axis
+first and hold `"action_mask"` (all zero for agents not to move), the joint action `int32[N]` of
+which a sequential environment reads the mover's row. Every seat's policy is asked on its own
+observation every ply (non-movers get an all-zero mask and may answer anything); chance plies are
+the environment's business (`step` draws them with its key). When `info` has `"illegal_action"`
+(bool), illegal moves are counted per seat. A game is played until `terminated | truncated`, then
+frozen (whether or not the env auto-resets); a game still running after `max_plies` steps is
+counted as `unfinished` and `head_to_head` raises rather than report it.
+
+A policy is `policy(key, obs) -> int32 action` on ONE agent's observation dict (see
+`train.opponents`).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["play", "head_to_head"]
+
+
+def _agent(tree, i: int):
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 1000) -> Callable:
+    """A jitted `run(key, params=None) -> dict` that plays `num_games` games, seat `i` played by
+    `policies[i]` (one per agent: `len(policies) == env.num_agents`).
+
+    The dict: `returns` float32 `[num_games, N]` (each seat's summed reward), `plies` int32
+    `[num_games]` (steps to the end), `illegal` int32 `[num_games, N]` (illegal moves by seat; 0
+    when the env reports none), `finished` bool `[num_games]`.
+
+    The same arguments (the same env and policy objects) return the same compiled function (a
+    cache of the last 32), so evaluating the same pairing again compiles nothing new.
+    """
+    return _play(env, tuple(policies), int(num_games), int(max_plies))
+
+
+@functools.lru_cache(maxsize=32)
+def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
+    n = env.num_agents
+    if len(policies) != n:
+        raise ValueError(f"play needs one policy per seat: {env.name} has {n} agents, got {len(policies)} policies")
+    if num_games < 1 or max_plies < 1:
+        raise ValueError(f"num_games and max_plies must be >= 1, got {num_games} and {max_plies}")
+
+    def mover(obs):
+        """The seat whose mask row has a legal action (0 if none)."""
+        return jnp.argmax(jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=-1))
+
+    def one_step(keys, obs, state, params):
+        """One ply of one game; `keys`: n + 1 keys (one per seat's policy, one for the env)."""
+        action = jnp.stack([jnp.asarray(policies[i](keys[i], _agent(obs, i)), jnp.int32) for i in range(n)])
+        obs2, state2, reward, terminated, truncated, info = env.step(keys[n], state, action, params)
+        if "illegal_action" in info:
+            illegal = jax.nn.one_hot(mover(obs), n, dtype=jnp.int32) * jnp.asarray(info["illegal_action"], jnp.int32)
+        else:
+            illegal = jnp.zeros((n,), jnp.int32)
+        return obs2, state2, jnp.asarray(reward, jnp.float32), terminated | truncated, illegal
+
+    @jax.jit
+    def run(key, params=None):
+        k_reset, k_play = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, num_games), params)
+        carry = dict(
+            obs=obs, state=state, key=k_play,
+            returns=jnp.zeros((num_games, n), jnp.float32),
+            illegal=jnp.zeros((num_games, n), jnp.int32),
+            done=jnp.zeros((num_games,), bool),
+            plies=jnp.zeros((num_games,), jnp.int32),
+            t=jnp.zeros((), jnp.int32),
+        )
+
+        def cond(c):
+            return (c["t"] < max_plies) & ~jnp.all(c["done"])
+
+        def body(c):
+            keys = jax.random.split(c["key"], 1 + num_games * (n + 1))  # one split per ply: cheap to compile
+            key, keys = keys[0], keys[1:].reshape(num_games, n + 1)
+            obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, None))(
+                keys, c["obs"], c["state"], params
+            )
+            live = ~c["done"]
+
+            def keep(new, old):
+                return jnp.where(live.reshape(-1, *([1] * (new.ndim - 1))), new, old)
+
+            return dict(
+                obs=jax.tree.map(keep, obs2, c["obs"]),
+                state=jax.tree.map(keep, state2, c["state"]),
+                key=key,
+                returns=c["returns"] + jnp.where(live[:, None], reward, 0.0),
+                illegal=c["illegal"] + jnp.where(live[:, None], illegal, 0),
+                done=c["done"] | ended,
+                plies=c["plies"] + live.astype(jnp.int32),
+                t=c["t"] + 1,
+            )
+
+        c = jax.lax.while_loop(cond, body, carry)
+        return dict(returns=c["returns"], plies=c["plies"], illegal=c["illegal"], finished=c["done"])
+
+    return run
+
+
+def head_to_head(env, policy_a, policy_b, key, num_games: int, params=None, max_plies: int = 1000) -> dict:
+    """Policy A against policy B on a two-player game: for each seat `s`, `num_games` games with A
+    in seat `s` and B in the other (host-side summary of `play`).
+
+    Returns `{"seat0": stats, "seat1": stats}` with `stats` a dict of floats: `win`, `draw`,
+    `loss` (fractions of games by the sign of A's return; they sum to 1), `mean_return` (A's),
+    `illegal_a` and `illegal_b` (illegal moves per game), and `games`. Raises RuntimeError when a
+    game did not end within `max_plies` steps.
+    """
+    if env.num_agents != 2:
+        raise ValueError(f"head_to_head is for two-player games; {env.name} has {env.num_agents} agents")
+    out = {}
+    for seat, k in zip((0, 1), jax.random.split(key, 2)):
+        policies = (policy_a, policy_b) if seat == 0 else (policy_b, policy_a)
+        res = jax.device_get(play(env, policies, num_games, max_plies)(k, params))
+        if not np.all(res["finished"]):
+            raise RuntimeError(
+                f"{int(np.sum(~res['finished']))} of {num_games} games of {env.name} did not end within "
+                f"max_plies={max_plies} steps; raise max_plies"
+            )
+        r = res["returns"][:, seat]
+        out[f"seat{seat}"] = dict(
+            win=float(np.mean(r > 0)), draw=float(np.mean(r == 0)), loss=float(np.mean(r < 0)),
+            mean_return=float(np.mean(r)),
+            illegal_a=float(np.mean(res["illegal"][:, seat])),
+            illegal_b=float(np.mean(res["illegal"][:, 1 - seat])),
+            games=num_games,
+        )
+    return out
