@@ -430,21 +430,10 @@ def cmd_play(args) -> None:
 
 # ---- check -------------------------------------------------------------------------------------
 def rule_descriptions() -> dict[str, str]:
-    """``{rule id: what it checks}`` for every rule of :data:`jaxenvs.checker.RULES`, read from the
-    rule table in :mod:`jaxenvs.checker`'s documentation."""
+    """``{rule id: what it checks}`` for every rule of `jaxenvs.checker.RULES`."""
     from jaxenvs import checker
 
-    text, out, current = checker.__doc__ or "", {}, None
-    for line in text.splitlines():
-        m = re.match(r"^    (\S+)\s+(.*)$", line)
-        if m and m.group(1) in checker.RULES:
-            current = m.group(1)
-            out[current] = m.group(2).strip()
-        elif current and re.match(r"^\s{8,}\S", line):
-            out[current] += " " + line.strip()
-        else:
-            current = None
-    return {r: out.get(r, "") for r in checker.RULES}
+    return dict(checker.RULE_DESCRIPTIONS)
 
 
 def cmd_check(args) -> int:

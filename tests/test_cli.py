@@ -146,15 +146,31 @@ def test_check_passes_on_grid_world(run):
 
 
 def test_check_list_rules(capsys):
-    from jaxenvs.checker import RULES
+    from jaxenvs import checker
+    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
 
     assert main(["check", "--list-rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(RULES)
     assert all(len(line.split()) > 3 for line in lines)  # every rule says what it checks
     described = dict(re.match(r"(\S+)\s+(.*)", line).groups() for line in lines)
-    assert described["dtype-stable"].startswith("... the same leaf dtypes")
-    assert described["step-ignores-key"].endswith("to skip a key split per step)")  # continuation lines
+    assert described == RULE_DESCRIPTIONS  # the one list, read by the docstring and the docs too
+    assert all(f"{rule}  " in checker.__doc__ for rule in RULES)
+
+
+def test_docs_rule_table_reads_the_same_list():
+    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
+
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "docs" / "gen_assets.py"
+    spec = importlib.util.spec_from_file_location("gen_assets_for_test", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    rows = [line for line in gen.checker_rules_table().splitlines()[2:]]
+    assert [row.split("`")[1] for row in rows] == list(RULES)
+    assert all(RULE_DESCRIPTIONS[row.split("`")[1]] in row for row in rows)
 
 
 def test_bench_fills_the_compilation_cache(run, tmp_path):
