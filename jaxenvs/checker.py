@@ -138,6 +138,9 @@ def check_env(
     ``num_steps`` uniformly random actions inside one ``lax.scan``; raise both for environments
     whose randomness or failures are rare. ``skip`` names rules of :data:`SKIPPABLE_RULES` to
     leave out. Takes about a second for a small environment (most of it compiling).
+
+    The contract is about compiled programs (``jit``, ``retrace``, ``no-callbacks``), so the check
+    runs with jit enabled even under `jax.disable_jit` or `JAX_DISABLE_JIT=1`.
     """
     if key is not None:
         check_key(key, "check_env")
@@ -148,7 +151,8 @@ def check_env(
     for name, v, lo in (("num_steps", num_steps, _PYTHON_LOOP_STEPS), ("num_envs", num_envs, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"check_env needs {name} as an int >= {lo}, got {v!r}")
-    return _Checker(env, params, key, num_steps, num_envs, skip).run()
+    with jax.disable_jit(False):  # under disable_jit every call would trace and nothing compile
+        return _Checker(env, params, key, num_steps, num_envs, skip).run()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -275,9 +275,9 @@ def _check_out(mode: str | None, out: str | None) -> Path | None:
 
         try:
             return check_video_path(out)
-        except (IsADirectoryError, FileNotFoundError, ValueError) as e:
+        except (OSError, ValueError) as e:
             raise UsageError(f"--out: {_message(e)}") from e
-        except (ImportError, OSError) as e:
+        except ImportError as e:
             raise Failure(_message(e)) from e
     if out is not None:
         raise UsageError("--out is for --render gif or --render mp4")

@@ -130,10 +130,14 @@ def require_param(
     """Raise ValueError unless ``value`` (a scalar or an array of them, e.g. stacked params) is a
     finite number, an integer when ``integer``, within ``[low, high]`` (``(low, high]`` when
     ``low_open``). For ``validate_params``: the message names ``owner``, ``name`` and the range."""
-    if integer:
-        what = "an integer" + (f" >= {low:g}" if low is not None else "")
+    if integer and low is not None and high is not None:
+        what = f"an integer in [{low:g}, {high:g}]"
+    elif integer:
+        what = "an integer" + (f" >= {low:g}" if low is not None else "") + (f" <= {high:g}" if high is not None else "")
     elif (low, high) == (0, 1) and not low_open:
         what = "a probability in [0, 1]"
+    elif low is not None and high is not None:
+        what = f"a finite number in {'(' if low_open else '['}{low:g}, {high:g}]"
     else:
         what = "a finite number" + (f" {'>' if low_open else '>='} {low:g}" if low is not None else "")
         what += f" <= {high:g}" if high is not None else ""
@@ -242,6 +246,7 @@ class Environment:
         key, when called or traced.
         """
         params = check_params(self, params)
+        _check_params_shapes(self, params, "reset")
         check_key(key, f"{self.name}.reset")
         return self.reset_env(key, params)
 
@@ -263,6 +268,7 @@ class Environment:
         batch has the right shape and cannot be told apart: keep agents on the inner axis.
         """
         params = check_params(self, params)
+        _check_params_shapes(self, params, "step")
         check_key(key, f"{self.name}.step")
         self._check_state_structure(key, state, params)
         action = self._check_action_structure(action, params)
@@ -336,7 +342,15 @@ class Environment:
         expected = self.batched_action_shape()
         if isinstance(action, (bool, np.bool_)):
             raise ActionError(f"{self.name}: action {action!r} is a bool; expected {_describe(space, expected)}")
-        a = _narrow_ints(action)
+        try:
+            a = _narrow_ints(action)
+        except (TypeError, ValueError):
+            a = None
+        if a is None or not (jnp.issubdtype(a.dtype, jnp.number) or jnp.issubdtype(a.dtype, jnp.bool_)):
+            raise ActionError(
+                f"{self.name}: action {action!r} of type {type(action).__name__} is not a number or an array of "
+                f"numbers; expected {_describe(space, expected)}"
+            )
         if tuple(a.shape) != expected:
             raise ActionError(
                 f"{self.name}: action has shape {tuple(a.shape)}, expected {expected} for {_describe(space, expected)}"
@@ -389,6 +403,36 @@ def _reset_state_shape(env, key, params):
         leaves, treedef = jax.tree.flatten(shapes)
         cache[sig] = (treedef, [(tuple(x.shape), _canonical_dtype(x)) for x in leaves], shapes)
     return cache[sig]
+
+
+def params_shape_mismatch(env: "Environment", params: Any, axis: int | None = None, size: int | None = None) -> str | None:
+    """Why ``params`` do not have the leaf shapes of ``env.default_params`` (after removing
+    ``axis``, which must have ``size`` entries, from every leaf), or None when they do. Shapes are
+    known at trace time too, so this runs on the host or when a function is traced."""
+    default = env.default_params
+    if default is None or jax.tree.structure(default) != jax.tree.structure(params):
+        return None  # another structure: ParamsError / the env's own checks speak to that
+    for (path, d), p in zip(jax.tree_util.tree_leaves_with_path(default), jax.tree.leaves(params)):
+        try:
+            w, g = tuple(jnp.shape(d)), tuple(jnp.shape(p))
+        except (TypeError, ValueError):
+            continue
+        if axis is not None:
+            if len(g) <= axis or (size is not None and g[axis] != size):
+                return f"params{jax.tree_util.keystr(path)} has shape {g}, which has no axis {axis} of size {size}"
+            g = g[:axis] + g[axis + 1 :]
+        if g != w:
+            return f"params{jax.tree_util.keystr(path)} has shape {g}{' without the batch axis' if axis is not None else ''} where default_params has {w}"
+    return None
+
+
+def _check_params_shapes(env: "Environment", params: Any, method: str) -> None:
+    why = params_shape_mismatch(env, params)
+    if why is not None:
+        raise ParamsError(
+            f"{env.name}.{method}: {why}. A batch of params (one per environment) goes through "
+            f"jax.vmap(env.{method}, in_axes=...) with the params' axis given, or jaxenvs.VectorEnv(env, n, params_axis=0)"
+        )
 
 
 def _type_name(tree) -> str:

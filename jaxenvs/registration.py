@@ -14,6 +14,8 @@ import inspect
 import re
 from typing import Any, Callable
 
+import numpy as np
+
 from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
@@ -116,6 +118,12 @@ def register(
         s.namespace == ns and s.name == name and s.version is not None for s in registry.values()
     ):
         raise ValueError(f"{id!r} has no version but versioned ids of {name!r} exist; add '-vN'")
+    unversioned = name if ns is None else f"{ns}/{name}"
+    if version is not None and unversioned in registry:
+        raise ValueError(
+            f"{id!r} is versioned but the unversioned id {unversioned!r} is registered: an id is either "
+            f"versioned or not (as in Gymnasium): keep {unversioned!r}, or register the versioned env under another name"
+        )
     spec_ = EnvSpec(id, entry_point, max_episode_steps, reward_threshold, nondeterministic, dict(kwargs or {}))
     registry[id] = spec_
     return spec_
@@ -170,6 +178,9 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     ``checked=True`` adds :class:`jaxenvs.wrappers.CheckedActions` so out-of-range actions raise
     under :func:`jaxenvs.checked`.
     """
+    for flag, value in (("autoreset", autoreset), ("checked", checked)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"make({env_id!r}): {flag} must be True or False, got {value!r}")
     spec_ = _resolve(env_id)
     factory = spec_.load()
     all_kwargs = {**spec_.kwargs, **kwargs}

@@ -337,7 +337,8 @@ class MultiBinary(Space):
         self.dtype = np.dtype("int32")
 
     def sample(self, key, batch_shape=()):
-        return jax.random.bernoulli(key, 0.5, _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
+        # float32 draws whatever jax_enable_x64 says (a Python 0.5 would draw float64 under x64)
+        return jax.random.bernoulli(key, jnp.float32(0.5), _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
 
     def contains(self, x):
         x = jnp.asarray(x)
@@ -545,7 +546,9 @@ def to_gymnasium(space: Space):
 
 
 def from_gymnasium(space) -> Space:
-    """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32)."""
+    """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32, float64
+    float32). A finite Box bound that the narrower dtype cannot hold (e.g. 1e40 in float32, where
+    it would become inf, or 2**40 in int32, where it would wrap) raises ValueError."""
     from gymnasium import spaces as gs
 
     if isinstance(space, gs.Discrete):
@@ -553,6 +556,17 @@ def from_gymnasium(space) -> Space:
     if isinstance(space, gs.Box):
         dt = np.dtype(space.dtype)
         dt = np.float32 if dt.kind == "f" else (np.uint8 if dt == np.uint8 else np.int32)
+        for name, bound in (("low", space.low), ("high", space.high)):
+            b = np.asarray(bound, np.float64) if np.asarray(bound).dtype.kind == "f" else np.asarray(bound)
+            finite = b[np.isfinite(b)] if b.dtype.kind == "f" else b.ravel()
+            info = np.finfo(dt) if np.dtype(dt).kind == "f" else np.iinfo(dt)
+            if finite.size and (finite.min() < info.min or finite.max() > info.max):
+                raise ValueError(
+                    f"from_gymnasium: {space} has {name} bound(s) outside {np.dtype(dt).name}'s range "
+                    f"[{info.min}, {info.max}] (min {finite.min()}, max {finite.max()}); jaxenvs Box spaces are "
+                    f"{np.dtype(dt).name}: give the Gymnasium space bounds within that range"
+                    + (" (-inf/inf for unbounded)" if np.dtype(dt).kind == "f" else "")
+                )
         return Box(space.low, space.high, space.shape, dt)
     if isinstance(space, gs.MultiDiscrete):
         return MultiDiscrete(space.nvec)

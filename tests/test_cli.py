@@ -211,6 +211,8 @@ def test_unknown_id_in_a_process(run):
         (["play", "GridWorld-v0", "--render", "gif", "x.png"], 2, "--render gif needs a path ending in .gif, got --out 'x.png'"),
         (["play", "GridWorld-v0", "--render", "gif", "--out", "x.mp4"], 2, "--render gif needs a path ending in .gif"),
         (["play", "GridWorld-v0", "--render", "gif", "--out", "/no/such/dir/x.gif"], 2, "--out: cannot save a video as '/no/such/dir/x.gif': folder '/no/such/dir' does not exist"),
+        # a folder that exists but cannot take a file (even for root): refused before playing
+        (["play", "GridWorld-v0", "--render", "gif", "--out", "/proc/x.gif"], 2, "--out: cannot save a video as '/proc/x.gif': No such file or directory"),
         (["play", "GridWorld-v0", "--fps", "inf"], 2, "argument --fps: expected a finite number > 0, got 'inf'"),
         (["play", "GridWorld-v0", "--fps", "nan"], 2, "argument --fps: expected a finite number > 0, got 'nan'"),
         (["play", "GridWorld-v0", "--fps", "-2"], 2, "argument --fps: expected a finite number > 0, got '-2'"),
@@ -220,7 +222,7 @@ def test_unknown_id_in_a_process(run):
         (["check", "no.such.mod:Foo-v0"], 2, "could not import module 'no.such.mod' named in the environment id"),
         (["describe", "Foo-v0"], 2, "no environment registered as 'Foo-v0'; registered: ['GridWorld-v0',"),
         (["describe", "gridworld-v0"], 2, "no environment registered as 'gridworld-v0'; did you mean 'GridWorld-v0'?"),
-        (["play", "GridWorld-v0", "-k", "size=1"], 2, "GridWorld size must be an integer >= 2, got 1"),
+        (["play", "GridWorld-v0", "-k", "size=1"], 2, "GridWorld size must be an integer in [2, 46340], got 1"),
         (["play", "GridWorld-v0", "-k", "colour=1"], 2, "got unknown keyword argument(s) ['colour']; valid:"),
         (["play", "GridWorld-v0", "-k", "size"], 2, "argument --kwarg/-k: expected NAME=VALUE, got 'size'"),
         (["bench", "GridWorld-v0", "--num-envs", "-3"], 2, "argument --num-envs: expected an integer >= 1"),

@@ -41,11 +41,14 @@ from jaxenvs.rendering import draw
 LIGHT_GREY = (225, 225, 225)
 
 
+MAX_BOUND = 1e18  # largest action_bound and reset_bound: x**2 + y**2 stays far below float32's max
+
+
 @struct.dataclass
 class EnvParams:
-    action_bound: float = 0.1  # largest |velocity| per axis and step; > 0
+    action_bound: float = 0.1  # largest |velocity| per axis and step; in (0, MAX_BOUND]
     goal_tolerance: float = 0.01  # terminal when |x| and |y| are both below it; > 0
-    reset_bound: float = 1.0  # initial position uniform in [-reset_bound, reset_bound]^2; > 0
+    reset_bound: float = 1.0  # initial position uniform in [-reset_bound, reset_bound]^2; in (0, MAX_BOUND]
 
 
 @struct.dataclass
@@ -71,8 +74,10 @@ class PointEnv(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        for name in ("action_bound", "goal_tolerance", "reset_bound"):
-            require_param("PointEnv", name, getattr(params, name), low=0, low_open=True)
+        require_param("PointEnv", "goal_tolerance", params.goal_tolerance, low=0, low_open=True)
+        for name in ("action_bound", "reset_bound"):
+            # bounded so that the float32 distance sqrt(x**2 + y**2) of a reset or a step stays finite
+            require_param("PointEnv", name, getattr(params, name), low=0, low_open=True, high=MAX_BOUND)
 
     def reset_env(self, key, params):
         b = params.reset_bound

@@ -144,6 +144,14 @@ def check_video_path(path: str | os.PathLike) -> Path:
         raise FileNotFoundError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise PermissionError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} is not writable")
+    existed = path.exists()
+    try:  # the real test (permissions can lie, e.g. for root or on special file systems)
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise PermissionError(f"cannot save a video as {str(path)!r}: {e.strerror or e}") from None
+    if not existed:
+        path.unlink()
     return path
 
 
