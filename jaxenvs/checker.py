@@ -27,7 +27,7 @@ import numpy as np
 from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 
 from jaxenvs import spaces
-from jaxenvs.core import ActionError, Traits, check_key
+from jaxenvs.core import ActionError, Traits, check_key, is_prng_key
 
 __all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "RULE_DESCRIPTIONS", "SKIPPABLE_RULES"]
 
@@ -164,12 +164,8 @@ def _leaves(tree, root: str) -> list[tuple[str, Any]]:
     return [(root + keystr(p), x) for p, x in tree_flatten_with_path(tree)[0]]
 
 
-def _is_key(x) -> bool:
-    return jnp.issubdtype(jnp.result_type(x), jax.dtypes.prng_key)
-
-
 def _host(x) -> np.ndarray:
-    return np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+    return np.asarray(jax.random.key_data(x) if is_prng_key(x) else x)
 
 
 def _aval(x) -> tuple[tuple[int, ...], str, bool]:

@@ -31,6 +31,8 @@ and of ``reward`` (float32[num_agents]); ``terminated``/``truncated`` are episod
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import weakref
 from typing import Any, Literal
 
@@ -44,8 +46,6 @@ from jaxenvs import spaces
 __all__ = [
     "Environment",
     "Traits",
-    "EnvParams",
-    "EnvState",
     "Obs",
     "StepResult",
     "ActionError",
@@ -53,6 +53,7 @@ __all__ = [
     "ParamsError",
     "PRNGKeyError",
     "check_key",
+    "is_prng_key",
     "check_params",
     "is_concrete",
     "require_param",
@@ -63,13 +64,8 @@ StepResult = tuple  # (obs, state, reward, terminated, truncated, info)
 
 
 @struct.dataclass
-class EnvParams:
-    """Base for params dataclasses (empty: an environment with nothing to tune)."""
-
-
-@struct.dataclass
-class EnvState:
-    """Base for state dataclasses."""
+class _NoParams:
+    """The params of an environment with nothing to tune (the base class's ``default_params``)."""
 
 
 class ActionError(TypeError):
@@ -88,6 +84,7 @@ class ParamsError(TypeError):
 
 PRNGKeyError = spaces.PRNGKeyError
 check_key = spaces.check_key
+is_prng_key = spaces.is_prng_key
 
 
 def is_concrete(tree: Any) -> bool:
@@ -192,22 +189,61 @@ class Traits:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+# the methods whose ``params=None`` the base class turns into ``self.default_params``, once
+_PARAMS_DEFAULTED = ("observation_space", "action_space", "render", "render_text")
+
+
+def _default_params_for(fn):
+    """``fn`` (a method with a ``params`` parameter) called with ``params=self.default_params``
+    where the caller gave None or left it out."""
+    sig = inspect.signature(fn)
+    index = list(sig.parameters).index("params")
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        if len(args) >= index:  # params given positionally (args excludes self: index - 1 is params)
+            if args[index - 1] is None:
+                args = args[: index - 1] + (self.default_params,) + args[index:]
+        elif kwargs.get("params") is None:
+            kwargs["params"] = self.default_params
+        return fn(self, *args, **kwargs)
+
+    method._defaults_params = True
+    return method
+
+
 class Environment:
     """Base class of all jaxenvs environments (and, through :class:`jaxenvs.wrappers.Wrapper`,
     of all wrappers).
 
     Class attributes a subclass may set: ``traits`` (:class:`Traits`), ``render_fps``, and for
     multi-agent environments ``num_agents`` (the traits' ``num_agents`` by default).
+
+    ``params=None`` means ``default_params`` everywhere, filled here once: in ``reset``/``step``
+    and, for every subclass, in ``observation_space``, ``action_space``, ``render`` and
+    ``render_text`` (a subclass implements them for concrete params only).
     """
 
     traits: Traits = Traits()
     render_fps: int = 4
     spec = None  # set by jaxenvs.make
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in _PARAMS_DEFAULTED:
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_defaults_params", False):
+                try:
+                    takes_params = "params" in inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    takes_params = False
+                if takes_params:
+                    setattr(cls, name, _default_params_for(fn))
+
     # ---- to implement -------------------------------------------------------------------------
     @property
     def default_params(self) -> Any:
-        return EnvParams()
+        return _NoParams()
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[Obs, Any]:
         raise NotImplementedError

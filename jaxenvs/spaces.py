@@ -43,6 +43,17 @@ class PRNGKeyError(TypeError):
     """Something other than a JAX PRNG key where one belongs."""
 
 
+def is_prng_key(x) -> bool:
+    """Whether ``x`` is an array of typed PRNG keys (``jax.random.key``; any shape). Raw
+    ``PRNGKey`` uint32 arrays are not: use `check_key` to accept both. The one such predicate of
+    jaxenvs (also as ``jaxenvs.core.is_prng_key``)."""
+    dtype = getattr(x, "dtype", None)
+    try:
+        return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    except TypeError:
+        return False
+
+
 def check_key(key, where: str) -> None:
     """Raise :class:`PRNGKeyError` unless ``key`` is one PRNG key: a typed key
     (``jax.random.key(seed)``, shape ``()``) or a raw one (``jax.random.PRNGKey(seed)``, uint32[2];
@@ -50,7 +61,7 @@ def check_key(key, where: str) -> None:
     inside ``jit`` (it runs when the function is traced); a batch of keys gets a ``jax.vmap`` hint."""
     dtype = getattr(key, "dtype", None)
     shape = tuple(np.shape(key)) if dtype is not None else None
-    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    typed = is_prng_key(key)
     if typed and shape == ():
         return
     raw = dtype is not None and not typed and np.dtype(dtype) == np.uint32

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tests.conftest import require
+from conftest import require
 
 require("stable_baselines3")
 

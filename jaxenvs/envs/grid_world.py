@@ -107,7 +107,6 @@ class GridWorld(Environment):
 
         As in the tutorial, ``x`` grows to the right and ``y`` downwards in the picture.
         """
-        params = self.default_params if params is None else params
         window = 512
         pix = window / params.size
         frame = draw.canvas(window, window)
@@ -122,7 +121,6 @@ class GridWorld(Environment):
         return draw.paint(frame, line[None, :] | line[:, None], draw.BLACK)
 
     def render_text(self, state, params=None):
-        params = self.default_params if params is None else params
         size = int(params.size)
         agent, target = np.asarray(state.agent), np.asarray(state.target)
         rows = []
@@ -134,7 +132,6 @@ class GridWorld(Environment):
         return "\n".join(rows)
 
     def observation_space(self, params=None):
-        params = self.default_params if params is None else params
         cell = spaces.Box(0, params.size - 1, (2,), np.int32)
         return spaces.Dict({"agent": cell, "target": cell})
 

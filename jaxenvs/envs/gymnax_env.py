@@ -214,10 +214,10 @@ class GymnaxEnv(Environment):
 
     # ---- spaces -------------------------------------------------------------------------------
     def observation_space(self, params=None) -> spaces.Space:
-        return from_gymnax_space(self.gymnax_env.observation_space(self.default_params if params is None else params))
+        return from_gymnax_space(self.gymnax_env.observation_space(params))
 
     def action_space(self, params=None) -> spaces.Space:
-        return from_gymnax_space(self.gymnax_env.action_space(self.default_params if params is None else params))
+        return from_gymnax_space(self.gymnax_env.action_space(params))
 
     def render(self, state, params=None):
         raise NotImplementedError(

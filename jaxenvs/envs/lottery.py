@@ -117,7 +117,6 @@ class Lottery(Environment):
         return draw.fill_rect(frame, 0, CELL + 4, 3 * CELL, 3 * CELL // 2, colors[outcome])
 
     def render_text(self, state, params=None):
-        params = self.default_params if params is None else params
         if int(state.played) == 0:
             return "Lottery: not played yet"
         name = ACTION_NAMES[int(state.action)]

@@ -101,7 +101,6 @@ class PointEnv(Environment):
         the goal region as a green square (at least 7 px wide so that it stays visible) and the
         point as a blue disc of radius 6 px; a point outside the view is drawn at its edge.
         """
-        params = self.default_params if params is None else params
         size = 256
         half_view = 2.0 * params.reset_bound
         scale = size / (2.0 * half_view)  # pixels per unit
@@ -126,5 +125,4 @@ class PointEnv(Environment):
 
     def action_space(self, params=None):
         """``Box(-action_bound, action_bound, (2,))`` float32 (bounds may be traced)."""
-        params = self.default_params if params is None else params
         return spaces.Box(-params.action_bound, params.action_bound, (2,), np.float32)

@@ -41,7 +41,6 @@ def render_frames(env, states: Any, params: Any = None) -> np.ndarray:
     single unbatched state gives one ``[H, W, 3]`` frame. For a wrapped env, ``env.render`` reaches
     the base state through each wrapper's ``inner_state``.
     """
-    params = env.default_params if params is None else params
     one = jax.eval_shape(env.reset, jax.random.key(0), params)[1]
     leaves, one_leaves = jax.tree.leaves(states), jax.tree.leaves(one)
     if len(leaves) != len(one_leaves) or not leaves:

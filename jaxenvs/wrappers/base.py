@@ -121,10 +121,10 @@ class Wrapper(Forwarding, Environment):
         return self.env.step_env(key, state, action, params)
 
     def observation_space(self, params=None):
-        return self.env.observation_space(self.default_params if params is None else params)
+        return self.env.observation_space(params)
 
     def action_space(self, params=None):
-        return self.env.action_space(self.default_params if params is None else params)
+        return self.env.action_space(params)
 
     def validate_params(self, params):
         return self.env.validate_params(params)
@@ -139,10 +139,10 @@ class Wrapper(Forwarding, Environment):
         return self.env.unwrapped_state(inner) if isinstance(self.env, Wrapper) else inner
 
     def render(self, state, params=None):
-        return self.env.render(self.inner_state(state), self.default_params if params is None else params)
+        return self.env.render(self.inner_state(state), params)
 
     def render_text(self, state, params=None):
-        return self.env.render_text(self.inner_state(state), self.default_params if params is None else params)
+        return self.env.render_text(self.inner_state(state), params)
 
     def __repr__(self):
         return f"<{type(self).__name__}{repr(self.env)}>"
