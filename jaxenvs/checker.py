@@ -168,8 +168,12 @@ def _host(x) -> np.ndarray:
     return np.asarray(jax.random.key_data(x) if is_prng_key(x) else x)
 
 
+# jax.typeof is jax >= 0.4.37's name for the abstract value; jax.core.get_aval before
+_typeof = getattr(jax, "typeof", None) or jax.core.get_aval
+
+
 def _aval(x) -> tuple[tuple[int, ...], str, bool]:
-    t = jax.typeof(x)
+    t = _typeof(x)
     return tuple(t.shape), str(t.dtype), bool(getattr(t, "weak_type", False))
 
 

@@ -135,7 +135,10 @@ def _resolve(env_id: str) -> EnvSpec:
         try:
             importlib.import_module(mod_name)
         except ImportError as e:
-            raise ImportError(f"could not import module {mod_name!r} named in the environment id: {e}") from e
+            raise ImportError(
+                f"could not import module {mod_name!r} named in the environment id {mod_name + ':' + env_id!r} "
+                f"(the module:id form imports the module, which registers the id): {e}"
+            ) from e
     if env_id in registry:
         return registry[env_id]
     ns, name, version = parse_env_id(env_id)
@@ -151,6 +154,10 @@ def _resolve(env_id: str) -> EnvSpec:
     hint = same_name or close
     msg = f"no environment registered as {env_id!r}"
     msg += f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else f"; registered: {sorted(registry)}"
+    msg += (
+        f" (an environment of your own: 'my_module:{env_id}' imports my_module first, whose "
+        f"jaxenvs.register({env_id!r}, ...) registers it)"
+    )
     raise KeyError(msg)
 
 

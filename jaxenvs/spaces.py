@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._optional import require
+
 __all__ = [
     "PRNGKeyError",
     "check_key",
@@ -539,7 +541,7 @@ def flatten_space(space: Space) -> Box:
 
 def to_gymnasium(space: Space):
     """The equivalent ``gymnasium.spaces`` object."""
-    from gymnasium import spaces as gs
+    gs = require("gymnasium.spaces", extra="gymnasium", purpose="converting spaces to and from Gymnasium")
 
     if isinstance(space, Discrete):
         return gs.Discrete(space.n, start=space.start)
@@ -560,7 +562,7 @@ def from_gymnasium(space) -> Space:
     """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32, float64
     float32). A finite Box bound that the narrower dtype cannot hold (e.g. 1e40 in float32, where
     it would become inf, or 2**40 in int32, where it would wrap) raises ValueError."""
-    from gymnasium import spaces as gs
+    gs = require("gymnasium.spaces", extra="gymnasium", purpose="converting spaces to and from Gymnasium")
 
     if isinstance(space, gs.Discrete):
         return Discrete(int(space.n), start=int(space.start))

@@ -529,3 +529,34 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
+
+
+def test_module_id_imports_a_module_from_the_current_directory(tmp_path, monkeypatch, capsys):
+    # a console script (unlike python -m) does not put the current directory on sys.path
+    (tmp_path / "cli_custom_envs.py").write_text(
+        "import jaxenvs\n"
+        "from jaxenvs.envs.grid_world import GridWorld\n"
+        "jaxenvs.register('clicustom/Grid-v0', GridWorld, max_episode_steps=9)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path), ".")])
+    monkeypatch.delitem(jaxenvs.registry, "clicustom/Grid-v0", raising=False)
+    try:
+        assert main(["describe", "cli_custom_envs:clicustom/Grid-v0"]) == 0
+        assert "clicustom/Grid-v0" in capsys.readouterr().out
+    finally:
+        jaxenvs.registry.pop("clicustom/Grid-v0", None)
+        sys.modules.pop("cli_custom_envs", None)
+    assert main(["describe", "no_such_module_here:clicustom/Grid-v0"]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert "could not import module 'no_such_module_here' named in the environment id 'no_such_module_here:clicustom/Grid-v0'" in err
+    assert main(["describe", "Nowhere-v0"]) == 2
+    assert "(an environment of your own: 'my_module:Nowhere-v0' imports my_module first" in capsys.readouterr().err
+
+
+def test_check_help_mentions_no_policy_option(capsys):
+    assert main(["check", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--policy" not in out and "module:id" in out
+    assert main(["play", "--help"]) == 0
+    assert "--policy" in capsys.readouterr().out

@@ -21,7 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium
+from jaxenvs._optional import require
+
+require("gymnasium", extra="gymnasium", purpose="the Gymnasium adapter (jaxenvs.adapters.gymnasium)")
+
+import gymnasium  # noqa: E402
 import jax
 import numpy as np
 from gymnasium.envs.registration import EnvSpec as GymEnvSpec

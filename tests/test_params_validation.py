@@ -1,4 +1,4 @@
-"""Misuse of params (issue 14, class 2): params that bypass ``make`` are validated wherever they
+"""Params validation: params that bypass ``make`` are validated wherever they
 enter, the wrong class is named, and checked mode validates traced params."""
 
 from __future__ import annotations
