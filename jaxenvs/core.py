@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import threading
 import weakref
 from typing import Any, Literal
 
@@ -431,11 +432,20 @@ def _signature(tree) -> tuple:
     return treedef, tuple((tuple(jnp.shape(x)), str(_canonical_dtype(x))) for x in leaves)
 
 
+# > 0 while core traces a function for its shapes only (jax.eval_shape): nothing runs, so
+# checked mode's checks (jaxenvs.wrappers.checked) have nothing to check there
+SHAPES_ONLY = threading.local()
+
+
 def _reset_state_shape(env, key, params):
     cache = _STATE_SHAPES.setdefault(env, {})
     sig = (_signature(params), _signature(key))
     if sig not in cache:
-        shapes = jax.eval_shape(lambda k, p: env.reset_env(k, p)[1], key, params)
+        SHAPES_ONLY.depth = getattr(SHAPES_ONLY, "depth", 0) + 1
+        try:
+            shapes = jax.eval_shape(lambda k, p: env.reset_env(k, p)[1], key, params)
+        finally:
+            SHAPES_ONLY.depth -= 1
         leaves, treedef = jax.tree.flatten(shapes)
         cache[sig] = (treedef, [(tuple(x.shape), _canonical_dtype(x)) for x in leaves], shapes)
     return cache[sig]

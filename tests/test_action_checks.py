@@ -181,7 +181,9 @@ def test_checked_env_traced_without_checked_says_so():
     # eager calls and jaxenvs.checked (jitted or not) run the checks
     assert float(env.step(key, state, jnp.int32(1))[2]) in (0.0, 1.0)
     stepped = jaxenvs.checked(env.step, jit=False)
-    assert jax.jit(stepped)(key, state, jnp.int32(1))[1].env_state.env_state.agent.shape == (2,)
+    assert stepped(key, state, jnp.int32(1))[1].env_state.env_state.agent.shape == (2,)
+    with pytest.raises(checkify.JaxRuntimeError, match="action out of the action space"):
+        stepped(key, state, jnp.int32(7))
 
 
 @pytest.mark.parametrize("bad", ["up", None, b"1", np.array(["a"]), object()])

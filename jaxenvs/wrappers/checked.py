@@ -30,7 +30,7 @@ import numpy as np
 from jax.experimental import checkify
 
 from jaxenvs import struct
-from jaxenvs.core import is_concrete
+from jaxenvs.core import SHAPES_ONLY, is_concrete
 from jaxenvs.wrappers.base import Wrapper
 
 __all__ = ["CheckedActions", "CheckedState", "NotCheckedError", "checked"]
@@ -49,6 +49,8 @@ def _check(env_name: str, pred, msg: str, **fmt) -> None:
     """``checkify.check``, refused at trace time with a clear error when the function is traced
     (``jax.jit``, ``vmap``, ``scan``) without `checked` around it: checkify would fail only later,
     when the program is lowered, with "checkify.check not functionalized"."""
+    if getattr(SHAPES_ONLY, "depth", 0):
+        return  # traced for its shapes only (the state check of reset/step): nothing to check
     if not is_concrete(pred) and not getattr(_TRACING_CHECKED, "depth", 0):
         raise NotCheckedError(
             f"{env_name} was made with checked=True, so its reset/step must run under jaxenvs.checked "
@@ -130,7 +132,8 @@ def _check_host_ints(tree) -> None:
 def checked(fn: Callable, jit: bool = True) -> Callable:
     """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise on failed checkify checks.
 
-    ``jit=False`` leaves the jitting to the caller (the result can go inside a larger program).
+    ``jit=False`` runs ``fn`` under checkify without compiling it as a whole (the result raises on
+    the host, so it cannot itself go inside a ``jax.jit``).
     """
 
     def traced(*args, **kwargs):
