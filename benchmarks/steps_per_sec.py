@@ -63,7 +63,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
-from jaxenvs.parallel import env_mesh, initialize_distributed  # noqa: E402
+from jaxenvs.sharding import env_mesh, initialize_distributed  # noqa: E402
 from jaxenvs.rollout import benchmark, benchmark_program  # noqa: E402
 from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402

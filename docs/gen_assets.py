@@ -184,8 +184,20 @@ def _write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+def checker_rules_table() -> str:
+    """Markdown table of the checker's rules, from `jaxenvs.checker.RULE_DESCRIPTIONS`."""
+    from jaxenvs.checker import RULE_DESCRIPTIONS, SKIPPABLE_RULES
+
+    lines = ["| rule | what it checks | skippable |", "|---|---|---|"]
+    for rule, text in RULE_DESCRIPTIONS.items():
+        text = text.replace("|", "\\|")
+        lines.append(f"| `{rule}` | {text} | {'yes' if rule in SKIPPABLE_RULES else ''} |")
+    return "\n".join(lines) + "\n"
+
+
 def benchmarks() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
+    _write_if_changed(OUT / "checker_rules.md", checker_rules_table())
     _write_if_changed(OUT / "steps_per_sec.md", steps_per_sec_table())
     _write_if_changed(OUT / "train_speed.md", train_speed_table())
     png = RESULTS / "steps_per_sec.png"

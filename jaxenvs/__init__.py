@@ -6,8 +6,8 @@
     obs, state, reward, terminated, truncated, info = env.step(jax.random.key(1), state, 0)
 """
 
-from jaxenvs import parallel, rendering, rollout, spaces, wrappers
-from jaxenvs.core import ActionError, EnvParams, EnvState, Environment, Traits
+from jaxenvs import rendering, rollout, sharding, spaces, wrappers
+from jaxenvs.core import ActionError, Environment, Traits
 from jaxenvs.registration import EnvSpec, describe, make, pprint_registry, register, registry, spec
 from jaxenvs.vector import VectorEnv
 from jaxenvs.wrappers.checked import checked
@@ -19,8 +19,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Environment",
-    "EnvParams",
-    "EnvState",
     "Traits",
     "ActionError",
     "EnvSpec",
@@ -37,5 +35,13 @@ __all__ = [
     "wrappers",
     "rollout",
     "rendering",
-    "parallel",
+    "sharding",
 ]
+
+
+def __getattr__(name):
+    if name == "parallel":  # deprecated alias of jaxenvs.sharding (warns when imported)
+        import importlib
+
+        return importlib.import_module("jaxenvs.parallel")
+    raise AttributeError(f"module 'jaxenvs' has no attribute {name!r}")

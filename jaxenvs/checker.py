@@ -8,41 +8,8 @@ rule id and names the offending leaf (paths as :func:`jax.tree_util.keystr` writ
 
     [dtype-stable] state.t: int32 after reset but float32 after step; ...
 
-Rules (ids of :data:`RULES`), roughly in the order they are checked::
-
-    traits           env.traits is a jaxenvs.Traits; num_agents/agents agree
-    spaces           observation_space/action_space return jaxenvs.spaces.Space objects
-    params           env.validate_params(params) accepts the params under test
-    action-shape     batched_action_shape is (num_agents, *space.shape) (no agent axis if single)
-    jit              reset/step trace and run under jax.jit
-    no-leaked-tracer reset/step store no traced value on the environment object (they are pure:
-                     everything that changes goes into the returned state)
-    reset-structure  reset returns (obs, state)
-    step-structure   step returns (obs, state, reward, terminated, truncated, info)
-    action-sample    a sample of the action space lies in it and step accepts it
-    obs-structure    the observation's pytree matches the observation space (Dict keys, Tuple lengths)
-    obs-dtype        observation leaves are float32, int32 or uint8, and have their space's dtype
-    obs-shape        observation leaves have the space's shape (after a leading agent axis if multi-agent)
-    obs-in-space     observations (reset, step, info["final_obs"]) lie in the observation space
-    structure-stable obs and state have the same pytree structure after reset and after step
-    shape-stable     ... the same leaf shapes
-    dtype-stable     ... the same leaf dtypes (a lax.scan carry must type-check)
-    reward-dtype     reward is float32
-    reward-shape     reward is a scalar, or float32[num_agents] for multi-agent environments
-    flag-dtype       terminated/truncated are bool
-    flag-shape       terminated/truncated are scalars (episode-level, also for multi-agent)
-    info-structure   info is a flat dict of arrays with string keys (final_obs may be an obs tree)
-    retrace          repeated jit calls of reset/step trace once (no weak-type or static drift)
-    vmap             reset/step run under jax.vmap over a batch of keys
-    params-vmap      reset/step run under jax.vmap over a batch of params
-    scan             a lax.scan rollout of step runs
-    no-callbacks     the compiled rollout contains no host callbacks (pure_callback, jax.debug...)
-    info-stable      info keys, shapes and dtypes never change (across calls, traces, params)
-    reward-finite    rewards are finite along the rollout
-    deterministic    the same keys give the same trajectory (across runs and separate compilations)
-    key-sensitivity  for traits.chance == "stochastic": another step key changes the trajectory
-    step-ignores-key for traits.chance == "deterministic": the base env's step gives the same result
-                     for any key (AutoReset and VectorEnv rely on it to skip a key split per step)
+The rules, in the order they are checked, are the keys of `RULE_DESCRIPTIONS`, the one list that
+this docstring (at its end), `jaxenvs check --list-rules` and the documentation's rule table read.
 
 An environment made with ``checked=True`` only runs under :func:`jaxenvs.checked`; check it without.
 """
@@ -60,43 +27,65 @@ import numpy as np
 from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 
 from jaxenvs import spaces
-from jaxenvs.core import ActionError, Traits, check_key
+from jaxenvs.core import ActionError, Traits, check_key, is_prng_key
 
-__all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "SKIPPABLE_RULES"]
+__all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "RULE_DESCRIPTIONS", "SKIPPABLE_RULES"]
 
-RULES = (
-    "traits",
-    "spaces",
-    "params",
-    "action-shape",
-    "jit",
-    "no-leaked-tracer",
-    "reset-structure",
-    "step-structure",
-    "action-sample",
-    "obs-structure",
-    "obs-dtype",
-    "obs-shape",
-    "obs-in-space",
-    "structure-stable",
-    "shape-stable",
-    "dtype-stable",
-    "reward-dtype",
-    "reward-shape",
-    "flag-dtype",
-    "flag-shape",
-    "info-structure",
-    "retrace",
-    "vmap",
-    "params-vmap",
-    "scan",
-    "no-callbacks",
-    "info-stable",
-    "reward-finite",
-    "deterministic",
-    "key-sensitivity",
-    "step-ignores-key",
-)
+# THE list of rules: rule id -> what it checks, in the order they are checked. The module docstring,
+# `jaxenvs check --list-rules` and the docs (docs/gen_assets.py) all read it.
+RULE_DESCRIPTIONS: dict[str, str] = {
+    "traits": "env.traits is a jaxenvs.Traits; num_agents/agents agree",
+    "spaces": "observation_space/action_space return jaxenvs.spaces.Space objects",
+    "params": "env.validate_params(params) accepts the params under test",
+    "action-shape": "batched_action_shape is (num_agents, *space.shape) (no agent axis if single)",
+    "jit": "reset/step trace and run under jax.jit",
+    "no-leaked-tracer": (
+        "reset/step store no traced value on the environment object (they are pure: everything that "
+        "changes goes into the returned state)"
+    ),
+    "reset-structure": "reset returns (obs, state)",
+    "step-structure": "step returns (obs, state, reward, terminated, truncated, info)",
+    "action-sample": "a sample of the action space lies in it and step accepts it",
+    "obs-structure": "the observation's pytree matches the observation space (Dict keys, Tuple lengths)",
+    "obs-dtype": "observation leaves are float32, int32 or uint8, and have their space's dtype",
+    "obs-shape": "observation leaves have the space's shape (after a leading agent axis if multi-agent)",
+    "obs-in-space": 'observations (reset, step, info["final_obs"]) lie in the observation space',
+    "structure-stable": "obs and state have the same pytree structure after reset and after step",
+    "shape-stable": "obs and state have the same leaf shapes after reset and after step",
+    "dtype-stable": (
+        "obs and state have the same leaf dtypes after reset and after step (a lax.scan carry must "
+        "type-check)"
+    ),
+    "reward-dtype": "reward is float32",
+    "reward-shape": "reward is a scalar, or float32[num_agents] for multi-agent environments",
+    "flag-dtype": "terminated/truncated are bool",
+    "flag-shape": "terminated/truncated are scalars (episode-level, also for multi-agent)",
+    "info-structure": "info is a flat dict of arrays with string keys (final_obs may be an obs tree)",
+    "retrace": "repeated jit calls of reset/step trace once (no weak-type or static drift)",
+    "vmap": "reset/step run under jax.vmap over a batch of keys",
+    "params-vmap": "reset/step run under jax.vmap over a batch of params",
+    "scan": "a lax.scan rollout of step runs",
+    "no-callbacks": "the compiled rollout contains no host callbacks (pure_callback, jax.debug...)",
+    "info-stable": "info keys, shapes and dtypes never change (across calls, traces, params)",
+    "reward-finite": "rewards are finite along the rollout",
+    "deterministic": "the same keys give the same trajectory (across runs and separate compilations)",
+    "key-sensitivity": "for traits.chance == 'stochastic': another step key changes the trajectory",
+    "step-ignores-key": (
+        "for traits.chance == 'deterministic': the base env's step gives the same result for any key "
+        "(AutoReset and VectorEnv rely on it to skip a key split per step)"
+    ),
+}
+RULES = tuple(RULE_DESCRIPTIONS)
+
+
+def rules_table() -> str:
+    """The rules as an indented text table (rule id, then what it checks)."""
+    width = max(map(len, RULE_DESCRIPTIONS))
+    return "\n".join(f"    {rule:<{width}}  {text}" for rule, text in RULE_DESCRIPTIONS.items())
+
+
+__doc__ = (__doc__ or "") + "\nThe rules:\n\n" + rules_table() + "\n"
+
 # rules whose failure leaves the rest of the check meaningful, so they may be skipped
 SKIPPABLE_RULES = ("no-callbacks", "params-vmap", "key-sensitivity", "obs-in-space", "reward-finite", "retrace")
 
@@ -149,6 +138,9 @@ def check_env(
     ``num_steps`` uniformly random actions inside one ``lax.scan``; raise both for environments
     whose randomness or failures are rare. ``skip`` names rules of :data:`SKIPPABLE_RULES` to
     leave out. Takes about a second for a small environment (most of it compiling).
+
+    The contract is about compiled programs (``jit``, ``retrace``, ``no-callbacks``), so the check
+    runs with jit enabled even under `jax.disable_jit` or `JAX_DISABLE_JIT=1`.
     """
     if key is not None:
         check_key(key, "check_env")
@@ -159,7 +151,8 @@ def check_env(
     for name, v, lo in (("num_steps", num_steps, _PYTHON_LOOP_STEPS), ("num_envs", num_envs, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"check_env needs {name} as an int >= {lo}, got {v!r}")
-    return _Checker(env, params, key, num_steps, num_envs, skip).run()
+    with jax.disable_jit(False):  # under disable_jit every call would trace and nothing compile
+        return _Checker(env, params, key, num_steps, num_envs, skip).run()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,16 +164,16 @@ def _leaves(tree, root: str) -> list[tuple[str, Any]]:
     return [(root + keystr(p), x) for p, x in tree_flatten_with_path(tree)[0]]
 
 
-def _is_key(x) -> bool:
-    return jnp.issubdtype(jnp.result_type(x), jax.dtypes.prng_key)
-
-
 def _host(x) -> np.ndarray:
-    return np.asarray(jax.random.key_data(x) if _is_key(x) else x)
+    return np.asarray(jax.random.key_data(x) if is_prng_key(x) else x)
+
+
+# jax.typeof is jax >= 0.4.37's name for the abstract value; jax.core.get_aval before
+_typeof = getattr(jax, "typeof", None) or jax.core.get_aval
 
 
 def _aval(x) -> tuple[tuple[int, ...], str, bool]:
-    t = jax.typeof(x)
+    t = _typeof(x)
     return tuple(t.shape), str(t.dtype), bool(getattr(t, "weak_type", False))
 
 

@@ -147,11 +147,17 @@ def _legacy_render(argv: list[str]) -> list[str]:
     return out
 
 
-def _add_env_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
+ID_HELP = (
+    "registered environment id, e.g. GridWorld-v0, or module:id for an environment of your own, e.g. "
+    "my_envs:MyEnv-v0 (imports my_envs, from the current directory too, which registers MyEnv-v0)"
+)
+
+
+def _add_env_args(p: argparse.ArgumentParser, optional: bool = False, policy: bool = False) -> None:
     p.add_argument(
         "env_id", metavar="ID", nargs="?" if optional else None, default=None,
-        help="registered environment id, e.g. GridWorld-v0"
-        + (" (with --policy RUN_DIR: the run's; a run directory here means --policy RUN_DIR)" if optional else ""),
+        help=ID_HELP
+        + (" (with --policy RUN_DIR: the run's; a run directory here means --policy RUN_DIR)" if policy else ""),
     )
     p.add_argument(
         "--kwarg", "-k", type=_env_kwarg, action="append", default=[], metavar="NAME=VALUE",
@@ -170,13 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the registered environments with their traits")
 
     p = sub.add_parser("describe", help="spaces, actions, params with defaults, traits and spec of an environment")
-    p.add_argument("env_id", metavar="ID", help="registered environment id, e.g. GridWorld-v0")
+    p.add_argument("env_id", metavar="ID", help=ID_HELP)
 
     p = sub.add_parser(
         "play", help="run episodes with a policy (random or a trained run) and show or save them",
         description="Run episodes and print return, length and outcome of each; --render shows or saves them.",
     )
-    _add_env_args(p, optional=True)
+    _add_env_args(p, optional=True, policy=True)
     p.add_argument(
         "--policy", default="random", metavar="POLICY",
         help="'random', or a run directory written by python -m jaxenvs.train (its checkpoint's policy)",
@@ -224,9 +230,17 @@ def _message(e: BaseException) -> str:
     return " ".join(str(text).split())
 
 
+def import_path_for(env_id: str) -> None:
+    """For a ``module:id`` environment id, put the current directory first on ``sys.path`` (as
+    ``python -m`` does), so that a module of one's own beside the shell is found."""
+    if isinstance(env_id, str) and ":" in env_id and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
 def _spec_id(env_id: str) -> str:
     import jaxenvs
 
+    import_path_for(env_id)
     try:
         return jaxenvs.spec(env_id).id
     except (KeyError, ValueError, TypeError, ImportError) as e:
@@ -275,9 +289,9 @@ def _check_out(mode: str | None, out: str | None) -> Path | None:
 
         try:
             return check_video_path(out)
-        except (IsADirectoryError, FileNotFoundError, ValueError) as e:
+        except (OSError, ValueError) as e:
             raise UsageError(f"--out: {_message(e)}") from e
-        except (ImportError, OSError) as e:
+        except ImportError as e:
             raise Failure(_message(e)) from e
     if out is not None:
         raise UsageError("--out is for --render gif or --render mp4")
@@ -430,21 +444,10 @@ def cmd_play(args) -> None:
 
 # ---- check -------------------------------------------------------------------------------------
 def rule_descriptions() -> dict[str, str]:
-    """``{rule id: what it checks}`` for every rule of :data:`jaxenvs.checker.RULES`, read from the
-    rule table in :mod:`jaxenvs.checker`'s documentation."""
+    """``{rule id: what it checks}`` for every rule of `jaxenvs.checker.RULES`."""
     from jaxenvs import checker
 
-    text, out, current = checker.__doc__ or "", {}, None
-    for line in text.splitlines():
-        m = re.match(r"^    (\S+)\s+(.*)$", line)
-        if m and m.group(1) in checker.RULES:
-            current = m.group(1)
-            out[current] = m.group(2).strip()
-        elif current and re.match(r"^\s{8,}\S", line):
-            out[current] += " " + line.strip()
-        else:
-            current = None
-    return {r: out.get(r, "") for r in checker.RULES}
+    return dict(checker.RULE_DESCRIPTIONS)
 
 
 def cmd_check(args) -> int:

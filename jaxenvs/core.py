@@ -31,6 +31,9 @@ and of ``reward`` (float32[num_agents]); ``terminated``/``truncated`` are episod
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
+import threading
 import weakref
 from typing import Any, Literal
 
@@ -44,8 +47,6 @@ from jaxenvs import spaces
 __all__ = [
     "Environment",
     "Traits",
-    "EnvParams",
-    "EnvState",
     "Obs",
     "StepResult",
     "ActionError",
@@ -53,6 +54,7 @@ __all__ = [
     "ParamsError",
     "PRNGKeyError",
     "check_key",
+    "is_prng_key",
     "check_params",
     "is_concrete",
     "require_param",
@@ -63,13 +65,8 @@ StepResult = tuple  # (obs, state, reward, terminated, truncated, info)
 
 
 @struct.dataclass
-class EnvParams:
-    """Base for params dataclasses (empty: an environment with nothing to tune)."""
-
-
-@struct.dataclass
-class EnvState:
-    """Base for state dataclasses."""
+class _NoParams:
+    """The params of an environment with nothing to tune (the base class's ``default_params``)."""
 
 
 class ActionError(TypeError):
@@ -88,6 +85,7 @@ class ParamsError(TypeError):
 
 PRNGKeyError = spaces.PRNGKeyError
 check_key = spaces.check_key
+is_prng_key = spaces.is_prng_key
 
 
 def is_concrete(tree: Any) -> bool:
@@ -130,10 +128,14 @@ def require_param(
     """Raise ValueError unless ``value`` (a scalar or an array of them, e.g. stacked params) is a
     finite number, an integer when ``integer``, within ``[low, high]`` (``(low, high]`` when
     ``low_open``). For ``validate_params``: the message names ``owner``, ``name`` and the range."""
-    if integer:
-        what = "an integer" + (f" >= {low:g}" if low is not None else "")
+    if integer and low is not None and high is not None:
+        what = f"an integer in [{low:g}, {high:g}]"
+    elif integer:
+        what = "an integer" + (f" >= {low:g}" if low is not None else "") + (f" <= {high:g}" if high is not None else "")
     elif (low, high) == (0, 1) and not low_open:
         what = "a probability in [0, 1]"
+    elif low is not None and high is not None:
+        what = f"a finite number in {'(' if low_open else '['}{low:g}, {high:g}]"
     else:
         what = "a finite number" + (f" {'>' if low_open else '>='} {low:g}" if low is not None else "")
         what += f" <= {high:g}" if high is not None else ""
@@ -188,22 +190,61 @@ class Traits:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
+# the methods whose ``params=None`` the base class turns into ``self.default_params``, once
+_PARAMS_DEFAULTED = ("observation_space", "action_space", "render", "render_text")
+
+
+def _default_params_for(fn):
+    """``fn`` (a method with a ``params`` parameter) called with ``params=self.default_params``
+    where the caller gave None or left it out."""
+    sig = inspect.signature(fn)
+    index = list(sig.parameters).index("params")
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        if len(args) >= index:  # params given positionally (args excludes self: index - 1 is params)
+            if args[index - 1] is None:
+                args = args[: index - 1] + (self.default_params,) + args[index:]
+        elif kwargs.get("params") is None:
+            kwargs["params"] = self.default_params
+        return fn(self, *args, **kwargs)
+
+    method._defaults_params = True
+    return method
+
+
 class Environment:
     """Base class of all jaxenvs environments (and, through :class:`jaxenvs.wrappers.Wrapper`,
     of all wrappers).
 
     Class attributes a subclass may set: ``traits`` (:class:`Traits`), ``render_fps``, and for
     multi-agent environments ``num_agents`` (the traits' ``num_agents`` by default).
+
+    ``params=None`` means ``default_params`` everywhere, filled here once: in ``reset``/``step``
+    and, for every subclass, in ``observation_space``, ``action_space``, ``render`` and
+    ``render_text`` (a subclass implements them for concrete params only).
     """
 
     traits: Traits = Traits()
     render_fps: int = 4
     spec = None  # set by jaxenvs.make
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in _PARAMS_DEFAULTED:
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_defaults_params", False):
+                try:
+                    takes_params = "params" in inspect.signature(fn).parameters
+                except (TypeError, ValueError):
+                    takes_params = False
+                if takes_params:
+                    setattr(cls, name, _default_params_for(fn))
+
     # ---- to implement -------------------------------------------------------------------------
     @property
     def default_params(self) -> Any:
-        return EnvParams()
+        return _NoParams()
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[Obs, Any]:
         raise NotImplementedError
@@ -242,6 +283,7 @@ class Environment:
         key, when called or traced.
         """
         params = check_params(self, params)
+        _check_params_shapes(self, params, "reset")
         check_key(key, f"{self.name}.reset")
         return self.reset_env(key, params)
 
@@ -263,6 +305,7 @@ class Environment:
         batch has the right shape and cannot be told apart: keep agents on the inner axis.
         """
         params = check_params(self, params)
+        _check_params_shapes(self, params, "step")
         check_key(key, f"{self.name}.step")
         self._check_state_structure(key, state, params)
         action = self._check_action_structure(action, params)
@@ -336,7 +379,15 @@ class Environment:
         expected = self.batched_action_shape()
         if isinstance(action, (bool, np.bool_)):
             raise ActionError(f"{self.name}: action {action!r} is a bool; expected {_describe(space, expected)}")
-        a = _narrow_ints(action)
+        try:
+            a = _narrow_ints(action)
+        except (TypeError, ValueError):
+            a = None
+        if a is None or not (jnp.issubdtype(a.dtype, jnp.number) or jnp.issubdtype(a.dtype, jnp.bool_)):
+            raise ActionError(
+                f"{self.name}: action {action!r} of type {type(action).__name__} is not a number or an array of "
+                f"numbers; expected {_describe(space, expected)}"
+            )
         if tuple(a.shape) != expected:
             raise ActionError(
                 f"{self.name}: action has shape {tuple(a.shape)}, expected {expected} for {_describe(space, expected)}"
@@ -381,14 +432,53 @@ def _signature(tree) -> tuple:
     return treedef, tuple((tuple(jnp.shape(x)), str(_canonical_dtype(x))) for x in leaves)
 
 
+# > 0 while core traces a function for its shapes only (jax.eval_shape): nothing runs, so
+# checked mode's checks (jaxenvs.wrappers.checked) have nothing to check there
+SHAPES_ONLY = threading.local()
+
+
 def _reset_state_shape(env, key, params):
     cache = _STATE_SHAPES.setdefault(env, {})
     sig = (_signature(params), _signature(key))
     if sig not in cache:
-        shapes = jax.eval_shape(lambda k, p: env.reset_env(k, p)[1], key, params)
+        SHAPES_ONLY.depth = getattr(SHAPES_ONLY, "depth", 0) + 1
+        try:
+            shapes = jax.eval_shape(lambda k, p: env.reset_env(k, p)[1], key, params)
+        finally:
+            SHAPES_ONLY.depth -= 1
         leaves, treedef = jax.tree.flatten(shapes)
         cache[sig] = (treedef, [(tuple(x.shape), _canonical_dtype(x)) for x in leaves], shapes)
     return cache[sig]
+
+
+def params_shape_mismatch(env: "Environment", params: Any, axis: int | None = None, size: int | None = None) -> str | None:
+    """Why ``params`` do not have the leaf shapes of ``env.default_params`` (after removing
+    ``axis``, which must have ``size`` entries, from every leaf), or None when they do. Shapes are
+    known at trace time too, so this runs on the host or when a function is traced."""
+    default = env.default_params
+    if default is None or jax.tree.structure(default) != jax.tree.structure(params):
+        return None  # another structure: ParamsError / the env's own checks speak to that
+    for (path, d), p in zip(jax.tree_util.tree_leaves_with_path(default), jax.tree.leaves(params)):
+        try:
+            w, g = tuple(jnp.shape(d)), tuple(jnp.shape(p))
+        except (TypeError, ValueError):
+            continue
+        if axis is not None:
+            if len(g) <= axis or (size is not None and g[axis] != size):
+                return f"params{jax.tree_util.keystr(path)} has shape {g}, which has no axis {axis} of size {size}"
+            g = g[:axis] + g[axis + 1 :]
+        if g != w:
+            return f"params{jax.tree_util.keystr(path)} has shape {g}{' without the batch axis' if axis is not None else ''} where default_params has {w}"
+    return None
+
+
+def _check_params_shapes(env: "Environment", params: Any, method: str) -> None:
+    why = params_shape_mismatch(env, params)
+    if why is not None:
+        raise ParamsError(
+            f"{env.name}.{method}: {why}. A batch of params (one per environment) goes through "
+            f"jax.vmap(env.{method}, in_axes=...) with the params' axis given, or jaxenvs.VectorEnv(env, n, params_axis=0)"
+        )
 
 
 def _type_name(tree) -> str:

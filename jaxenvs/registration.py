@@ -14,6 +14,8 @@ import inspect
 import re
 from typing import Any, Callable
 
+import numpy as np
+
 from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
@@ -116,6 +118,12 @@ def register(
         s.namespace == ns and s.name == name and s.version is not None for s in registry.values()
     ):
         raise ValueError(f"{id!r} has no version but versioned ids of {name!r} exist; add '-vN'")
+    unversioned = name if ns is None else f"{ns}/{name}"
+    if version is not None and unversioned in registry:
+        raise ValueError(
+            f"{id!r} is versioned but the unversioned id {unversioned!r} is registered: an id is either "
+            f"versioned or not (as in Gymnasium): keep {unversioned!r}, or register the versioned env under another name"
+        )
     spec_ = EnvSpec(id, entry_point, max_episode_steps, reward_threshold, nondeterministic, dict(kwargs or {}))
     registry[id] = spec_
     return spec_
@@ -127,7 +135,10 @@ def _resolve(env_id: str) -> EnvSpec:
         try:
             importlib.import_module(mod_name)
         except ImportError as e:
-            raise ImportError(f"could not import module {mod_name!r} named in the environment id: {e}") from e
+            raise ImportError(
+                f"could not import module {mod_name!r} named in the environment id {mod_name + ':' + env_id!r} "
+                f"(the module:id form imports the module, which registers the id): {e}"
+            ) from e
     if env_id in registry:
         return registry[env_id]
     ns, name, version = parse_env_id(env_id)
@@ -143,6 +154,10 @@ def _resolve(env_id: str) -> EnvSpec:
     hint = same_name or close
     msg = f"no environment registered as {env_id!r}"
     msg += f"; did you mean {' or '.join(repr(h) for h in hint)}?" if hint else f"; registered: {sorted(registry)}"
+    msg += (
+        f" (an environment of your own: 'my_module:{env_id}' imports my_module first, whose "
+        f"jaxenvs.register({env_id!r}, ...) registers it)"
+    )
     raise KeyError(msg)
 
 
@@ -170,6 +185,9 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     ``checked=True`` adds :class:`jaxenvs.wrappers.CheckedActions` so out-of-range actions raise
     under :func:`jaxenvs.checked`.
     """
+    for flag, value in (("autoreset", autoreset), ("checked", checked)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"make({env_id!r}): {flag} must be True or False, got {value!r}")
     spec_ = _resolve(env_id)
     factory = spec_.load()
     all_kwargs = {**spec_.kwargs, **kwargs}

@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._traces import TraceCounter
 from jaxenvs.core import Environment, check_params
-from jaxenvs.parallel import constrain_batch
+from jaxenvs.sharding import constrain_batch
 from jaxenvs.vector import VectorEnv
 from jaxenvs.wrappers.base import strip_autoreset
 
@@ -71,7 +72,6 @@ class Episode:
 
 def random_policy(env: Environment, params: Any = None) -> Policy:
     """A policy drawing uniformly from the action space (independently per agent)."""
-    params = env.default_params if params is None else params
     space = env.action_space(params)
     batch_shape = (env.num_agents,) if env.multi_agent else ()
 
@@ -123,7 +123,7 @@ def _reset(env, key, params, num_envs, mesh=None):
     return _vmap_if(env.reset, num_envs, (0, None))(_per_env(key, num_envs, mesh), params)
 
 
-_traces = 0  # times _rollout's body ran, i.e. was traced (see trace_count)
+_TRACES = TraceCounter()  # times _rollout's body ran, i.e. was traced (see trace_count)
 
 
 def trace_count() -> int:
@@ -132,13 +132,12 @@ def trace_count() -> int:
     A repeated call with the same env, policy, shapes and static options compiles nothing, so the
     count stays put; tests use it to prove that (the count is process-wide, compare differences).
     """
-    return _traces
+    return _TRACES["rollout"]
 
 
 @partial(jax.jit, static_argnames=("env", "policy", "num_steps", "num_envs", "record_states", "mesh"))
+@partial(_TRACES.counted, name="rollout")
 def _rollout(env, policy, num_steps, num_envs, record_states, key, params, initial, mesh=None):
-    global _traces
-    _traces += 1  # runs at trace time only
     key_reset, key_run = jax.random.split(key)
     carry = _reset(env, key_reset, params, num_envs, mesh) if initial is None else initial
     body = _policy_step(env, policy, num_envs, mesh)
@@ -170,7 +169,7 @@ def rollout(
     is vmapped with one key per env. The episode starts from ``env.reset`` unless ``initial=(obs, state)`` (e.g. a
     previous trajectory's ``last_obs, last_state``) is given. ``key`` may be a typed key or a raw
     ``PRNGKey``. The compiled function is cached per ``(env, policy, num_steps, num_envs)``: keep
-    the same policy object to avoid recompiling. ``mesh`` (:func:`jaxenvs.parallel.env_mesh`)
+    the same policy object to avoid recompiling. ``mesh`` (:func:`jaxenvs.sharding.env_mesh`)
     splits the env batch over its devices; the result equals the single-device one.
     """
     if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:

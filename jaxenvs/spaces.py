@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._optional import require
+
 __all__ = [
     "PRNGKeyError",
     "check_key",
@@ -43,6 +45,17 @@ class PRNGKeyError(TypeError):
     """Something other than a JAX PRNG key where one belongs."""
 
 
+def is_prng_key(x) -> bool:
+    """Whether ``x`` is an array of typed PRNG keys (``jax.random.key``; any shape). Raw
+    ``PRNGKey`` uint32 arrays are not: use `check_key` to accept both. The one such predicate of
+    jaxenvs (also as ``jaxenvs.core.is_prng_key``)."""
+    dtype = getattr(x, "dtype", None)
+    try:
+        return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    except TypeError:
+        return False
+
+
 def check_key(key, where: str) -> None:
     """Raise :class:`PRNGKeyError` unless ``key`` is one PRNG key: a typed key
     (``jax.random.key(seed)``, shape ``()``) or a raw one (``jax.random.PRNGKey(seed)``, uint32[2];
@@ -50,7 +63,7 @@ def check_key(key, where: str) -> None:
     inside ``jit`` (it runs when the function is traced); a batch of keys gets a ``jax.vmap`` hint."""
     dtype = getattr(key, "dtype", None)
     shape = tuple(np.shape(key)) if dtype is not None else None
-    typed = dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    typed = is_prng_key(key)
     if typed and shape == ():
         return
     raw = dtype is not None and not typed and np.dtype(dtype) == np.uint32
@@ -337,7 +350,8 @@ class MultiBinary(Space):
         self.dtype = np.dtype("int32")
 
     def sample(self, key, batch_shape=()):
-        return jax.random.bernoulli(key, 0.5, _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
+        # float32 draws whatever jax_enable_x64 says (a Python 0.5 would draw float64 under x64)
+        return jax.random.bernoulli(key, jnp.float32(0.5), _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
 
     def contains(self, x):
         x = jnp.asarray(x)
@@ -527,7 +541,7 @@ def flatten_space(space: Space) -> Box:
 
 def to_gymnasium(space: Space):
     """The equivalent ``gymnasium.spaces`` object."""
-    from gymnasium import spaces as gs
+    gs = require("gymnasium.spaces", extra="gymnasium", purpose="converting spaces to and from Gymnasium")
 
     if isinstance(space, Discrete):
         return gs.Discrete(space.n, start=space.start)
@@ -545,14 +559,27 @@ def to_gymnasium(space: Space):
 
 
 def from_gymnasium(space) -> Space:
-    """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32)."""
-    from gymnasium import spaces as gs
+    """The jaxenvs space equivalent to a ``gymnasium.spaces`` object (int64 becomes int32, float64
+    float32). A finite Box bound that the narrower dtype cannot hold (e.g. 1e40 in float32, where
+    it would become inf, or 2**40 in int32, where it would wrap) raises ValueError."""
+    gs = require("gymnasium.spaces", extra="gymnasium", purpose="converting spaces to and from Gymnasium")
 
     if isinstance(space, gs.Discrete):
         return Discrete(int(space.n), start=int(space.start))
     if isinstance(space, gs.Box):
         dt = np.dtype(space.dtype)
         dt = np.float32 if dt.kind == "f" else (np.uint8 if dt == np.uint8 else np.int32)
+        for name, bound in (("low", space.low), ("high", space.high)):
+            b = np.asarray(bound, np.float64) if np.asarray(bound).dtype.kind == "f" else np.asarray(bound)
+            finite = b[np.isfinite(b)] if b.dtype.kind == "f" else b.ravel()
+            info = np.finfo(dt) if np.dtype(dt).kind == "f" else np.iinfo(dt)
+            if finite.size and (finite.min() < info.min or finite.max() > info.max):
+                raise ValueError(
+                    f"from_gymnasium: {space} has {name} bound(s) outside {np.dtype(dt).name}'s range "
+                    f"[{info.min}, {info.max}] (min {finite.min()}, max {finite.max()}); jaxenvs Box spaces are "
+                    f"{np.dtype(dt).name}: give the Gymnasium space bounds within that range"
+                    + (" (-inf/inf for unbounded)" if np.dtype(dt).kind == "f" else "")
+                )
         return Box(space.low, space.high, space.shape, dt)
     if isinstance(space, gs.MultiDiscrete):
         return MultiDiscrete(space.nvec)

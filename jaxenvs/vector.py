@@ -27,13 +27,22 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxenvs.core import Environment, check_params
-from jaxenvs.wrappers.base import AutoReset, has_wrapper, same_step_reset, step_draws_randomness, strip_autoreset
+import numpy as np
+
+from jaxenvs.core import ActionError, Environment, ParamsError, check_params, params_shape_mismatch
+from jaxenvs.wrappers.base import (
+    AutoReset,
+    Forwarding,
+    has_wrapper,
+    same_step_reset,
+    step_draws_randomness,
+    strip_autoreset,
+)
 
 __all__ = ["VectorEnv"]
 
 
-class VectorEnv:
+class VectorEnv(Forwarding):
     """``num_envs`` copies of ``env``: ``reset(key)`` and ``step(key, state, action)`` on a batch.
 
     ``state``, ``obs``, ``action``, ``reward`` and the flags carry a leading ``num_envs`` axis;
@@ -72,17 +81,48 @@ class VectorEnv:
         # decided on the whole stack: an inner AutoReset draws randomness in step
         self._step_needs_key = step_draws_randomness(self.env)
 
-    def __getattr__(self, name):
-        if name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
-
-    @property
-    def default_params(self):
-        return self.env.default_params
+    def __repr__(self):
+        return f"<VectorEnv num_envs={self.num_envs} params_axis={self.params_axis} {self.env!r}>"
 
     def _params(self, params):
-        return check_params(self.env, params)
+        """Checked params; their shapes must fit ``params_axis`` (on the host or at trace time)."""
+        params = check_params(self.env, params)
+        why = params_shape_mismatch(self.env, params, self.params_axis, self.num_envs)
+        if why is None:
+            return params
+        if self.params_axis is None:
+            hint = (
+                "params shared by the batch have default_params' shapes; per-env params need params_axis=0 "
+                f"(every leaf with a leading axis of num_envs={self.num_envs})"
+            )
+        else:
+            hint = (
+                f"with params_axis={self.params_axis}, every params leaf needs an axis {self.params_axis} of "
+                f"num_envs={self.num_envs} entries (params_axis=None shares one params by the batch)"
+            )
+        raise ParamsError(f"VectorEnv({self.env.name}, num_envs={self.num_envs}): {why}; {hint}")
+
+    def _check_actions(self, action):
+        """A batch of actions: numbers with a leading axis of ``num_envs`` (host or trace time)."""
+        leaves = jax.tree.leaves(action)
+        space = self.env.action_space(self.env.default_params)
+        shape = (self.num_envs, *self.env.batched_action_shape())
+        want = f"shape {shape} (num_envs, *batched_action_shape) for action space {space}"
+        if not leaves:
+            raise ActionError(f"VectorEnv({self.env.name}): action {action!r} holds no array; expected {want}")
+        for x in leaves:
+            dtype = getattr(x, "dtype", None)
+            if dtype is None and isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
+                dtype = np.result_type(x)
+            if dtype is None or not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+                raise ActionError(
+                    f"VectorEnv({self.env.name}): action {x!r} of type {type(x).__name__} is not an array of numbers; "
+                    f"expected {want}"
+                )
+            if np.shape(x)[:1] != (self.num_envs,):
+                raise ActionError(
+                    f"VectorEnv({self.env.name}): action batch of shape {tuple(np.shape(x))}, expected {want}"
+                )
 
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)
@@ -99,6 +139,7 @@ class VectorEnv:
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None):
         params = self._params(params)
+        self._check_actions(action)
         if self._step_needs_key:
             keys = jax.random.split(key, self.num_envs + 1)
             key_reset = keys[0]

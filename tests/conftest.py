@@ -43,13 +43,16 @@ def grid_rollout():
     return env, traj, render_frames(env, traj.state)
 
 
-def assert_trees_equal(a, b):
-    """``a`` and ``b`` have one tree structure and exactly equal leaves."""
+def assert_trees_equal(a, b, dtypes: bool = False):
+    """``a`` and ``b`` have one tree structure and exactly equal leaves (of equal dtypes too when
+    ``dtypes``). The shared helper of the test modules: import it with ``from conftest import ...``."""
     import jax
     import numpy as np
 
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        if dtypes:
+            assert x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
 
 

@@ -166,3 +166,28 @@ def test_checked_mode_rejects_out_of_box_and_nan_actions():
     for bad in ([1.5, 0.0], [0.0, np.nan]):
         with pytest.raises(checkify.JaxRuntimeError, match=r"Nudge: action out of the action space Box"):
             step(jax.random.key(1), state, jnp.array(bad, jnp.float32))
+
+
+def test_checked_env_traced_without_checked_says_so():
+    from jaxenvs.wrappers.checked import NotCheckedError
+
+    env = jaxenvs.make("GridWorld-v0", checked=True)
+    key = jax.random.key(0)
+    _, state = env.reset(key)
+    with pytest.raises(NotCheckedError, match=r"GridWorld was made with checked=True, so its reset/step must run under jaxenvs.checked"):
+        jax.jit(env.step)(key, state, jnp.int32(1))
+    with pytest.raises(NotCheckedError, match="jaxenvs.checked"):
+        jax.vmap(env.step, in_axes=(None, None, 0))(key, state, jnp.zeros(2, jnp.int32))
+    # eager calls and jaxenvs.checked (jitted or not) run the checks
+    assert float(env.step(key, state, jnp.int32(1))[2]) in (0.0, 1.0)
+    stepped = jaxenvs.checked(env.step, jit=False)
+    assert stepped(key, state, jnp.int32(1))[1].env_state.env_state.agent.shape == (2,)
+    with pytest.raises(checkify.JaxRuntimeError, match="action out of the action space"):
+        stepped(key, state, jnp.int32(7))
+
+
+@pytest.mark.parametrize("bad", ["up", None, b"1", np.array(["a"]), object()])
+def test_actions_that_are_not_numbers_name_the_action_space(grid, bad):
+    env, state = grid
+    with pytest.raises(ActionError, match=r"GridWorld: action .* is not a number or an array of numbers; expected action space Discrete\(4\)"):
+        env.step(jax.random.key(0), state, bad)

@@ -25,7 +25,7 @@ from jaxenvs.adapters.gymnasium import (  # noqa: E402
     register_gymnasium_envs,
 )
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION  # noqa: E402
-from tests.conftest import require  # noqa: E402
+from conftest import require  # noqa: E402
 
 
 def registry_params(multi_agent: bool) -> list:
@@ -423,3 +423,28 @@ def test_adapters_take_make_envs_but_refuse_an_autoreset_below_other_wrappers():
     assert set(obs) == {"agent", "target"}
     with pytest.raises(ValueError, match="contains an AutoReset wrapper below other wrappers"):
         GymnasiumEnv(FlattenObservation(jaxenvs.make("GridWorld-v0")))
+
+
+def test_stepping_a_closed_environment_raises():
+    env = GymnasiumEnv("GridWorld-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    env.close()
+    for call, name in [(lambda: env.step(0), "step"), (lambda: env.reset(seed=0), "reset"), (env.render, "render")]:
+        with pytest.raises(gymnasium.error.ClosedEnvironmentError, match=rf"GridWorld: {name}\(\) after close\(\)"):
+            call()
+    envs = GymnasiumVectorEnv("GridWorld-v0", 2)
+    envs.reset(seed=0)
+    envs.close()
+    with pytest.raises(gymnasium.error.ClosedEnvironmentError, match=r"step\(\) after close\(\)"):
+        envs.step(np.zeros(2, np.int64))
+
+
+def test_box_bounds_that_do_not_fit_float32_or_int32_are_refused():
+    from jaxenvs.spaces import from_gymnasium
+
+    with pytest.raises(ValueError, match=r"high bound\(s\) outside float32's range .*max 1e\+40.*-inf/inf for unbounded"):
+        from_gymnasium(gymnasium.spaces.Box(-1.0, 1e40, (2,), np.float64))
+    with pytest.raises(ValueError, match=r"low bound\(s\) outside int32's range"):
+        from_gymnasium(gymnasium.spaces.Box(-(2**40), 0, (2,), np.int64))
+    box = from_gymnasium(gymnasium.spaces.Box(-np.inf, 3e38, (2,), np.float64))  # inf stays, 3e38 fits
+    assert box.dtype == np.float32 and np.isneginf(box.low).all() and np.allclose(box.high, 3e38)

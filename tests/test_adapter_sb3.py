@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tests.conftest import require
+from conftest import require
 
 require("stable_baselines3")
 
@@ -19,7 +19,7 @@ import jaxenvs
 from jaxenvs.adapters import compiled
 from jaxenvs.adapters.gymnasium import GymnasiumEnv
 from jaxenvs.adapters.sb3 import SB3VecEnv
-from tests.test_adapter_gymnasium import (
+from test_adapter_gymnasium import (
     SINGLE,
     GridWorldModel,
     assert_only_advice,

@@ -146,15 +146,31 @@ def test_check_passes_on_grid_world(run):
 
 
 def test_check_list_rules(capsys):
-    from jaxenvs.checker import RULES
+    from jaxenvs import checker
+    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
 
     assert main(["check", "--list-rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(RULES)
     assert all(len(line.split()) > 3 for line in lines)  # every rule says what it checks
     described = dict(re.match(r"(\S+)\s+(.*)", line).groups() for line in lines)
-    assert described["dtype-stable"].startswith("... the same leaf dtypes")
-    assert described["step-ignores-key"].endswith("to skip a key split per step)")  # continuation lines
+    assert described == RULE_DESCRIPTIONS  # the one list, read by the docstring and the docs too
+    assert all(f"{rule}  " in checker.__doc__ for rule in RULES)
+
+
+def test_docs_rule_table_reads_the_same_list():
+    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
+
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "docs" / "gen_assets.py"
+    spec = importlib.util.spec_from_file_location("gen_assets_for_test", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    rows = [line for line in gen.checker_rules_table().splitlines()[2:]]
+    assert [row.split("`")[1] for row in rows] == list(RULES)
+    assert all(RULE_DESCRIPTIONS[row.split("`")[1]] in row for row in rows)
 
 
 def test_bench_fills_the_compilation_cache(run, tmp_path):
@@ -195,6 +211,8 @@ def test_unknown_id_in_a_process(run):
         (["play", "GridWorld-v0", "--render", "gif", "x.png"], 2, "--render gif needs a path ending in .gif, got --out 'x.png'"),
         (["play", "GridWorld-v0", "--render", "gif", "--out", "x.mp4"], 2, "--render gif needs a path ending in .gif"),
         (["play", "GridWorld-v0", "--render", "gif", "--out", "/no/such/dir/x.gif"], 2, "--out: cannot save a video as '/no/such/dir/x.gif': folder '/no/such/dir' does not exist"),
+        # a folder that exists but cannot take a file (even for root): refused before playing
+        (["play", "GridWorld-v0", "--render", "gif", "--out", "/proc/x.gif"], 2, "--out: cannot save a video as '/proc/x.gif': No such file or directory"),
         (["play", "GridWorld-v0", "--fps", "inf"], 2, "argument --fps: expected a finite number > 0, got 'inf'"),
         (["play", "GridWorld-v0", "--fps", "nan"], 2, "argument --fps: expected a finite number > 0, got 'nan'"),
         (["play", "GridWorld-v0", "--fps", "-2"], 2, "argument --fps: expected a finite number > 0, got '-2'"),
@@ -204,7 +222,7 @@ def test_unknown_id_in_a_process(run):
         (["check", "no.such.mod:Foo-v0"], 2, "could not import module 'no.such.mod' named in the environment id"),
         (["describe", "Foo-v0"], 2, "no environment registered as 'Foo-v0'; registered: ['GridWorld-v0',"),
         (["describe", "gridworld-v0"], 2, "no environment registered as 'gridworld-v0'; did you mean 'GridWorld-v0'?"),
-        (["play", "GridWorld-v0", "-k", "size=1"], 2, "GridWorld size must be an integer >= 2, got 1"),
+        (["play", "GridWorld-v0", "-k", "size=1"], 2, "GridWorld size must be an integer in [2, 46340], got 1"),
         (["play", "GridWorld-v0", "-k", "colour=1"], 2, "got unknown keyword argument(s) ['colour']; valid:"),
         (["play", "GridWorld-v0", "-k", "size"], 2, "argument --kwarg/-k: expected NAME=VALUE, got 'size'"),
         (["bench", "GridWorld-v0", "--num-envs", "-3"], 2, "argument --num-envs: expected an integer >= 1"),
@@ -511,3 +529,34 @@ def test_compilation_cache_folder(monkeypatch, tmp_path):
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
+
+
+def test_module_id_imports_a_module_from_the_current_directory(tmp_path, monkeypatch, capsys):
+    # a console script (unlike python -m) does not put the current directory on sys.path
+    (tmp_path / "cli_custom_envs.py").write_text(
+        "import jaxenvs\n"
+        "from jaxenvs.envs.grid_world import GridWorld\n"
+        "jaxenvs.register('clicustom/Grid-v0', GridWorld, max_episode_steps=9)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path), ".")])
+    monkeypatch.delitem(jaxenvs.registry, "clicustom/Grid-v0", raising=False)
+    try:
+        assert main(["describe", "cli_custom_envs:clicustom/Grid-v0"]) == 0
+        assert "clicustom/Grid-v0" in capsys.readouterr().out
+    finally:
+        jaxenvs.registry.pop("clicustom/Grid-v0", None)
+        sys.modules.pop("cli_custom_envs", None)
+    assert main(["describe", "no_such_module_here:clicustom/Grid-v0"]) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert "could not import module 'no_such_module_here' named in the environment id 'no_such_module_here:clicustom/Grid-v0'" in err
+    assert main(["describe", "Nowhere-v0"]) == 2
+    assert "(an environment of your own: 'my_module:Nowhere-v0' imports my_module first" in capsys.readouterr().err
+
+
+def test_check_help_mentions_no_policy_option(capsys):
+    assert main(["check", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--policy" not in out and "module:id" in out
+    assert main(["play", "--help"]) == 0
+    assert "--policy" in capsys.readouterr().out

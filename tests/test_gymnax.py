@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.conftest import require
+from conftest import require
 
 gymnax = require("gymnax")
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tests.conftest import require
+from conftest import require
 
 require("rejax")
 

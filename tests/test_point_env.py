@@ -156,7 +156,9 @@ def test_gradients_flow_through_made_env_wrappers():
 @pytest.mark.parametrize("kwargs", [{"action_bound": 0.0}, {"goal_tolerance": -0.01}, {"reset_bound": float("inf")}])
 def test_invalid_params_raise(kwargs):
     (name,) = kwargs
-    with pytest.raises(ValueError, match=f"{name} must be a finite number > 0"):
+    bounded = name in ("action_bound", "reset_bound")  # at most MAX_BOUND, so x**2 + y**2 fits float32
+    expected = r"a finite number in \(0, 1e\+18\]" if bounded else "a finite number > 0"
+    with pytest.raises(ValueError, match=f"{name} must be {expected}"):
         jaxenvs.make("PointEnv-v0", **kwargs)
 
 

@@ -15,7 +15,7 @@ import jaxenvs
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits
 from jaxenvs.envs.grid_world import GridWorld
-from jaxenvs.registration import parse_env_id
+from jaxenvs.registration import parse_env_id, register
 from jaxenvs.wrappers import AutoReset, TimeLimit, WithParams
 
 
@@ -167,7 +167,7 @@ def test_unknown_kwarg_lists_valid_names():
 
 
 def test_invalid_params_rejected_at_make(registry):
-    with pytest.raises(ValueError, match="GridWorld size must be an integer >= 2, got 1"):
+    with pytest.raises(ValueError, match="GridWorld size must be an integer in \\[2, 46340\\], got 1"):
         jaxenvs.make("GridWorld-v0", size=1)
     jaxenvs.register("test/Line-v0", Line)
     with pytest.raises(ValueError, match="step_size must be >= 1"):
@@ -265,3 +265,18 @@ def test_describe():
     assert repr(jaxenvs.make("GridWorld-v0", autoreset=False).unwrapped) == (
         "<GridWorld agents=1 simultaneous deterministic perfect-information general_sum terminal-reward minimal>"
     )
+
+
+def test_an_id_is_either_versioned_or_not(registry):
+    register("Mixed", "jaxenvs.envs.grid_world:GridWorld")
+    with pytest.raises(ValueError, match=r"'Mixed-v0' is versioned but the unversioned id 'Mixed' is registered"):
+        register("Mixed-v0", "jaxenvs.envs.grid_world:GridWorld")
+    register("lab/Both-v1", "jaxenvs.envs.grid_world:GridWorld")
+    with pytest.raises(ValueError, match=r"'lab/Both' has no version but versioned ids of 'Both' exist"):
+        register("lab/Both", "jaxenvs.envs.grid_world:GridWorld")
+
+
+@pytest.mark.parametrize("flag, value", [("autoreset", "no"), ("checked", "yes"), ("autoreset", 0), ("checked", None)])
+def test_make_flags_are_bools(flag, value):
+    with pytest.raises(TypeError, match=f"make\\('GridWorld-v0'\\): {flag} must be True or False, got {value!r}"):
+        jaxenvs.make("GridWorld-v0", **{flag: value})

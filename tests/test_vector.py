@@ -126,3 +126,33 @@ def test_reset_pool_rejects_bad_values():
             jaxenvs.VectorEnv(env, N, reset_pool=bad)
     with pytest.raises(ValueError, match="params_axis"):
         jaxenvs.VectorEnv(env, N, reset_pool=2, params_axis=0)
+
+
+def test_vector_env_refuses_action_batches_that_do_not_fit():
+    env = jaxenvs.make("GridWorld-v0")
+    venv = jaxenvs.VectorEnv(env, 4)
+    key = jax.random.key(0)
+    _, state = venv.reset(key)
+    want = r"expected shape \(4,\) \(num_envs, \*batched_action_shape\) for action space Discrete\(4\)"
+    for bad, what in [
+        (jnp.zeros(3, jnp.int32), r"action batch of shape \(3,\)"),
+        (jnp.zeros((), jnp.int32), r"action batch of shape \(\)"),
+        ("left", "action 'left' of type str is not an array of numbers"),
+        (["a"] * 4, "action 'a' of type str is not an array of numbers"),
+        (None, "action None holds no array"),
+    ]:
+        with pytest.raises(jaxenvs.core.ActionError, match=f"VectorEnv\\(GridWorld\\): {what}.*{want}"):
+            venv.step(key, state, bad)
+    obs, *_ = venv.step(key, state, jnp.zeros(4, jnp.int32))
+    assert obs["agent"].shape == (4, 2)
+
+
+def test_vector_env_forwards_like_a_wrapper():
+    from jaxenvs.wrappers.base import Forwarding, Wrapper
+
+    env = jaxenvs.make("GridWorld-v0", size=3)
+    venv = jaxenvs.VectorEnv(env, 2)
+    assert isinstance(venv, Forwarding) and issubclass(Wrapper, Forwarding)
+    assert venv.default_params == env.default_params and venv.default_params.size == 3
+    assert (venv.traits, venv.name, venv.spec, venv.unwrapped) == (env.traits, env.name, env.spec, env.unwrapped)
+    assert venv.observation_space() == env.observation_space()

@@ -9,9 +9,9 @@ never needs them (install the extras ``jaxenvs[gymnasium]``, ``jaxenvs[sb3]``,
     from jaxenvs.adapters.pettingzoo import ParallelEnv                      # pettingzoo.ParallelEnv
 
 This module holds what they share and imports none of those libraries: building the underlying
-environment (time limit kept, auto-reset removed: the adapters reset as their library prescribes),
-the seed -> key rule, and the jitted functions that run one copy or ``num_envs`` vmapped copies with
-one call (and one device -> host transfer) per step.
+environment (time limit kept, auto-reset removed: the adapters reset as their library prescribes)
+and the seed -> key rule. `jaxenvs.adapters.engine` holds the jitted functions that run one copy or
+``num_envs`` vmapped copies with one call (and one device -> host transfer) per step.
 
 Random keys. Every copy owns a key chain. ``reset(seed=s)`` starts it at ``seed_to_key(s)``
 (``jax.random.key(s)`` for ``0 <= s < 2**32``); each reset or step then splits the chain's key into
@@ -22,20 +22,31 @@ over ``num_envs`` copies produces exactly the trajectories of ``num_envs`` singl
 
 from __future__ import annotations
 
-import collections
 import functools
-from types import SimpleNamespace
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs.adapters.engine import Compiled, Runner, Unpacker, compiled, pack
 from jaxenvs.core import Environment, check_params
 from jaxenvs.registration import make
-from jaxenvs.wrappers.base import AutoReset, has_wrapper, same_step_reset, strip_autoreset, tree_select
+from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
-__all__ = ["resolve_env", "seed_to_key", "seeds_to_keys", "reset_keys", "compiled", "check_seed", "pack", "Unpacker", "Runner"]
+# the engine (compiled, Runner, pack, Unpacker) lives in jaxenvs.adapters.engine, re-exported here
+__all__ = [
+    "resolve_env",
+    "seed_to_key",
+    "seeds_to_keys",
+    "reset_keys",
+    "check_seed",
+    "compiled",
+    "Compiled",
+    "Runner",
+    "pack",
+    "Unpacker",
+]
 
 _U32 = 2**32
 
@@ -135,157 +146,3 @@ def resolve_env(env_or_id, params=None, make_kwargs: dict | None = None):
             f"expected a registered environment id or a jaxenvs Environment, got {type(env_or_id).__name__}"
         )
     return env, check_params(env, params)
-
-
-def _pack_order(leaves) -> list[int]:
-    # widest dtypes first, so every leaf starts at an offset aligned to its item size
-    return sorted(range(len(leaves)), key=lambda i: -np.dtype(leaves[i].dtype).itemsize)
-
-
-def pack(tree: Any) -> jax.Array:
-    """All leaves of ``tree`` as one uint8 buffer (jittable): one device -> host transfer for all.
-
-    Bool leaves become one byte each, other leaves their raw bytes; :class:`Unpacker` inverts it.
-    """
-    leaves = jax.tree.leaves(tree)
-    parts = []
-    for i in _pack_order(leaves):
-        leaf = jnp.asarray(leaves[i])
-        b = leaf.astype(jnp.uint8) if leaf.dtype == jnp.bool_ else jax.lax.bitcast_convert_type(leaf, jnp.uint8)
-        parts.append(b.reshape(-1))
-    return jnp.concatenate(parts) if parts else jnp.zeros((0,), jnp.uint8)
-
-
-class Unpacker:
-    """Host-side inverse of :func:`pack` for trees shaped like ``shape_tree`` (``jax.eval_shape``
-    output); returns numpy views into the buffer (copy before handing them out)."""
-
-    def __init__(self, shape_tree: Any):
-        leaves, self.treedef = jax.tree.flatten(shape_tree)
-        self.layout = [None] * len(leaves)
-        offset = 0
-        for i in _pack_order(leaves):
-            dtype = np.dtype(leaves[i].dtype)
-            nbytes = int(np.prod(leaves[i].shape, dtype=np.int64)) * dtype.itemsize
-            self.layout[i] = (offset, nbytes, dtype, tuple(leaves[i].shape))
-            offset += nbytes
-        self.nbytes = offset
-
-    def __call__(self, packed) -> Any:
-        buf = np.asarray(packed)
-        if buf.shape != (self.nbytes,):
-            raise ValueError(f"packed buffer has {buf.shape} bytes, expected ({self.nbytes},)")
-        leaves = [buf[o : o + n].view(dt).reshape(shape) for o, n, dt, shape in self.layout]
-        return self.treedef.unflatten(leaves)
-
-
-@functools.lru_cache(maxsize=64)
-def compiled(env: Environment, batched: bool) -> SimpleNamespace:
-    """Jitted functions driving ``env`` (one copy, or copies on a leading axis when ``batched``).
-
-    Each returns ``(device, packed)``: what stays on the device (advanced keys first) and the
-    results the host needs, packed by :func:`pack` (unpack with ``unpacker(name, *args)``). All take
-    ``params`` last, shared by every copy:
-
-    * ``reset(keys, params)``: device ``(keys, obs, state)``, host ``obs``;
-    * ``step(keys, state, action, params)``: device ``(keys, obs, state)``, host
-      ``(obs, reward, terminated, truncated, info)``;
-    * ``step_same(...)``: as ``step``, but copies whose episode ended are reset in the same call
-      (their reset continues the key chain); host adds ``final_obs``, the pre-reset observation;
-    * ``step_next(keys, state, pending, action, params)``: copies with ``pending`` set are reset
-      instead of stepped (reward 0, flags false, action ignored); the device part adds the new
-      ``pending`` (``terminated | truncated``). Gymnasium's next-step auto-reset.
-
-    and, unpacked: ``render(state, params)`` (uint8 frame(s)), ``select(mask, new, old)`` (per-copy
-    choice between two pytrees). ``traces[name]`` counts how often ``name`` has been traced
-    (compiled). Cached per environment object, so every adapter over the same
-    object compiles once.
-    """
-
-    def reset_one(key, params):
-        key, sub = jax.random.split(key)
-        obs, state = env.reset(sub, params)
-        return (key, obs, state), obs
-
-    def step_one(key, state, action, params):
-        key, sub = jax.random.split(key)
-        obs, state, reward, terminated, truncated, info = env.step(sub, state, action, params)
-        return (key, obs, state), (obs, reward, terminated, truncated, info)
-
-    def step_same_one(key, state, action, params):
-        (key, obs, state), (_, reward, terminated, truncated, info) = step_one(key, state, action, params)
-        (reset_key, reset_obs, reset_state), _ = reset_one(key, params)
-        # the one auto-reset rule; the key chain advances with the state it belongs to
-        obs, (key, state), info = same_step_reset(
-            terminated | truncated, obs, (key, state), info, reset_obs, (reset_key, reset_state)
-        )
-        final_obs = info.pop("final_obs")
-        return (key, obs, state), (obs, reward, terminated, truncated, info, final_obs)
-
-    def step_next_one(key, state, pending, action, params):
-        (key_next, s_obs, s_state), (_, reward, terminated, truncated, info) = step_one(key, state, action, params)
-        (_, r_obs, r_state), _ = reset_one(key, params)  # same split as the step: the key chain agrees
-        obs, state = tree_select(pending, (r_obs, r_state), (s_obs, s_state))
-        reward = jnp.where(pending, jnp.zeros_like(reward), reward)
-        terminated = terminated & ~pending
-        truncated = truncated & ~pending
-        device = (key_next, obs, state, terminated | truncated)
-        return device, (obs, reward, terminated, truncated, info)
-
-    raw = dict(reset=reset_one, step=step_one, step_same=step_same_one, step_next=step_next_one)
-    if batched:
-        # params (the last argument) is shared by every copy
-        raw = {name: jax.vmap(f, in_axes=(0,) * (f.__code__.co_argcount - 1) + (None,)) for name, f in raw.items()}
-
-    traces: collections.Counter = collections.Counter()
-
-    def packed(name, f):
-        def run(*args):
-            traces[name] += 1  # Python runs only while jax traces: counts compilations
-            device, host = f(*args)
-            return device, pack(host)
-
-        return jax.jit(run)
-
-    unpackers: dict = {}
-
-    def unpacker(name: str, *args) -> Unpacker:
-        """The :class:`Unpacker` of ``name``'s host results for arguments shaped like ``args``."""
-        leaves = jax.tree.leaves(args)
-        sig = (name, jax.tree.structure(args), tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves))
-        if sig not in unpackers:
-            unpackers[sig] = Unpacker(jax.eval_shape(raw[name], *args)[1])
-        return unpackers[sig]
-
-    def render_one(state, params):
-        return env.render(state, params)
-
-    render = jax.vmap(render_one, in_axes=(0, None)) if batched else render_one
-    select = jax.vmap(tree_select) if batched else tree_select
-    return SimpleNamespace(
-        **{name: packed(name, f) for name, f in raw.items()},
-        unpacker=unpacker,
-        traces=traces,
-        render=jax.jit(render),
-        select=jax.jit(select),
-    )
-
-
-class Runner:
-    """Calls ``compiled(env, batched)``'s functions and unpacks their host results.
-
-    ``runner(name, *args) -> (device, host)``; ``host`` holds numpy views into one transferred
-    buffer. The unpacking layout is computed on the first call of each function (an adapter's
-    shapes never change).
-    """
-
-    def __init__(self, env: Environment, batched: bool):
-        self.fns = compiled(env, batched)
-        self._unpackers: dict = {}
-
-    def __call__(self, name: str, *args):
-        device, packed = getattr(self.fns, name)(*args)
-        unpack = self._unpackers.get(name)
-        if unpack is None:
-            unpack = self._unpackers[name] = self.fns.unpacker(name, *args)
-        return device, unpack(packed)

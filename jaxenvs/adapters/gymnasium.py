@@ -21,7 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium
+from jaxenvs._optional import require
+
+require("gymnasium", extra="gymnasium", purpose="the Gymnasium adapter (jaxenvs.adapters.gymnasium)")
+
+import gymnasium  # noqa: E402
 import jax
 import numpy as np
 from gymnasium.envs.registration import EnvSpec as GymEnvSpec
@@ -160,6 +164,7 @@ class GymnasiumEnv(gymnasium.Env):
         self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        _check_open(self, "reset")
         super().reset(seed=seed)
         if seed is not None:
             key = seed_to_key(seed)
@@ -173,6 +178,7 @@ class GymnasiumEnv(gymnasium.Env):
         return obs_to_numpy(self.observation_space, obs), {}
 
     def step(self, action):
+        _check_open(self, "step")
         if self.state is None:
             raise gymnasium.error.ResetNeeded("call reset() before step()")
         action = check_action(self.action_space, action, where=f"{self.jaxenvs_env.name}.step")
@@ -194,20 +200,40 @@ class GymnasiumEnv(gymnasium.Env):
 
     def render(self):
         """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
-        if self.render_mode is None:
-            gymnasium.logger.warn("render() called without a render_mode; pass render_mode to the constructor")
-            return None
-        if self.state is None:
-            raise gymnasium.error.ResetNeeded("call reset() before render()")
-        if self.render_mode == "rgb_array":
-            return self._frame()
-        if self.render_mode == "ansi":
-            return self.jaxenvs_env.render_text(self.state, self.params)
-        return None
+        return _render(self, self.state, batched=False)
 
     def close(self):
         if self._window is not None:
             self._window.close()
+        self._closed = True
+
+
+def _check_open(adapter, method: str) -> None:
+    if getattr(adapter, "_closed", False) or getattr(adapter, "closed", False):
+        raise gymnasium.error.ClosedEnvironmentError(
+            f"{adapter.jaxenvs_env.name}: {method}() after close(); make a new environment"
+        )
+
+
+def _render(adapter, state, batched: bool):
+    """The render() of both adapters. rgb_array: uint8[H, W, 3] (a tuple of them, one per copy, when
+    ``batched``); ansi: a string (a tuple of them); other modes and None: None."""
+    if adapter.render_mode is None:
+        gymnasium.logger.warn("render() called without a render_mode; pass render_mode to the constructor")
+        return None
+    _check_open(adapter, "render")
+    if state is None:
+        raise gymnasium.error.ResetNeeded("call reset() before render()")
+    env, params = adapter.jaxenvs_env, adapter.params
+    if adapter.render_mode == "rgb_array":
+        frames = np.array(adapter._run.fns.render(state, params))
+        return tuple(frames) if batched else frames
+    if adapter.render_mode == "ansi":
+        if not batched:
+            return env.render_text(state, params)
+        host_state = jax.device_get(state)
+        return tuple(env.render_text(tree_index(host_state, i), params) for i in range(adapter.num_envs))
+    return None
 
 
 # ---- the vector environment ------------------------------------------------------------------
@@ -292,6 +318,7 @@ class GymnasiumVectorEnv(VectorEnv):
         self._pending = np.zeros(self.num_envs, bool)
 
     def reset(self, *, seed: int | list | None = None, options: dict | None = None):
+        _check_open(self, "reset")
         super().reset(seed=seed if isinstance(seed, (int, np.integer)) else None)
         n = self.num_envs
         if seed is None:
@@ -331,6 +358,7 @@ class GymnasiumVectorEnv(VectorEnv):
         return mask
 
     def step(self, actions):
+        _check_open(self, "step")
         if self._state is None:
             raise gymnasium.error.ResetNeeded("call reset() before step()")
         actions = check_action(
@@ -366,15 +394,7 @@ class GymnasiumVectorEnv(VectorEnv):
 
     def render(self):
         """rgb_array: a tuple of uint8[H, W, 3] frames; ansi: a tuple of strings; None: None."""
-        if self.render_mode is None:
-            gymnasium.logger.warn("render() called without a render_mode; pass render_mode to the constructor")
-            return None
-        if self._state is None:
-            raise gymnasium.error.ResetNeeded("call reset() before render()")
-        if self.render_mode == "rgb_array":
-            return tuple(np.array(self._run.fns.render(self._state, self.params)))
-        host_state = jax.device_get(self._state)
-        return tuple(self.jaxenvs_env.render_text(tree_index(host_state, i), self.params) for i in range(self.num_envs))
+        return _render(self, self._state, batched=True)
 
 
 register_gymnasium_envs()

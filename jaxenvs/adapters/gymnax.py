@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._optional import require
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, Wrapper, strip_autoreset, tree_select
@@ -75,7 +76,7 @@ class GymnaxState:
 
 def to_gymnax_space(space: spaces.Space):
     """The gymnax ``spaces`` object for a jaxenvs Discrete (start 0), Box, Dict or Tuple space."""
-    from gymnax.environments import spaces as gs
+    gs = require("gymnax.environments.spaces", extra="gymnax", purpose="the gymnax adapter")
 
     if isinstance(space, spaces.Discrete):
         return gs.Discrete(int(space.n))

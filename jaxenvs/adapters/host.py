@@ -8,7 +8,11 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-import gymnasium
+from jaxenvs._optional import require
+
+require("gymnasium", extra="gymnasium", purpose="the adapters' host side (jaxenvs.adapters.host)")
+
+import gymnasium  # noqa: E402
 import jax
 import numpy as np
 from gymnasium import spaces as gs

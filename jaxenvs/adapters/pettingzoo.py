@@ -14,8 +14,13 @@ from typing import Any
 
 import jax
 import numpy as np
-import pettingzoo
-from gymnasium.utils import seeding
+from jaxenvs._optional import require
+
+require("pettingzoo", extra="pettingzoo", purpose="the PettingZoo adapter (jaxenvs.adapters.pettingzoo)")
+require("gymnasium", extra="pettingzoo", purpose="the PettingZoo adapter (jaxenvs.adapters.pettingzoo)")
+
+import pettingzoo  # noqa: E402
+from gymnasium.utils import seeding  # noqa: E402
 
 from jaxenvs import spaces
 from jaxenvs.adapters import Runner, resolve_env, seed_to_key

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import jax
-import numpy as np
-from gymnasium.vector.utils import batch_space
-from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices
+from jaxenvs._optional import require
+
+require("stable_baselines3", extra="sb3", purpose="the Stable-Baselines3 adapter (jaxenvs.adapters.sb3)")
+require("gymnasium", extra="sb3", purpose="the Stable-Baselines3 adapter (jaxenvs.adapters.sb3)")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from gymnasium.vector.utils import batch_space  # noqa: E402
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices  # noqa: E402
 
 from jaxenvs.adapters import Runner, reset_keys, resolve_env
 from jaxenvs.adapters.host import (

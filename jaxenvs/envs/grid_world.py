@@ -18,7 +18,8 @@ Stepping a state whose episode terminated (no auto-reset; Gymnasium leaves it un
 dynamics apply unchanged, so a move away from the target pays 0 and does not terminate, and a
 move into a wall that keeps the agent on the target pays 1 and terminates again. With ``make(...,
 checked=True)`` and :func:`jaxenvs.checked` such a step raises. ``params.size`` must be an integer
->= 2 (``validate_params``); a state from another ``size`` has the same shapes, so it is not caught
+in ``[2, MAX_SIZE]`` with ``MAX_SIZE = 46340`` (``validate_params``: the cell index ``size**2`` is
+int32); a state from another ``size`` has the same shapes, so it is not caught
 when traced: its positions are clipped into the grid on the next step, and a target outside the
 grid is never reached.
 """
@@ -37,6 +38,7 @@ from jaxenvs.rendering import draw
 # rows: action index -> (dx, dy)
 ACTION_TO_DIRECTION = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int32)
 NUM_ACTIONS = len(ACTION_TO_DIRECTION)  # the action space's size; every bound below derives from it
+MAX_SIZE = 46340  # the largest size whose size**2 cells fit in int32 (46341**2 > 2**31 - 1)
 
 
 @struct.dataclass
@@ -68,7 +70,8 @@ class GridWorld(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        require_param("GridWorld", "size", params.size, integer=True, low=2)
+        # the reset draws a cell index below size**2 in int32: sizes above MAX_SIZE would wrap
+        require_param("GridWorld", "size", params.size, integer=True, low=2, high=MAX_SIZE)
 
     def reset_env(self, key, params):
         n_cells = params.size * params.size
@@ -76,7 +79,7 @@ class GridWorld(Environment):
         bits = jax.random.bits(key, (2,), jnp.uint32)
         agent_idx = (bits[0] % jnp.uint32(n_cells)).astype(jnp.int32)
         offset = (bits[1] % jnp.uint32(n_cells - 1)).astype(jnp.int32)
-        target_idx = offset + (offset >= agent_idx)  # uniform over the cells other than agent_idx
+        target_idx = offset + (offset >= agent_idx).astype(jnp.int32)  # uniform over the cells other than agent_idx
         state = EnvState(
             agent=jnp.stack([agent_idx % params.size, agent_idx // params.size]).astype(jnp.int32),
             target=jnp.stack([target_idx % params.size, target_idx // params.size]).astype(jnp.int32),
@@ -104,7 +107,6 @@ class GridWorld(Environment):
 
         As in the tutorial, ``x`` grows to the right and ``y`` downwards in the picture.
         """
-        params = self.default_params if params is None else params
         window = 512
         pix = window / params.size
         frame = draw.canvas(window, window)
@@ -119,7 +121,6 @@ class GridWorld(Environment):
         return draw.paint(frame, line[None, :] | line[:, None], draw.BLACK)
 
     def render_text(self, state, params=None):
-        params = self.default_params if params is None else params
         size = int(params.size)
         agent, target = np.asarray(state.agent), np.asarray(state.target)
         rows = []
@@ -131,7 +132,6 @@ class GridWorld(Environment):
         return "\n".join(rows)
 
     def observation_space(self, params=None):
-        params = self.default_params if params is None else params
         cell = spaces.Box(0, params.size - 1, (2,), np.int32)
         return spaces.Dict({"agent": cell, "target": cell})
 

@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._optional import require
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits
 
@@ -53,13 +54,7 @@ SUPPORTED_GYMNAX = (1, 0)  # major, minor: the gymnax API version this module sp
 
 
 def _import_gymnax():
-    try:
-        import gymnax
-    except ImportError as e:
-        raise ImportError(
-            f"the 'gymnax/' environments need the optional gymnax package ({e}); "
-            'install it with: pip install "jaxenvs[gymnax]"'
-        ) from e
+    gymnax = require("gymnax", extra="gymnax", purpose="the 'gymnax/' environments")
     version = importlib.metadata.version("gymnax")
     major_minor = tuple(int(p) for p in version.split(".")[:2])
     if major_minor < SUPPORTED_GYMNAX:
@@ -88,7 +83,7 @@ def from_gymnax_space(space) -> spaces.Space:
     Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``;
     float bounds at ``+-finfo(float32).max`` (gymnax's "unbounded") become ``+-inf``.
     """
-    from gymnax.environments import spaces as gs
+    gs = require("gymnax.environments.spaces", extra="gymnax", purpose="gymnax spaces")
 
     if isinstance(space, gs.Discrete):
         return spaces.Discrete(int(space.n))
@@ -214,10 +209,10 @@ class GymnaxEnv(Environment):
 
     # ---- spaces -------------------------------------------------------------------------------
     def observation_space(self, params=None) -> spaces.Space:
-        return from_gymnax_space(self.gymnax_env.observation_space(self.default_params if params is None else params))
+        return from_gymnax_space(self.gymnax_env.observation_space(params))
 
     def action_space(self, params=None) -> spaces.Space:
-        return from_gymnax_space(self.gymnax_env.action_space(self.default_params if params is None else params))
+        return from_gymnax_space(self.gymnax_env.action_space(params))
 
     def render(self, state, params=None):
         raise NotImplementedError(

@@ -90,10 +90,10 @@ def move(pos, hurdles, action, uniforms, jump_success_rate, track_length: int) -
     """
     action = jnp.clip(action, RUN, JUMP)
     blocked1 = _hurdle_at(pos + 1, hurdles)
-    run1 = pos + (~blocked1)
-    run = run1 + ((~blocked1) & ~_hurdle_at(run1 + 1, hurdles))
+    run1 = pos + (~blocked1).astype(jnp.int32)
+    run = run1 + ((~blocked1) & ~_hurdle_at(run1 + 1, hurdles)).astype(jnp.int32)
     jump_ok = (~blocked1) | (uniforms < jump_success_rate)
-    jump = pos + jump_ok
+    jump = pos + jump_ok.astype(jnp.int32)
     new = jnp.where(action == RUN, run, jump)
     return jnp.minimum(new, track_length).astype(jnp.int32)
 

@@ -10,7 +10,7 @@ payouts and probabilities as params fields:
   whether the lottery has been played);
 * every step plays the lottery and sets ``terminated`` (a one-shot game; stepping a played state
   again plays again, and raises with ``make(..., checked=True)`` under :func:`jaxenvs.checked`);
-  the probabilities must lie in ``[0, 1]`` and the prizes be finite (``validate_params``);
+  the probabilities must lie in ``[0, 1]`` and the prizes be finite float32 numbers (``validate_params``);
   the reward is float32 (1e8 and 1e6 are exact in float32);
 * ``info``: ``{"won": bool, "action": int32}`` (``won`` is False for NoTicket; ``action`` is
   the action played, after clipping).
@@ -70,8 +70,9 @@ class Lottery(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
+        big = float(np.finfo(np.float32).max)  # the reward is float32: a larger prize would be inf
         for name in ("power_rich_prize", "mega_haul_prize", "losing_reward"):
-            require_param("Lottery", name, getattr(params, name))
+            require_param("Lottery", name, getattr(params, name), low=-big, high=big)
         for name in ("power_rich_prob", "mega_haul_prob"):
             require_param("Lottery", name, getattr(params, name), low=0, high=1)
 
@@ -85,8 +86,9 @@ class Lottery(Environment):
 
     def step_env(self, key, state, action, params):
         action = jnp.clip(action, 0, NUM_ACTIONS - 1).astype(jnp.int32)
-        win_prob = jnp.stack([params.power_rich_prob, params.mega_haul_prob, 0.0])[action]
-        won = (jax.random.uniform(key) < win_prob) & (action != NO_TICKET)
+        # float32 draw and probabilities whatever jax_enable_x64 says: the same key, the same draw
+        win_prob = jnp.stack([params.power_rich_prob, params.mega_haul_prob, 0.0]).astype(jnp.float32)[action]
+        won = (jax.random.uniform(key, (), jnp.float32) < win_prob) & (action != NO_TICKET)
         reward = _reward(action, won, params)
         state = EnvState(played=jnp.ones((), jnp.int32), action=action, won=won)
         terminated = jnp.ones((), bool)
@@ -115,7 +117,6 @@ class Lottery(Environment):
         return draw.fill_rect(frame, 0, CELL + 4, 3 * CELL, 3 * CELL // 2, colors[outcome])
 
     def render_text(self, state, params=None):
-        params = self.default_params if params is None else params
         if int(state.played) == 0:
             return "Lottery: not played yet"
         name = ACTION_NAMES[int(state.action)]

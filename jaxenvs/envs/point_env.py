@@ -41,11 +41,14 @@ from jaxenvs.rendering import draw
 LIGHT_GREY = (225, 225, 225)
 
 
+MAX_BOUND = 1e18  # largest action_bound and reset_bound: x**2 + y**2 stays far below float32's max
+
+
 @struct.dataclass
 class EnvParams:
-    action_bound: float = 0.1  # largest |velocity| per axis and step; > 0
+    action_bound: float = 0.1  # largest |velocity| per axis and step; in (0, MAX_BOUND]
     goal_tolerance: float = 0.01  # terminal when |x| and |y| are both below it; > 0
-    reset_bound: float = 1.0  # initial position uniform in [-reset_bound, reset_bound]^2; > 0
+    reset_bound: float = 1.0  # initial position uniform in [-reset_bound, reset_bound]^2; in (0, MAX_BOUND]
 
 
 @struct.dataclass
@@ -71,8 +74,10 @@ class PointEnv(Environment):
         return EnvParams()
 
     def validate_params(self, params: EnvParams) -> None:
-        for name in ("action_bound", "goal_tolerance", "reset_bound"):
-            require_param("PointEnv", name, getattr(params, name), low=0, low_open=True)
+        require_param("PointEnv", "goal_tolerance", params.goal_tolerance, low=0, low_open=True)
+        for name in ("action_bound", "reset_bound"):
+            # bounded so that the float32 distance sqrt(x**2 + y**2) of a reset or a step stays finite
+            require_param("PointEnv", name, getattr(params, name), low=0, low_open=True, high=MAX_BOUND)
 
     def reset_env(self, key, params):
         b = params.reset_bound
@@ -96,7 +101,6 @@ class PointEnv(Environment):
         the goal region as a green square (at least 7 px wide so that it stays visible) and the
         point as a blue disc of radius 6 px; a point outside the view is drawn at its edge.
         """
-        params = self.default_params if params is None else params
         size = 256
         half_view = 2.0 * params.reset_bound
         scale = size / (2.0 * half_view)  # pixels per unit
@@ -121,5 +125,4 @@ class PointEnv(Environment):
 
     def action_space(self, params=None):
         """``Box(-action_bound, action_bound, (2,))`` float32 (bounds may be traced)."""
-        params = self.default_params if params is None else params
         return spaces.Box(-params.action_bound, params.action_bound, (2,), np.float32)

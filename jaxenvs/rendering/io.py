@@ -10,7 +10,6 @@ needs ``pygame`` (``pip install jaxenvs[render]``).
 
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from functools import partial
@@ -21,11 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs._optional import require
 from jaxenvs.rendering.window import Window
 
 __all__ = ["render_frames", "save_gif", "save_mp4", "save_video", "check_video_path", "play_human", "VIDEO_SUFFIXES"]
 
-RENDER_EXTRA = "pip install 'jaxenvs[render]'"
 
 
 @partial(jax.jit, static_argnums=0)
@@ -41,7 +40,6 @@ def render_frames(env, states: Any, params: Any = None) -> np.ndarray:
     single unbatched state gives one ``[H, W, 3]`` frame. For a wrapped env, ``env.render`` reaches
     the base state through each wrapper's ``inner_state``.
     """
-    params = env.default_params if params is None else params
     one = jax.eval_shape(env.reset, jax.random.key(0), params)[1]
     leaves, one_leaves = jax.tree.leaves(states), jax.tree.leaves(one)
     if len(leaves) != len(one_leaves) or not leaves:
@@ -83,7 +81,7 @@ def save_gif(frames, path: str | os.PathLike, fps: float = 4) -> Path:
     256-colour palette; frames with at most 256 distinct colours are stored exactly.
     """
     frames, fps = _check_frames(frames), _check_fps(fps)
-    import imageio.v3 as iio
+    iio = require("imageio.v3", extra="render", purpose="saving a GIF")
 
     path = Path(path)
     iio.imwrite(path, frames, extension=".gif", duration=1000.0 / fps, loop=0)
@@ -91,12 +89,7 @@ def save_gif(frames, path: str | os.PathLike, fps: float = 4) -> Path:
 
 
 def _require_ffmpeg():
-    try:
-        importlib.import_module("imageio_ffmpeg")
-    except ImportError as e:
-        raise ImportError(
-            "saving MP4 needs the imageio-ffmpeg package: pip install imageio-ffmpeg (or save a .gif)"
-        ) from e
+    require("imageio_ffmpeg", extra="render", purpose="saving an MP4 (or save a .gif)")
 
 
 def save_mp4(frames, path: str | os.PathLike, fps: float = 4) -> Path:
@@ -107,7 +100,7 @@ def save_mp4(frames, path: str | os.PathLike, fps: float = 4) -> Path:
     """
     frames, fps = _check_frames(frames), _check_fps(fps)
     _require_ffmpeg()
-    import imageio.v2 as iio2
+    iio2 = require("imageio.v2", extra="render", purpose="saving an MP4")
 
     path = Path(path)
     with warnings.catch_warnings():
@@ -144,6 +137,14 @@ def check_video_path(path: str | os.PathLike) -> Path:
         raise FileNotFoundError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise PermissionError(f"cannot save a video as {str(path)!r}: folder {str(folder)!r} is not writable")
+    existed = path.exists()
+    try:  # the real test (permissions can lie, e.g. for root or on special file systems)
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise PermissionError(f"cannot save a video as {str(path)!r}: {e.strerror or e}") from None
+    if not existed:
+        path.unlink()
     return path
 
 

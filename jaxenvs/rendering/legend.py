@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from jaxenvs._optional import require
 from jaxenvs.rendering import draw
 
 __all__ = ["LEGENDS", "legend_rows", "legend_strip", "add_legend"]
@@ -55,10 +56,10 @@ def legend_rows(env) -> list[list[Entry]] | None:
 
 
 def _pil():
-    try:
-        from PIL import Image, ImageDraw, ImageFont
-    except ImportError as e:
-        raise ImportError("drawing a legend needs Pillow: pip install 'jaxenvs[render]' (or leave the legend out)") from e
+    purpose = "drawing a legend (or leave the legend out)"
+    require("PIL", extra="render", purpose=purpose)
+    from PIL import Image, ImageDraw, ImageFont
+
     return Image, ImageDraw, ImageFont
 
 

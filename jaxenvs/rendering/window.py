@@ -3,25 +3,22 @@ and the adapters' ``render_mode="human"``. Needs ``pygame`` (``pip install 'jaxe
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import numpy as np
 
+from jaxenvs._optional import require
+
 __all__ = ["Window", "import_pygame", "HEADLESS_DRIVERS"]
 
-RENDER_EXTRA = "pip install 'jaxenvs[render]'"
 HEADLESS_DRIVERS = ("offscreen", "dummy")  # SDL video drivers that show nothing
 
 
 def import_pygame():
     """The ``pygame`` module (its support banner hidden); ImportError naming the extra otherwise."""
-    try:
-        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
-        return importlib.import_module("pygame")
-    except ImportError as e:
-        raise ImportError(f"showing frames in a window needs pygame: {RENDER_EXTRA}") from e
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    return require("pygame", extra="render", purpose="showing frames in a window")
 
 
 class Window:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
+from jaxenvs._traces import TraceCounter, TraceCountError
 from jaxenvs.checker import CheckReport, EnvCheckError, check_env
 from jaxenvs.testing.verify import PortMismatch, PortReport, Statistic, verify_port
 
@@ -40,10 +41,6 @@ def assert_env_ok(env, params: Any = None, **check_kwargs) -> CheckReport:
         raise AssertionError(f"{env!r} breaks the environment contract: {e}") from None
 
 
-class TraceCountError(AssertionError):
-    """A function was traced (its Python body run) more often than allowed."""
-
-
 def assert_max_traces(fn: Callable | None = None, *, n: int = 1) -> Callable:
     """Decorator: fail with :class:`TraceCountError` when ``fn``'s Python body runs more than ``n``
     times, i.e. when ``jax.jit`` traces it again (a weak type, a static argument or a shape that
@@ -62,20 +59,4 @@ def assert_max_traces(fn: Callable | None = None, *, n: int = 1) -> Callable:
         return functools.partial(assert_max_traces, n=n)
     if not callable(fn):
         raise TypeError(f"assert_max_traces decorates a function, got {type(fn).__name__}")
-
-    @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
-        wrapped.traces += 1
-        if wrapped.traces > n:
-            raise TraceCountError(
-                f"{getattr(fn, '__qualname__', fn)!s} was traced {wrapped.traces} times, at most {n} allowed: "
-                "an argument's shape, dtype, weak type or static value changed between calls"
-            )
-        return fn(*args, **kwargs)
-
-    def reset_traces():
-        wrapped.traces = 0
-
-    wrapped.traces = 0
-    wrapped.reset_traces = reset_traces
-    return wrapped
+    return TraceCounter().counted(fn, getattr(fn, "__qualname__", "fn"), max_traces=n)

@@ -59,7 +59,7 @@ class TransformAction(ActionWrapper):
 
     def action_space(self, params=None):
         if self._action_space is None:
-            return self.env.action_space(self.default_params if params is None else params)
+            return self.env.action_space(params)
         return self._action_space
 
 
@@ -78,7 +78,7 @@ class ClipAction(ActionWrapper):
         return self.env.action_space(params).clip(action)
 
     def action_space(self, params=None):
-        inner = self.env.action_space(self.default_params if params is None else params)
+        inner = self.env.action_space(params)
         return spaces.Box(-np.inf, np.inf, inner.shape, np.float32)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "strip_autoreset",
     "has_wrapper",
     "same_step_reset",
+    "Forwarding",
     "Wrapper",
     "WithParams",
     "TimeLimit",
@@ -60,20 +61,12 @@ def same_step_reset(done, obs, state, info: dict, reset_obs, reset_state, batche
     return select(done, reset_obs, obs), select(done, reset_state, state), info
 
 
-class Wrapper(Environment):
-    """Forwards everything to ``self.env``; subclasses override what they change.
+class Forwarding:
+    """Forwards attribute lookups, ``default_params`` and the static description (``traits``,
+    ``render_fps``, ``spec``, ``unwrapped``, ``name``) to ``self.env``: what `Wrapper` and
+    `jaxenvs.VectorEnv` share."""
 
-    A subclass whose ``step_env`` draws randomness of its own (more than its inner env's step
-    draws) sets ``draws_in_step = True``, so that batched paths give it one key per env
-    (:func:`step_draws_randomness`).
-    """
-
-    draws_in_step: bool = False
-
-    def __init__(self, env: Environment):
-        if not isinstance(env, Environment):
-            raise TypeError(f"{type(self).__name__} wraps a jaxenvs Environment, got {type(env).__name__}")
-        self.env = env
+    env: Environment
 
     def __getattr__(self, name):
         # only called when normal lookup fails: forward to the wrapped env
@@ -81,7 +74,6 @@ class Wrapper(Environment):
             raise AttributeError(name)
         return getattr(self.env, name)
 
-    # the things a wrapper forwards unless it changes them
     @property
     def default_params(self):
         return self.env.default_params
@@ -106,6 +98,22 @@ class Wrapper(Environment):
     def name(self) -> str:
         return self.env.name
 
+
+class Wrapper(Forwarding, Environment):
+    """Forwards everything to ``self.env``; subclasses override what they change.
+
+    A subclass whose ``step_env`` draws randomness of its own (more than its inner env's step
+    draws) sets ``draws_in_step = True``, so that batched paths give it one key per env
+    (:func:`step_draws_randomness`).
+    """
+
+    draws_in_step: bool = False
+
+    def __init__(self, env: Environment):
+        if not isinstance(env, Environment):
+            raise TypeError(f"{type(self).__name__} wraps a jaxenvs Environment, got {type(env).__name__}")
+        self.env = env
+
     def reset_env(self, key, params):
         return self.env.reset_env(key, params)
 
@@ -113,10 +121,10 @@ class Wrapper(Environment):
         return self.env.step_env(key, state, action, params)
 
     def observation_space(self, params=None):
-        return self.env.observation_space(self.default_params if params is None else params)
+        return self.env.observation_space(params)
 
     def action_space(self, params=None):
-        return self.env.action_space(self.default_params if params is None else params)
+        return self.env.action_space(params)
 
     def validate_params(self, params):
         return self.env.validate_params(params)
@@ -131,10 +139,10 @@ class Wrapper(Environment):
         return self.env.unwrapped_state(inner) if isinstance(self.env, Wrapper) else inner
 
     def render(self, state, params=None):
-        return self.env.render(self.inner_state(state), self.default_params if params is None else params)
+        return self.env.render(self.inner_state(state), params)
 
     def render_text(self, state, params=None):
-        return self.env.render_text(self.inner_state(state), self.default_params if params is None else params)
+        return self.env.render_text(self.inner_state(state), params)
 
     def __repr__(self):
         return f"<{type(self).__name__}{repr(self.env)}>"

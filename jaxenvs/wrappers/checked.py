@@ -21,6 +21,7 @@ What checked mode catches, beyond the trace-time checks every ``step`` makes:
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import jax
@@ -29,10 +30,34 @@ import numpy as np
 from jax.experimental import checkify
 
 from jaxenvs import struct
-from jaxenvs.core import is_concrete
+from jaxenvs.core import SHAPES_ONLY, is_concrete
 from jaxenvs.wrappers.base import Wrapper
 
-__all__ = ["CheckedActions", "CheckedState", "checked"]
+__all__ = ["CheckedActions", "CheckedState", "NotCheckedError", "checked"]
+
+
+class NotCheckedError(RuntimeError):
+    """A checked environment (``make(..., checked=True)``) traced outside `checked`: its checks
+    have nowhere to report to."""
+
+
+# > 0 while a function made by `checked` is being traced (tracing runs on the caller's thread)
+_TRACING_CHECKED = threading.local()
+
+
+def _check(env_name: str, pred, msg: str, **fmt) -> None:
+    """``checkify.check``, refused at trace time with a clear error when the function is traced
+    (``jax.jit``, ``vmap``, ``scan``) without `checked` around it: checkify would fail only later,
+    when the program is lowered, with "checkify.check not functionalized"."""
+    if getattr(SHAPES_ONLY, "depth", 0):
+        return  # traced for its shapes only (the state check of reset/step): nothing to check
+    if not is_concrete(pred) and not getattr(_TRACING_CHECKED, "depth", 0):
+        raise NotCheckedError(
+            f"{env_name} was made with checked=True, so its reset/step must run under jaxenvs.checked "
+            "(e.g. step = jaxenvs.checked(env.step), or jaxenvs.checked(my_rollout)) rather than a plain "
+            "jax.jit/vmap/scan; or make it with checked=False"
+        )
+    checkify.check(pred, msg, **fmt)
 
 
 @struct.dataclass
@@ -45,7 +70,8 @@ class CheckedActions(Wrapper):
     """Adds checkify checks: the action lies in the action space (and is not NaN), traced params
     pass ``validate_params``, and no step follows a terminated one without a reset.
 
-    The wrapped ``reset``/``step`` must run under :func:`checked` (or ``checkify.checkify``).
+    The wrapped ``reset``/``step`` must run under `checked` when traced (``jit``, ``vmap``,
+    ``scan``); traced without it they raise `NotCheckedError` at trace time.
     """
 
     def _check_params(self, params):
@@ -60,8 +86,8 @@ class CheckedActions(Wrapper):
             return np.bool_(True)
 
         ok = jax.pure_callback(valid, jax.ShapeDtypeStruct((), jnp.bool_), params, vmap_method="sequential")
-        checkify.check(
-            ok, f"{self.env.name}: params rejected by validate_params (call env.validate_params on their values for why)"
+        _check(
+            self.env.name, ok, f"{self.env.name}: params rejected by validate_params (call env.validate_params on their values for why)"
         )
 
     def reset_env(self, key, params):
@@ -72,12 +98,14 @@ class CheckedActions(Wrapper):
     def step_env(self, key, state, action, params):
         self._check_params(params)
         space = self.env.action_space(params)
-        checkify.check(
+        _check(
+            self.env.name,
             self.env.action_in_space(action, params),
             f"{self.env.name}: action out of the action space {space}: {{action}}",
             action=action,
         )
-        checkify.check(
+        _check(
+            self.env.name,
             ~state.terminated,
             f"{self.env.name}: step after the episode terminated; reset first (or use AutoReset)",
         )
@@ -102,8 +130,20 @@ def _check_host_ints(tree) -> None:
 
 
 def checked(fn: Callable, jit: bool = True) -> Callable:
-    """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise on failed checkify checks."""
-    f = checkify.checkify(fn)
+    """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise on failed checkify checks.
+
+    ``jit=False`` runs ``fn`` under checkify without compiling it as a whole (the result raises on
+    the host, so it cannot itself go inside a ``jax.jit``).
+    """
+
+    def traced(*args, **kwargs):
+        _TRACING_CHECKED.depth = getattr(_TRACING_CHECKED, "depth", 0) + 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _TRACING_CHECKED.depth -= 1
+
+    f = checkify.checkify(traced)
     if jit:
         f = jax.jit(f)
 

@@ -125,7 +125,7 @@ class NormalizeObservation(Wrapper):
         return self._normalize(obs, rms), NormalizeObservationState(env_state, rms), reward, terminated, truncated, info
 
     def observation_space(self, params=None):
-        inner = self.env.observation_space(self.default_params if params is None else params)
+        inner = self.env.observation_space(params)
         return spaces.Box(-np.inf, np.inf, inner.shape, np.float32)
 
     def inner_state(self, state):

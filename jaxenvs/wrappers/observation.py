@@ -68,7 +68,7 @@ class FlattenObservation(ObservationWrapper):
         return jax.vmap(flat)(obs) if self.multi_agent else flat(obs)
 
     def observation_space(self, params=None):
-        return spaces.flatten_space(self.env.observation_space(self.default_params if params is None else params))
+        return spaces.flatten_space(self.env.observation_space(params))
 
 
 class TransformObservation(ObservationWrapper):
@@ -96,5 +96,5 @@ class TransformObservation(ObservationWrapper):
 
     def observation_space(self, params=None):
         if self._observation_space is None:
-            return self.env.observation_space(self.default_params if params is None else params)
+            return self.env.observation_space(params)
         return self._observation_space

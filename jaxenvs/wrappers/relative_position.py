@@ -37,7 +37,7 @@ class RelativePosition(ObservationWrapper):
         return obs["target"] - obs["agent"]
 
     def observation_space(self, params=None):
-        inner = self.env.observation_space(self.default_params if params is None else params)
+        inner = self.env.observation_space(params)
         agent, target = inner["agent"], inner["target"]
         low = target.low.astype(np.int64) - agent.high
         high = target.high.astype(np.int64) - agent.low

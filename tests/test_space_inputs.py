@@ -1,4 +1,4 @@
-"""Misuse of spaces (issue 14, class 7), and properties every space keeps (hypothesis): a sample
+"""Bad input to spaces, and properties every space keeps (hypothesis): a sample
 lies in its space, and flatten/unflatten round-trips every element."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import assert_trees_equal
 from jaxenvs import spaces as S
 
 KEY = jax.random.key(0)
@@ -73,13 +74,6 @@ any_space = st.recursive(
 )
 
 
-def _equal_trees(a, b):
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        assert x.dtype == y.dtype
-        np.testing.assert_array_equal(x, y)
-
-
 @settings(max_examples=6, deadline=None, derandomize=True)
 @given(space=any_space, seed=st.integers(0, 2**31 - 1))
 def test_sample_lies_in_the_space_and_flatten_round_trips(space, seed):
@@ -92,4 +86,4 @@ def test_sample_lies_in_the_space_and_flatten_round_trips(space, seed):
     x, inside, v, flat_inside, back = jax.jit(run, compiler_options=fast)(jax.random.key(seed))
     assert bool(inside) and bool(flat_inside)
     assert v.shape == (S.flatdim(space),) and v.dtype == jnp.float32
-    _equal_trees(back, x)
+    assert_trees_equal(back, x, dtypes=True)

@@ -1,4 +1,4 @@
-"""Misuse of PRNG keys (issue 14, class 8): an int, a float array or a batch of keys where one
+"""PRNG keys: an int, a float array or a batch of keys where one
 key belongs is refused, naming ``jax.random.key(seed)``, in reset, step, sample and check_env."""
 
 from __future__ import annotations

@@ -13,14 +13,14 @@ import textwrap
 import pytest
 
 import jaxenvs
-from jaxenvs.parallel import env_mesh
+from jaxenvs.sharding import env_mesh
 
 XLA_FLAGS = "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0"
 
 SCRIPT = textwrap.dedent(
     """
     import jax, numpy as np, jaxenvs
-    from jaxenvs.parallel import env_mesh
+    from jaxenvs.sharding import env_mesh
     from jaxenvs.rollout import rollout, random_policy
     assert jax.device_count() == 4, jax.devices()
     for env_id in ("GridWorld-v0", "HurdleRace-v0"):
@@ -35,7 +35,7 @@ SCRIPT = textwrap.dedent(
                 a, b = jax.random.key_data(a), jax.random.key_data(b)
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
         assert int((one.terminated | one.truncated).sum()) >= 8  # episodes end (7-step limit)
-    from jaxenvs.parallel import constrain_batch
+    from jaxenvs.sharding import constrain_batch
     try:
         jax.jit(lambda x: constrain_batch(x, env_mesh(4)))(jax.numpy.zeros(6))
         raise SystemExit("an uneven split was accepted")
@@ -71,7 +71,7 @@ PPO_SCRIPT = textwrap.dedent(
     from jaxenvs.train.ppo import make_trainer
     from jaxenvs.train.checkpoint import save_checkpoint, load_checkpoint
     from jaxenvs.train.distributed import place_runner
-    from jaxenvs.parallel import env_mesh, to_host
+    from jaxenvs.sharding import env_mesh, to_host
     tmp = pathlib.Path(sys.argv[1])
     assert jax.device_count() == 4
 
@@ -137,3 +137,22 @@ def test_env_mesh_errors():
     assert mesh.devices.size == 1 and mesh.axis_names == ("envs",)
     with pytest.raises(ValueError, match="num_envs"):
         jaxenvs.rollout.rollout(jaxenvs.make("GridWorld-v0"), jax.random.key(0), lambda k, o: 0, 3, mesh=mesh)
+
+
+def test_parallel_is_a_deprecated_alias_of_sharding():
+    import importlib
+    import sys
+    import warnings
+
+    import jaxenvs.sharding
+
+    sys.modules.pop("jaxenvs.parallel", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        parallel = importlib.import_module("jaxenvs.parallel")
+    assert any(
+        issubclass(w.category, DeprecationWarning) and "jaxenvs.parallel is renamed jaxenvs.sharding" in str(w.message)
+        for w in caught
+    )
+    for name in jaxenvs.sharding.__all__:
+        assert getattr(parallel, name) is getattr(jaxenvs.sharding, name)

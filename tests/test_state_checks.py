@@ -1,4 +1,4 @@
-"""Misuse of the state (issue 14, class 3): a state whose tree, shapes or dtypes differ from what
+"""State checks: a state whose tree, shapes or dtypes differ from what
 ``reset`` returns is refused when ``step`` is traced (or called), naming the leaf; a missing
 ``jax.vmap`` is named as such. Everything here is checked on shapes, so it runs without computing."""
 

@@ -1,4 +1,4 @@
-"""Misuse of actions and of finished episodes (issue 14, classes 4 and 6): NaN never looks like a
+"""Bad action values and finished episodes: NaN never looks like a
 good result, integers are clipped before they are narrowed to int32, a NaN observation does not
 poison running statistics, stepping a finished episode follows each env's documented rule, and
 checked mode raises on all of them."""
