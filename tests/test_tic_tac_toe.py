@@ -10,7 +10,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
-from turn_based import replay
+from turn_based import assert_lockstep, joint_actions, play_pettingzoo, replay
 
 N_GAMES = 400
 ILLEGAL_PROB = 0.03  # per move: an occupied cell instead of a legal one
@@ -21,84 +21,17 @@ def env():
     return jaxenvs.make("TicTacToe-v0", autoreset=False)
 
 
-def play_pettingzoo(n_games: int, illegal_prob: float, seed: int = 0):
-    """Random games of PettingZoo's tictactoe_v3 (with its standard wrappers): per game a list of
-    per-ply records of everything the port must reproduce."""
-    from pettingzoo.classic import tictactoe_v3
-
-    rng = np.random.default_rng(seed)
-    pz = tictactoe_v3.env()
-    agents = pz.possible_agents
-    games = []
-    for g in range(n_games):
-        pz.reset(seed=g)
-        start = {"obs": [pz.observe(a)["observation"] for a in agents], "mask": [pz.observe(a)["action_mask"] for a in agents]}
-        plies = []
-        while True:
-            mover = agents.index(pz.agent_selection)
-            mask = pz.observe(pz.agent_selection)["action_mask"]
-            legal, occupied = np.flatnonzero(mask), np.flatnonzero(mask == 0)
-            illegal = len(occupied) > 0 and rng.random() < illegal_prob
-            action = int(rng.choice(occupied if illegal else legal))
-            pz.step(action)
-            done = any(pz.terminations.values()) or any(pz.truncations.values())
-            plies.append(
-                {
-                    "mover": mover,
-                    "action": action,
-                    "illegal": illegal,
-                    "obs": [pz.observe(a)["observation"] for a in agents],
-                    "mask": [pz.observe(a)["action_mask"] for a in agents],
-                    "rewards": [pz.rewards[a] for a in agents],
-                    "done": done,
-                    "next": agents.index(pz.agent_selection),
-                }
-            )
-            if done:
-                break
-        games.append((start, plies))
-    return games
-
-
 @pytest.fixture(scope="module")
 def lockstep(env):
-    games = play_pettingzoo(N_GAMES, ILLEGAL_PROB)
-    rng = np.random.default_rng(1)
-    # the non-mover's row holds garbage (out of range too): it must be ignored
-    actions = rng.integers(-3, 12, size=(N_GAMES, 9, 2)).astype(np.int32)
-    for g, (_, plies) in enumerate(games):
-        for t, ply in enumerate(plies):
-            actions[g, t, ply["mover"]] = ply["action"]
-    return games, replay(env, actions)
+    from pettingzoo.classic import tictactoe_v3
+
+    games = play_pettingzoo(tictactoe_v3.env(), N_GAMES, ILLEGAL_PROB)
+    return games, replay(env, joint_actions(games, 9, 9))
 
 
 def test_lockstep_against_pettingzoo(lockstep):
     games, (first, traj) = lockstep
-    n_illegal = n_plies = 0
-    for g, (start, plies) in enumerate(games):
-        np.testing.assert_array_equal(first["obs"]["observation"][g], np.stack(start["obs"]))
-        np.testing.assert_array_equal(first["mask"][g], np.stack(start["mask"]) == 1)
-        np.testing.assert_array_equal(first["obs"]["action_mask"][g], np.stack(start["mask"]))
-        assert first["player"][g] == 0
-        for t, ply in enumerate(plies):
-            at = f"game {g} ply {t}"
-            np.testing.assert_array_equal(traj["obs"]["observation"][g, t], np.stack(ply["obs"]), err_msg=at)
-            assert bool(traj["terminated"][g, t]) == ply["done"], at
-            assert not traj["truncated"][g, t], at
-            assert bool(traj["info"]["illegal_action"][g, t]) == ply["illegal"], at
-            mover, other = ply["mover"], 1 - ply["mover"]
-            reward = traj["reward"][g, t]
-            assert reward[mover] == ply["rewards"][mover], at
-            # PettingZoo's TerminateIllegalWrapper gives the other agent 0; here the game stays zero-sum
-            assert reward[other] == (1.0 if ply["illegal"] else ply["rewards"][other]), at
-            if not ply["done"]:
-                assert traj["player"][g, t] == ply["next"], at
-                np.testing.assert_array_equal(traj["mask"][g, t], np.stack(ply["mask"]) == 1, err_msg=at)
-            else:
-                assert not traj["mask"][g, t].any(), at
-            np.testing.assert_array_equal(traj["obs"]["action_mask"][g, t], traj["mask"][g, t].astype(np.uint8))
-            n_illegal += ply["illegal"]
-            n_plies += 1
+    n_illegal, n_plies = assert_lockstep(games, first, traj)
     assert n_illegal >= 10 and n_plies > 5 * N_GAMES  # the sample covers illegal moves and long games
 
 

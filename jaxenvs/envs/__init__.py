@@ -8,3 +8,4 @@ register("HurdleRace-v0", "jaxenvs.envs.hurdle_race:HurdleRace", max_episode_ste
 register("Lottery-v0", "jaxenvs.envs.lottery:Lottery")
 register("RockPaperScissors-v0", "jaxenvs.envs.rock_paper_scissors:RockPaperScissors")
 register("TicTacToe-v0", "jaxenvs.envs.tic_tac_toe:TicTacToe")
+register("ConnectFour-v0", "jaxenvs.envs.connect_four:ConnectFour")
