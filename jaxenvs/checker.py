@@ -130,7 +130,7 @@ RULES = (
     "chance-outcomes",
 )
 # rules that apply to envs with legal actions, turns or explicit chance only
-_TURN_RULES = {
+TURN_BASED_RULES = {
     "mask-structure": lambda t: t.action_style == "full_action_set",
     "mask-autoreset": lambda t: t.action_style == "full_action_set",
     "mask-step": lambda t: t.action_style == "full_action_set",
@@ -847,7 +847,7 @@ class _Checker:
 
     # -- turn-based games: legal actions, current player, explicit chance ------------------------
     def applies(self, rule: str) -> bool:
-        return rule not in _TURN_RULES or _TURN_RULES[rule](self.traits)
+        return rule not in TURN_BASED_RULES or TURN_BASED_RULES[rule](self.traits)
 
     def check_turn_traits(self):
         """``traits-implemented``: each turn-based trait is declared exactly when it is implemented."""
@@ -1210,7 +1210,7 @@ class _Checker:
                 if r not in self.skip
                 and (r != "key-sensitivity" or self.traits.chance == "stochastic")
                 and (r != "step-ignores-key" or self.traits.chance == "deterministic")
-                and (r not in _TURN_RULES or _TURN_RULES[r](self.traits))
+                and (r not in TURN_BASED_RULES or TURN_BASED_RULES[r](self.traits))
             ),
             skipped=self.skip,
             terminated=terminated,

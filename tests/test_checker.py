@@ -14,7 +14,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
-from jaxenvs.checker import RULES, SKIPPABLE_RULES, CheckReport, EnvCheckError, check_env
+from jaxenvs.checker import RULES, SKIPPABLE_RULES, TURN_BASED_RULES, CheckReport, EnvCheckError, check_env
 from jaxenvs.core import Environment, Traits
 
 SMALL = dict(num_steps=12, num_envs=3)
@@ -98,8 +98,9 @@ def test_correct_env_passes_and_reports():
     report = check_env(Walk(), num_steps=50, num_envs=4)
     assert isinstance(report, CheckReport)
     assert (report.env, report.num_envs, report.num_steps) == ("Walk", 4, 50)
-    # stochastic: key-sensitivity is checked too, step-ignores-key is not
-    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key")
+    # stochastic: key-sensitivity is checked too, step-ignores-key is not; no turn-based rule but
+    # traits-implemented applies to a single-agent env without legal actions
+    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key" and r not in TURN_BASED_RULES)
     # Walk never truncates; random walks from |pos| <= 0.5 reach the edge within 4 x 50 steps
     assert report.truncated == 0 and report.terminated > 0
 

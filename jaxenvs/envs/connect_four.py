@@ -106,7 +106,7 @@ class ConnectFour(Environment):
         full = jnp.all(heights == ROWS)
         mover_reward = jnp.where(legal, jnp.where(won, 1.0, 0.0), -1.0).astype(jnp.float32)
         state = EnvState(board=board, heights=heights, current_player=1 - player, terminated=~legal | won | full)
-        reward = jnp.where(jnp.arange(2) == player, mover_reward, -mover_reward)
+        reward = jnp.where(jnp.arange(2) == player, mover_reward, 0.0 - mover_reward)  # 0 - r: no -0.0
         info = {"illegal_action": ~legal}
         return self._obs(state), state, reward, state.terminated, jnp.zeros((), bool), info
 

@@ -109,7 +109,7 @@ class TicTacToe(Environment):
             current_player=1 - player,
             terminated=~legal | won | full,
         )
-        reward = jnp.where(is_mover, mover_reward, -mover_reward)
+        reward = jnp.where(is_mover, mover_reward, 0.0 - mover_reward)  # 0 - r: no -0.0
         info = {"illegal_action": ~legal}
         return self._obs(state), state, reward, state.terminated, jnp.zeros((), bool), info
 

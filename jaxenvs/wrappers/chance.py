@@ -50,7 +50,7 @@ class FoldChanceNodes(Wrapper):
         return dataclasses.replace(self.env.traits, chance="stochastic")
 
     def _fold(self, key, obs, state, reward, terminated, truncated, info, params):
-        action = jnp.zeros(self.env.batched_action_shape(params), jnp.int32)
+        action = jnp.zeros(self.env.batched_action_shape(), jnp.int32)
         has_outcome = "chance_outcome" in info
 
         def cond(carry):
