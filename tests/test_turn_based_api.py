@@ -73,3 +73,13 @@ def test_masks_vmap():
     _, states = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 5))
     assert jax.vmap(env.legal_action_mask)(states).shape == (5, 2, 9)
     assert jax.vmap(env.current_player)(states).shape == (5,)
+
+
+def test_vector_env_gives_one_mask_and_mover_per_env():
+    venv = jaxenvs.VectorEnv(jaxenvs.make("KuhnPoker-v0"), 4)
+    _, states = venv.reset(jax.random.key(0))
+    assert venv.legal_action_mask(states).shape == (4, 2, 2) and venv.current_player(states).shape == (4,)
+    assert venv.is_chance_node(states).all()
+    np.testing.assert_allclose(venv.chance_outcomes(states), np.full((4, 3), 1 / 3), rtol=1e-6)
+    dealt = venv.apply_chance(states, jnp.arange(4, dtype=jnp.int32) % 3)
+    assert np.asarray(dealt.cards)[:, 0].tolist() == [0, 1, 2, 0]
