@@ -11,6 +11,9 @@ rule id and names the offending leaf (paths as :func:`jax.tree_util.keystr` writ
 The rules, in the order they are checked, are the keys of `RULE_DESCRIPTIONS`, the one list that
 this docstring (at its end), `jaxenvs check --list-rules` and the documentation's rule table read.
 
+The rollouts of a ``full_action_set`` env take uniformly random legal actions (from
+``obs["action_mask"]``); the others uniformly random actions of the action space.
+
 An environment made with ``checked=True`` only runs under :func:`jaxenvs.checked`; check it without.
 """
 
@@ -27,7 +30,7 @@ import numpy as np
 from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 
 from jaxenvs import spaces
-from jaxenvs.core import ActionError, Traits, check_key, is_prng_key
+from jaxenvs.core import ActionError, Environment, Traits, check_key, is_prng_key
 
 __all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "RULE_DESCRIPTIONS", "SKIPPABLE_RULES"]
 
@@ -74,6 +77,34 @@ RULE_DESCRIPTIONS: dict[str, str] = {
         "for traits.chance == 'deterministic': the base env's step gives the same result for any key "
         "(AutoReset and VectorEnv rely on it to skip a key split per step)"
     ),
+    "traits-implemented": (
+        "the traits tell the truth: action_style='full_action_set' iff the env defines legal_action_mask, "
+        "dynamics='sequential' iff it defines current_player, chance='explicit_stochastic' iff it defines "
+        "is_chance_node, chance_outcomes and apply_chance (a mask needs a Discrete action space)"
+    ),
+    "mask-structure": (
+        "legal_action_mask is bool[n] (bool[num_agents, n]); the observation is a dict with 'observation' "
+        "and 'action_mask' (uint8), equal to the returned state's mask after reset and after every step"
+    ),
+    "mask-autoreset": (
+        "after an auto-reset obs['action_mask'] is the new game's mask, and info['final_obs']['action_mask'] "
+        "the ended game's"
+    ),
+    "current-player": "current_player is an int32 scalar in [0, num_agents) in every visited state",
+    "mask-mover": (
+        "the mover's row has a legal action at every non-terminal decision state, the other rows are zero "
+        "(sequential), every row is zero at a chance node"
+    ),
+    "mask-step": (
+        "for 256 visited states and every action: info['illegal_action'] (a bool on every step) is true "
+        "exactly when the mask says the action is illegal"
+    ),
+    "non-mover-ignored": "in a sequential game the non-movers' actions change nothing",
+    "chance-outcomes": (
+        "at chance nodes chance_outcomes is float32[K] >= 0 summing to 1, step's draws "
+        "(info['chance_outcome']) follow it (chi-square) and apply_chance of the drawn outcome gives "
+        "step's state"
+    ),
 }
 RULES = tuple(RULE_DESCRIPTIONS)
 
@@ -86,6 +117,19 @@ def rules_table() -> str:
 
 __doc__ = (__doc__ or "") + "\nThe rules:\n\n" + rules_table() + "\n"
 
+# rules that apply to envs with legal actions, turns or explicit chance only
+TURN_BASED_RULES = {
+    "mask-structure": lambda t: t.action_style == "full_action_set",
+    "mask-autoreset": lambda t: t.action_style == "full_action_set",
+    "mask-step": lambda t: t.action_style == "full_action_set",
+    "mask-mover": lambda t: t.action_style == "full_action_set",
+    "current-player": lambda t: t.dynamics == "sequential",
+    "non-mover-ignored": lambda t: t.dynamics == "sequential" and t.num_agents > 1,
+    "chance-outcomes": lambda t: t.chance == "explicit_stochastic",
+}
+MASK_STEP_STATES = 256  # visited states whose every action mask-step tries
+CHANCE_DRAWS = 4000  # step's draws at one chance node for the chi-square test of chance-outcomes
+CHANCE_LEVEL = 1e-4  # significance level of that test
 # rules whose failure leaves the rest of the check meaningful, so they may be skipped
 SKIPPABLE_RULES = ("no-callbacks", "params-vmap", "key-sensitivity", "obs-in-space", "reward-finite", "retrace")
 
@@ -534,6 +578,19 @@ class _Checker:
         self.step_keys = jax.random.split(k_step, (self.T, self.B))
         self.alt_step_keys = jax.random.split(k_alt, (self.T, self.B))
         self.actions = self.act_space.sample(k_act, (self.T, self.B) + self.agent_lead)
+        # envs with legal actions: the action of (t, b) is drawn from obs["action_mask"] with this key
+        self.action_keys = jax.random.split(jax.random.fold_in(k_act, 1), (self.T, self.B))
+
+    @property
+    def masked(self) -> bool:
+        return self.traits.action_style == "full_action_set"
+
+    def act(self, key, obs, action):
+        """The action taken in ``obs`` (one env): uniformly random among the legal ones of
+        ``obs["action_mask"]`` for a ``full_action_set`` env, else the pre-drawn ``action``."""
+        if not self.masked:
+            return action
+        return self.act_space.sample(key, self.agent_lead, mask=obs["action_mask"])
 
     def check_single(self):
         """Jitted single-env reset and a few steps: structure, dtypes, trace counts."""
@@ -551,6 +608,8 @@ class _Checker:
         jreset, jstep = _jit(reset_fn), _jit(step_fn)
         obs0, state0 = self.check_reset_output(self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[0], params))
         self.check_obs(obs0, 0, "after reset", ())
+        if self.masked:
+            self.check_mask_obs(obs0, state0, "after reset")
         for path, x in _leaves(state0, "state"):
             if not isinstance(x, jax.Array):
                 raise EnvCheckError("reset-structure", f"state leaves are arrays, got {type(x).__name__}", path)
@@ -561,13 +620,14 @@ class _Checker:
             bad = jax.tree.map(lambda a: a[int(np.argmin(ok))], bad)
             raise EnvCheckError("action-sample", f"{bad} sampled from {self.act_space} is not contained in it", "action")
 
-        loop, state, first_state_out = [], state0, None
+        loop, state, first_state_out, obs = [], state0, None, obs0
         for t in range(_PYTHON_LOOP_STEPS):
             k, a = self.step_keys[t, 0], jax.tree.map(lambda x: x[t, 0], self.actions)
+            a = self.act(self.action_keys[t, 0], obs, a)
             out = self.check_step_output(self.call("jit", "jax.jit(env.step)", jstep, k, state, a, params), obs0, state0)
             self.check_obs(out[0], 0, f"after step {t}", ())
             loop.append(out)
-            state = out[1]
+            obs, state = out[0], out[1]
             first_state_out = out[1] if first_state_out is None else first_state_out
         self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[-1], params)
         self.check_no_leaked_tracer()
@@ -628,17 +688,19 @@ class _Checker:
     def rollout_fn(self):
         env = self.env
 
-        def rollout(reset_keys, step_keys, actions, params):
+        def rollout(reset_keys, step_keys, actions, params, action_keys=self.action_keys):
             """reset_keys [B], step_keys [T, B], actions [T, B, ...] -> first obs/state, trajectory."""
             obs0, state0 = jax.vmap(env.reset, (0, None))(reset_keys, params)
 
             def body(carry, xs):
                 obs, state = carry
-                keys, actions = xs
+                keys, actions, akeys = xs
+                actions = jax.vmap(self.act)(akeys, obs, actions)
                 obs, state, reward, terminated, truncated, info = jax.vmap(env.step, (0, 0, 0, None))(
                     keys, state, actions, params
                 )
                 out = {
+                    "action": actions,
                     "obs": obs,
                     "state": state,
                     "reward": reward,
@@ -648,7 +710,7 @@ class _Checker:
                 }
                 return (obs, state), out
 
-            _, traj = jax.lax.scan(body, (obs0, state0), (step_keys, actions))
+            _, traj = jax.lax.scan(body, (obs0, state0), (step_keys, actions, action_keys))
             return {"obs": obs0, "state": state0}, traj
 
         return rollout
@@ -733,6 +795,9 @@ class _Checker:
                     diff[0],
                 )
 
+        self.actions = traj["action"]  # what was taken (masked envs draw it from the mask)
+        if self.masked:
+            self.check_mask_rollout(first, traj)
         if self.traits.chance == "deterministic":
             self.check_step_ignores_key(params)
 
@@ -772,12 +837,361 @@ class _Checker:
                 diff[0],
             )
 
+    # -- turn-based games: legal actions, current player, explicit chance ------------------------
+    def applies(self, rule: str) -> bool:
+        return rule not in TURN_BASED_RULES or TURN_BASED_RULES[rule](self.traits)
+
+    def check_turn_traits(self):
+        """``traits-implemented``: each turn-based trait is declared exactly when it is implemented."""
+        base = getattr(self.env, "unwrapped", self.env)
+        t = base.traits
+
+        def defines(name):
+            return getattr(type(base), name, None) is not getattr(Environment, name)
+
+        claims = (
+            ("action_style", t.action_style == "full_action_set", "'full_action_set'", ("legal_action_mask",)),
+            ("dynamics", t.dynamics == "sequential", "'sequential'", ("current_player",)),
+            ("chance", t.chance == "explicit_stochastic", "'explicit_stochastic'",
+             ("is_chance_node", "chance_outcomes", "apply_chance")),
+        )
+        for trait, declared, value, methods in claims:
+            missing = [m for m in methods if not defines(m)]
+            present = [m for m in methods if defines(m)]
+            if declared and missing:
+                raise EnvCheckError(
+                    "traits-implemented",
+                    f"traits.{trait} is {value} but {type(base).__name__} does not define {', '.join(missing)}",
+                )
+            if not declared and present:
+                raise EnvCheckError(
+                    "traits-implemented",
+                    f"{type(base).__name__} defines {', '.join(present)} but traits.{trait} is "
+                    f"{getattr(t, trait)!r}, not {value}",
+                )
+        if self.masked and not isinstance(self.act_space, spaces.Discrete):
+            raise EnvCheckError(
+                "traits-implemented", f"action_style='full_action_set' needs a Discrete action space, got {self.act_space}"
+            )
+
+    def _mask_shape(self) -> tuple[int, ...]:
+        return self.agent_lead + (self.act_space.n,)
+
+    def check_mask_obs(self, obs, state, where: str):
+        """``mask-structure`` for one (unbatched) observation and state."""
+        if not (isinstance(obs, Mapping) and "observation" in obs and "action_mask" in obs):
+            got = sorted(obs) if isinstance(obs, Mapping) else type(obs).__name__
+            raise EnvCheckError(
+                "mask-structure",
+                f"a full_action_set env's observation is a dict with 'observation' and 'action_mask', got {got} {where}",
+                "obs",
+            )
+        mask = self.call("mask-structure", "env.legal_action_mask", self.env.legal_action_mask, state, self.params)
+        if str(jnp.result_type(mask)) != "bool" or tuple(jnp.shape(mask)) != self._mask_shape():
+            raise EnvCheckError(
+                "mask-structure",
+                f"legal_action_mask returned {jnp.result_type(mask)}{list(jnp.shape(mask))}, expected "
+                f"bool{list(self._mask_shape())} {where}",
+            )
+        om = obs["action_mask"]
+        if str(jnp.result_type(om)) != "uint8" or tuple(jnp.shape(om)) != self._mask_shape():
+            raise EnvCheckError(
+                "mask-structure",
+                f"{jnp.result_type(om)}{list(jnp.shape(om))} {where}, expected uint8{list(self._mask_shape())}",
+                "obs['action_mask']",
+            )
+        if not np.array_equal(_host(om), _host(mask).astype(np.uint8)):
+            raise EnvCheckError(
+                "mask-structure",
+                f"{_host(om).tolist()} {where} but legal_action_mask of the returned state is "
+                f"{_host(mask).astype(np.uint8).tolist()}",
+                "obs['action_mask']",
+            )
+
+    def batched(self, fn, tree, n_batch: int):
+        """``fn`` (of one env's state) over ``tree``'s ``n_batch`` leading axes, jitted."""
+        lead = tuple(jnp.shape(_first_leaf(tree)))[:n_batch]
+        flat = jax.tree.map(lambda x: jnp.reshape(x, (-1,) + tuple(jnp.shape(x))[n_batch:]), tree)
+        out = _jit(jax.vmap(fn))(flat)
+        return jax.tree.map(lambda x: np.asarray(x).reshape(lead + x.shape[1:]), out)
+
+    def check_mask_rollout(self, first, traj):
+        """``mask-structure`` and ``mask-autoreset`` along the vmapped rollout."""
+        params = self.params
+        mask_fn = lambda s: self.env.legal_action_mask(s, params)  # noqa: E731
+        done = np.asarray(traj["terminated"]) | np.asarray(traj["truncated"])
+        for where, obs, states, n in (("after reset", first["obs"], first["state"], 1),
+                                      ("along the rollout", traj["obs"], traj["state"], 2)):
+            masks = self.call("mask-structure", "vmap(env.legal_action_mask)", self.batched, mask_fn, states, n)
+            om = _host(obs["action_mask"])
+            if om.dtype != np.uint8 or masks.dtype != bool:
+                raise EnvCheckError("mask-structure", f"obs mask {om.dtype}, legal_action_mask {masks.dtype} {where}")
+            bad = np.any(om != masks.astype(np.uint8), axis=tuple(range(n, om.ndim)))
+            if bad.any():
+                i = int(np.argmax(bad.reshape(-1)))
+                names = ("env",) if n == 1 else ("step", "env")
+                at = _index_label(i, bad.shape, names)
+                rule = "mask-autoreset" if n == 2 and done.reshape(-1)[i] else "mask-structure"
+                extra = " (the step ended an episode: after the auto-reset the mask is the new game's)" if rule == "mask-autoreset" else ""
+                raise EnvCheckError(
+                    rule,
+                    f"{om.reshape(-1, *om.shape[n:])[i].tolist()} {where} ({at}) but legal_action_mask of the returned "
+                    f"state is {masks.reshape(-1, *masks.shape[n:])[i].astype(np.uint8).tolist()}{extra}",
+                    "obs['action_mask']",
+                )
+        self.check_final_obs_mask(first, traj, done)
+
+    def check_final_obs_mask(self, first, traj, done):
+        """``mask-autoreset``: ``info["final_obs"]["action_mask"]`` of an ended episode is the mask
+        of the state it ended in (that step replayed below the outermost AutoReset)."""
+        from jaxenvs.wrappers.base import AutoReset
+
+        if not (isinstance(self.env, AutoReset) and "final_obs" in traj["info"]) or not done.any():
+            return
+        inner, params = self.env.env, self.params
+        t_idx, b_idx = np.nonzero(done)
+        prev = jax.tree.map(
+            lambda f, s: jnp.concatenate([f[None], s[:-1]])[t_idx, b_idx], first["state"], traj["state"]
+        )
+        keys = self.step_keys[t_idx, b_idx]
+        actions = jax.tree.map(lambda a: a[t_idx, b_idx], traj["action"])
+
+        def ended(key, state, action):
+            key_step, _ = self.env.split_key(key)
+            _, state, *_ = inner.step_env(key_step, state, action, params)
+            return inner.legal_action_mask(state, params)
+
+        masks = np.asarray(_jit(jax.vmap(ended))(keys, prev, actions)).astype(np.uint8)
+        final = _host(traj["info"]["final_obs"]["action_mask"])[t_idx, b_idx]
+        bad = np.any(final != masks, axis=tuple(range(1, final.ndim)))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise EnvCheckError(
+                "mask-autoreset",
+                f"{final[i].tolist()} at step {t_idx[i]}, env {b_idx[i]}, where the episode ended, but the ended "
+                f"state's legal_action_mask is {masks[i].tolist()}",
+                "info['final_obs']['action_mask']",
+            )
+
+    def visited_states(self):
+        """States of ``MASK_STEP_STATES`` env steps (the state each action is taken in): a
+        random-legal rollout of the env with an auto-reset (added when the env has none), so that
+        every state is a live one."""
+        from jaxenvs.wrappers.base import AutoReset, has_wrapper
+
+        env = self.env if has_wrapper(self.env, AutoReset) else AutoReset(self.env)
+        params, B = self.params, 32
+        T = -(-MASK_STEP_STATES // B)
+        k_reset, k_run = jax.random.split(jax.random.fold_in(self.key, 7))
+
+        def run(k_reset, k_run):
+            obs, state = jax.vmap(env.reset, (0, None))(jax.random.split(k_reset, B), params)
+
+            def body(carry, key):
+                obs, state = carry
+                k_act, k_step = jax.random.split(key)
+                action = self.act_space.sample(k_act, (B,) + self.agent_lead)
+                action = jax.vmap(self.act)(jax.random.split(k_act, B), obs, action)
+                out = jax.vmap(env.step, (0, 0, 0, None))(jax.random.split(k_step, B), state, action, params)
+                return (out[0], out[1]), state
+
+            return jax.lax.scan(body, (obs, state), jax.random.split(k_run, T))[1]
+
+        states = self.call("mask-step", "a rollout collecting visited states", _jit(run), k_reset, k_run)
+        return env, jax.tree.map(lambda x: x.reshape((T * B,) + x.shape[2:]), states)
+
+    def check_turn_based(self):
+        t = self.traits
+        if not (self.masked or t.dynamics == "sequential" or t.chance == "explicit_stochastic"):
+            return
+        env, states = self.visited_states()
+        params, n_states = self.params, MASK_STEP_STATES
+        probe = _jit(jax.vmap(lambda s: (
+            env.current_player(s, params),
+            env.is_chance_node(s, params),
+            env.legal_action_mask(s, params) if self.masked else jnp.zeros((), bool),
+        )))
+        player, chance, masks = (np.asarray(x) for x in self.call("current-player", "env.current_player", probe, states))
+        n = self.num_agents
+        if t.dynamics == "sequential" and self.on("current-player"):
+            if player.dtype != np.int32 or player.shape != (n_states,):
+                raise EnvCheckError("current-player", f"current_player returned {player.dtype}{list(player.shape[1:])}, expected an int32 scalar")
+            if ((player < 0) | (player >= n)).any():
+                i = int(np.argmax((player < 0) | (player >= n)))
+                raise EnvCheckError("current-player", f"current_player is {player[i]} in a visited state; it must lie in [0, {n})")
+        if chance.dtype != bool or chance.shape != (n_states,):
+            raise EnvCheckError("chance-outcomes", f"is_chance_node returned {chance.dtype}{list(chance.shape[1:])}, expected a bool scalar")
+        if self.masked:
+            self.check_mask_mover(masks, player, chance)
+            self.check_mask_step(env, states, masks, player, chance)
+        if t.dynamics == "sequential" and n > 1:
+            self.check_non_mover_ignored(env, states, masks, player, chance)
+        if t.chance == "explicit_stochastic":
+            self.check_chance(env, states, chance)
+
+    def check_mask_mover(self, masks, player, chance):
+        """``mask-mover``: at decision states (every visited state is live) the mover has a legal
+        action and the others none; at chance nodes nobody has one."""
+        sequential = self.traits.dynamics == "sequential" and self.multi
+        rows = masks if self.agent_lead else masks[:, None]
+        has = rows.any(-1)  # [state, agent]
+        mover = np.arange(rows.shape[1])[None, :] == player[:, None] if sequential else np.ones_like(has)
+        for i in range(len(rows)):
+            if chance[i] and has[i].any():
+                raise EnvCheckError("mask-mover", f"agent {int(np.argmax(has[i]))} has legal actions at a chance node (visited state {i})")
+            if chance[i]:
+                continue
+            if not has[i][mover[i]].all():
+                who = f"the mover (agent {player[i]})" if sequential else f"agent {int(np.argmin(has[i]))}"
+                raise EnvCheckError("mask-mover", f"{who} has no legal action in a live decision state (visited state {i})")
+            if sequential and has[i][~mover[i]].any():
+                raise EnvCheckError(
+                    "mask-mover",
+                    f"agent {int(np.argmax(has[i] & ~mover[i]))} is not to move (current_player is {player[i]}) but its "
+                    f"mask row is not all zero (visited state {i})",
+                )
+
+    @property
+    def multi(self) -> bool:
+        return bool(self.agent_lead)
+
+    def _joint(self, mover_action, player, others):
+        """Joint actions [S, num_agents]: ``mover_action`` in the mover's row, ``others`` elsewhere."""
+        if not self.multi:
+            return jnp.asarray(mover_action, jnp.int32)
+        rows = np.arange(self.num_agents)[None, :] == np.asarray(player)[:, None]
+        return jnp.asarray(np.where(rows, np.asarray(mover_action)[:, None], others), jnp.int32)
+
+    def check_mask_step(self, env, states, masks, player, chance):
+        """``mask-step``: every action in every visited decision state; info["illegal_action"] is
+        true exactly for the actions the mask rules out."""
+        params, n_act = self.params, self.act_space.n
+        live = ~chance
+        sequential = self.traits.dynamics == "sequential" and self.multi
+        key = jax.random.fold_in(self.key, 11)
+
+        def illegal_flags(state, joint):
+            info = env.step(key, state, joint, params)[5]
+            if "illegal_action" not in info:
+                raise EnvCheckError("mask-step", "a full_action_set env reports info['illegal_action'] (bool) on every step", "info")
+            return info["illegal_action"]
+
+        run = _jit(jax.vmap(illegal_flags))
+        rows = masks if self.multi else masks[:, None]
+        for a in range(n_act):
+            if sequential:
+                joint = self._joint(np.full(len(player), a), player, 0)
+                expected = ~rows[np.arange(len(player)), player, a]
+            else:
+                joint = jnp.full((len(player),) + self.agent_lead, a, jnp.int32)
+                expected = ~rows[:, :, a].all(-1)
+            flags = self.call("mask-step", "env.step from visited states", run, states, joint)
+            flags = np.asarray(flags)
+            if flags.dtype != bool or flags.shape != (len(player),):
+                raise EnvCheckError("mask-step", f"info['illegal_action'] is {flags.dtype}{list(flags.shape[1:])}, expected a bool scalar", "info['illegal_action']")
+            bad = live & (flags != expected)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise EnvCheckError(
+                    "mask-step",
+                    f"action {a} in visited state {i} (mask {rows[i].astype(np.uint8).tolist()}): step says illegal={bool(flags[i])}, "
+                    f"the mask says illegal={bool(expected[i])}",
+                    "info['illegal_action']",
+                )
+
+    def check_non_mover_ignored(self, env, states, masks, player, chance):
+        """``non-mover-ignored``: the same mover's action with other values in the non-movers'
+        rows (in range and out of it) gives the same step, leaf for leaf."""
+        params, n_act, S = self.params, self.act_space.n, len(player)
+        rng = np.random.default_rng(0)
+        if self.masked:
+            rows = masks if self.multi else masks[:, None]
+            mover_rows = rows[np.arange(S), player]
+            choice = np.array([rng.choice(np.flatnonzero(r)) if r.any() else 0 for r in mover_rows])
+        else:
+            choice = rng.integers(0, n_act, S)
+        key = jax.random.fold_in(self.key, 13)
+        step = _jit(jax.vmap(lambda s, a: env.step(key, s, a, params)))
+        ref = self.call("non-mover-ignored", "env.step from visited states", step, states, self._joint(choice, player, 0))
+        for others in (rng.integers(0, n_act, (S, self.num_agents)), np.full((S, self.num_agents), -1), np.full((S, self.num_agents), n_act + 5)):
+            out = step(states, self._joint(choice, player, others))
+            names = ("obs", "state", "reward", "terminated", "truncated", "info")
+            diff = _first_difference(dict(zip(names, ref)), dict(zip(names, out)), exact=True)
+            if diff:
+                raise EnvCheckError(
+                    "non-mover-ignored",
+                    f"changing only the non-movers' actions (to {others[0].tolist()} in the first state) changed "
+                    f"the step's result (element {diff[1]}); a sequential step reads the current player's row only",
+                    diff[0],
+                )
+
+    def check_chance(self, env, states, chance):
+        """``chance-outcomes``: probabilities at the visited chance nodes, then CHANCE_DRAWS steps
+        from the first one: the outcomes drawn follow chance_outcomes (chi-square at level
+        CHANCE_LEVEL), impossible ones never come, and apply_chance reproduces step's state."""
+        if not chance.any():
+            raise EnvCheckError(
+                "chance-outcomes",
+                f"traits.chance is 'explicit_stochastic' but none of {len(chance)} visited states is a chance node",
+            )
+        params = self.params
+        idx = np.flatnonzero(chance)
+        nodes = jax.tree.map(lambda x: x[idx], states)
+        probs = self.call("chance-outcomes", "env.chance_outcomes", _jit(jax.vmap(lambda s: env.chance_outcomes(s, params))), nodes)
+        probs = np.asarray(probs)
+        if probs.dtype != np.float32 or probs.ndim != 2:
+            raise EnvCheckError("chance-outcomes", f"chance_outcomes returned {probs.dtype}{list(probs.shape[1:])}, expected float32[K]")
+        if (probs < 0).any() or not np.allclose(probs.sum(-1), 1.0, atol=1e-5):
+            i = int(np.argmax((probs < 0).any(-1) | ~np.isclose(probs.sum(-1), 1.0, atol=1e-5)))
+            raise EnvCheckError("chance-outcomes", f"chance_outcomes {probs[i].tolist()} at a chance node: probabilities are >= 0 and sum to 1")
+        node = jax.tree.map(lambda x: x[idx[0]], states)
+        p = probs[0]
+        action = jnp.zeros(self.agent_lead, jnp.int32)
+        keys = jax.random.split(jax.random.fold_in(self.key, 17), CHANCE_DRAWS)
+        base_state = getattr(env, "unwrapped_state", lambda s: s)
+
+        def draw(key):
+            _, stepped, *_, info = env.step(key, node, action, params)
+            if "chance_outcome" not in info:
+                raise EnvCheckError("chance-outcomes", "step at a chance node reports the outcome drawn in info['chance_outcome']", "info")
+            outcome = info["chance_outcome"]
+            applied = env.apply_chance(node, outcome, params)
+            same = jax.tree.map(lambda x, y: jnp.all(x == y), base_state(stepped), base_state(applied))
+            return outcome, jnp.all(jnp.stack(jax.tree.leaves(same)))
+
+        outcomes, same = self.call("chance-outcomes", "env.step at a chance node", _jit(jax.vmap(draw)), keys)
+        outcomes, same = np.asarray(outcomes), np.asarray(same)
+        if ((outcomes < 0) | (outcomes >= len(p))).any():
+            raise EnvCheckError("chance-outcomes", f"info['chance_outcome'] {outcomes.min()}..{outcomes.max()} at a chance node, expected indices into chance_outcomes' {len(p)}")
+        if not same.all():
+            raise EnvCheckError(
+                "chance-outcomes",
+                f"apply_chance(state, {outcomes[int(np.argmin(same))]}) differs from the state step reached drawing that outcome",
+            )
+        counts = np.bincount(outcomes, minlength=len(p))
+        if (counts[p == 0] > 0).any():
+            raise EnvCheckError("chance-outcomes", f"step drew outcome {int(np.argmax(counts * (p == 0)))}, whose probability is 0")
+        support = p > 0
+        if support.sum() > 1:
+            import scipy.stats
+
+            expected = p[support].astype(np.float64) / p[support].astype(np.float64).sum() * CHANCE_DRAWS
+            pvalue = scipy.stats.chisquare(counts[support], expected).pvalue
+            if pvalue < CHANCE_LEVEL:
+                raise EnvCheckError(
+                    "chance-outcomes",
+                    f"step's draws {counts.tolist()} in {CHANCE_DRAWS} steps do not follow chance_outcomes {p.tolist()} "
+                    f"(chi-square p = {pvalue:.2g} < {CHANCE_LEVEL})",
+                )
+
     def run(self) -> CheckReport:
         self.check_static()
+        self.check_turn_traits()
         self.make_inputs()
         obs0, state0, loop, info_ref = self.check_single()
         self.check_vmap()
         terminated, truncated = self.check_rollout(obs0, state0, loop, info_ref)
+        self.check_turn_based()
         return CheckReport(
             env=self.name,
             num_envs=self.B,
@@ -788,6 +1202,7 @@ class _Checker:
                 if r not in self.skip
                 and (r != "key-sensitivity" or self.traits.chance == "stochastic")
                 and (r != "step-ignores-key" or self.traits.chance == "deterministic")
+                and (r not in TURN_BASED_RULES or TURN_BASED_RULES[r](self.traits))
             ),
             skipped=self.skip,
             terminated=terminated,

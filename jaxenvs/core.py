@@ -156,14 +156,23 @@ def require_param(
 class Traits:
     """Static description of an environment (after ReinforcementLearning.jl's traits).
 
-    ``action_style`` is ``"minimal"`` (every action of the space is legal in every state) or
-    ``"full_action_set"`` (some actions are illegal in some states; the env then exposes a legal
-    action mask in ``info["legal_action_mask"]``).
+    A trait is a promise the code keeps (`jaxenvs.check_env` enforces each one):
+
+    * ``action_style`` is ``"minimal"`` (every action of the space is legal in every state) or
+      ``"full_action_set"`` (some actions are illegal in some states): the env then defines
+      `Environment.legal_action_mask` and its observation is a dict holding ``"observation"`` and
+      ``"action_mask"`` (uint8, agent axis first when multi-agent), the mask of the returned state;
+    * ``dynamics="sequential"`` (turn-based): the env defines `Environment.current_player`; the
+      action keeps its agent axis and only the current player's row is read;
+    * ``chance`` is ``"deterministic"`` (``step`` ignores its key), ``"stochastic"`` (``step``
+      draws randomness internally) or ``"explicit_stochastic"`` (OpenSpiel's chance player: the env
+      defines `Environment.is_chance_node`, `Environment.chance_outcomes` and
+      `Environment.apply_chance`, and ``step`` at a chance node draws the outcome with its key).
     """
 
     num_agents: int = 1
     dynamics: Literal["simultaneous", "sequential"] = "simultaneous"
-    chance: Literal["deterministic", "stochastic"] = "stochastic"
+    chance: Literal["deterministic", "stochastic", "explicit_stochastic"] = "stochastic"
     information: Literal["perfect", "imperfect"] = "perfect"
     utility: Literal["general_sum", "zero_sum", "identical"] = "general_sum"
     reward_style: Literal["step", "terminal"] = "step"
@@ -171,7 +180,7 @@ class Traits:
 
     _ALLOWED = {
         "dynamics": ("simultaneous", "sequential"),
-        "chance": ("deterministic", "stochastic"),
+        "chance": ("deterministic", "stochastic", "explicit_stochastic"),
         "information": ("perfect", "imperfect"),
         "utility": ("general_sum", "zero_sum", "identical"),
         "reward_style": ("step", "terminal"),
@@ -310,6 +319,55 @@ class Environment:
         self._check_state_structure(key, state, params)
         action = self._check_action_structure(action, params)
         return self.step_env(key, state, action, params)
+
+    # ---- turn-based games: legal actions, current player, explicit chance --------------------
+    def legal_action_mask(self, state: Any, params: Any = None) -> jax.Array:
+        """Legal actions in ``state``: bool[n] (single agent) or bool[num_agents, n] (agent axis
+        first), for a `jaxenvs.spaces.Discrete` action space of ``n`` actions. Jittable, vmappable.
+
+        All true for ``action_style="minimal"`` (this default). A ``"full_action_set"`` env
+        overrides it; in a sequential game the rows of the agents not to move are all false, the
+        mover's row has at least one true entry at every non-terminal decision state, and at a
+        chance node every row is false. The observation's ``"action_mask"`` is this, as uint8.
+        """
+        if self.traits.action_style == "full_action_set":
+            raise NotImplementedError(
+                f"{self.name} declares action_style='full_action_set' but does not define legal_action_mask"
+            )
+        space = self.action_space(self.default_params if params is None else params)
+        if not isinstance(space, spaces.Discrete):
+            raise TypeError(f"{self.name}: legal_action_mask is defined for Discrete action spaces, not {space}")
+        return jnp.ones(((self.num_agents,) if self.multi_agent else ()) + (space.n,), bool)
+
+    def current_player(self, state: Any, params: Any = None) -> jax.Array:
+        """int32[]: the agent to move in ``state``, always in ``[0, num_agents)`` (never negative: a
+        negative index wraps silently in JAX). Jittable, vmappable.
+
+        ``dynamics="sequential"`` envs override it (at a chance node and at a terminal state it is
+        still in range; `is_chance_node` and the episode flags tell those apart). For simultaneous
+        envs every agent moves at once and this default returns 0.
+        """
+        if self.traits.dynamics == "sequential":
+            raise NotImplementedError(f"{self.name} declares dynamics='sequential' but does not define current_player")
+        return jnp.zeros((), jnp.int32)
+
+    def is_chance_node(self, state: Any, params: Any = None) -> jax.Array:
+        """bool[]: whether chance moves next in ``state`` (``chance="explicit_stochastic"`` envs; the
+        default, for the others, is always false). ``step`` at a chance node ignores the action,
+        draws the outcome from `chance_outcomes` with its key and applies it."""
+        if self.traits.chance == "explicit_stochastic":
+            raise NotImplementedError(f"{self.name} declares chance='explicit_stochastic' but does not define is_chance_node")
+        return jnp.zeros((), bool)
+
+    def chance_outcomes(self, state: Any, params: Any = None) -> jax.Array:
+        """float32[K]: the probability of each of the env's ``K`` chance outcomes at the chance node
+        ``state`` (they sum to 1; impossible outcomes have probability 0). Explicit chance only."""
+        raise NotImplementedError(f"{self.name} has no explicit chance (traits.chance={self.traits.chance!r})")
+
+    def apply_chance(self, state: Any, outcome: jax.Array, params: Any = None) -> Any:
+        """The state after chance picks ``outcome`` (int32[], an index into `chance_outcomes`) at the
+        chance node ``state``; deterministic. Explicit chance only."""
+        raise NotImplementedError(f"{self.name} has no explicit chance (traits.chance={self.traits.chance!r})")
 
     @property
     def num_agents(self) -> int:

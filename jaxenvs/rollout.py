@@ -71,13 +71,27 @@ class Episode:
 
 
 def random_policy(env: Environment, params: Any = None) -> Policy:
-    """A policy drawing uniformly from the action space (independently per agent)."""
+    """A policy drawing uniformly from the action space (independently per agent).
+
+    For an env with legal actions (``traits.action_style == "full_action_set"``) it draws uniformly
+    among the legal actions that ``obs["action_mask"]`` holds (rows without any, such as the
+    non-movers' of a turn-based game, draw from the whole space), so it never plays an illegal move.
+    """
     space = env.action_space(params)
     batch_shape = (env.num_agents,) if env.multi_agent else ()
+    masked = env.traits.action_style == "full_action_set"
 
     def policy(key, obs):
-        del obs
-        return space.sample(key, batch_shape=batch_shape)
+        if not masked:
+            return space.sample(key, batch_shape=batch_shape)
+        if not (isinstance(obs, dict) and "action_mask" in obs):
+            raise TypeError(
+                f"random_policy of {env.name} (action_style='full_action_set') reads obs['action_mask'], "
+                f"but the observation is {type(obs).__name__}"
+                + (f" with keys {sorted(obs)}" if isinstance(obs, dict) else "")
+                + " (a wrapper that flattens or transforms the observation drops the mask)"
+            )
+        return space.sample(key, batch_shape=batch_shape, mask=obs["action_mask"])
 
     return policy
 

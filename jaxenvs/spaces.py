@@ -152,6 +152,18 @@ def _uniform_below(key, shape, n) -> jax.Array:
     return jax.random.randint(key, shape, 0, jnp.asarray(n, jnp.int32), dtype=jnp.int32)
 
 
+def _masked_uniform(key, shape, mask) -> jax.Array:
+    """int32 array of ``shape``: uniform among the true entries of ``mask[..., :]`` (bool, shape
+    ``shape + (n,)``), uniform on ``{0, ..., n - 1}`` where a row has none."""
+    n = mask.shape[-1]
+    count = jnp.sum(mask, axis=-1, dtype=jnp.int32)
+    mask = jnp.where((count > 0)[..., None], mask, True)
+    count = jnp.where(count > 0, count, n)
+    k = jax.random.randint(key, shape, 0, count, dtype=jnp.int32)
+    # the index of the (k + 1)-th legal entry: the first position where the running count passes k
+    return jnp.argmax(jnp.cumsum(mask, axis=-1, dtype=jnp.int32) > k[..., None], axis=-1).astype(jnp.int32)
+
+
 class Discrete(Space):
     """Integers ``{start, ..., start + n - 1}``; int32 scalars. ``sample`` is exactly uniform (one
     random word per value when ``n`` is a power of two, ``jax.random.randint`` otherwise)."""
@@ -171,10 +183,35 @@ class Discrete(Space):
         self.shape = ()
         self.dtype = np.dtype("int32")
 
-    def sample(self, key, batch_shape=()):
+    def sample(self, key, batch_shape=(), mask=None):
+        """Uniform values of shape ``batch_shape``; with ``mask`` (bool or integer, shape
+        ``(..., n)`` broadcasting to ``batch_shape + (n,)``; nonzero = legal, e.g. a legal-action
+        mask or ``obs["action_mask"]``), uniform among the legal actions of each row, exactly (one
+        ``jax.random.randint`` draw per value, mapped to the k-th legal action). A row with no legal
+        action (a non-mover's row in a turn-based game, a chance node) gives a uniform value of
+        the whole space."""
         batch_shape = _batch_shape(self, key, batch_shape)
-        values = _uniform_below(key, tuple(batch_shape), self.n)
+        if mask is None:
+            values = _uniform_below(key, tuple(batch_shape), self.n)
+        else:
+            values = _masked_uniform(key, tuple(batch_shape), self._mask(mask, batch_shape))
         return values if self.start == 0 else values + jnp.int32(self.start)
+
+    def _mask(self, mask, batch_shape):
+        shape = tuple(jnp.shape(mask))
+        want = tuple(batch_shape) + (self.n,)
+        try:
+            ok = bool(shape) and shape[-1] == self.n and np.broadcast_shapes(shape, want) == want
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{self!r}.sample: mask of shape {shape} does not broadcast to batch_shape + (n,) = {want}"
+            )
+        dtype = jnp.result_type(mask)
+        if not (dtype == jnp.bool_ or jnp.issubdtype(dtype, jnp.integer)):
+            raise TypeError(f"{self!r}.sample: mask must be bool or integer (nonzero = legal), got {dtype}")
+        return jnp.broadcast_to(jnp.asarray(mask) != 0, want)
 
     def contains(self, x):
         x = jnp.asarray(x)

@@ -124,6 +124,30 @@ class VectorEnv(Forwarding):
                     f"VectorEnv({self.env.name}): action batch of shape {tuple(np.shape(x))}, expected {want}"
                 )
 
+    # turn-based games, batched: one result per env (leading num_envs axis)
+    def _each(self, name, state, params, *args):
+        fn = getattr(self.env, name)
+        in_axes = (0,) * (1 + len(args)) + (self.params_axis,)
+        return jax.vmap(fn, in_axes=in_axes)(state, *args, self._params(params))
+
+    def legal_action_mask(self, state: Any, params: Any = None):
+        """bool[num_envs, ...]: each env's `Environment.legal_action_mask`."""
+        return self._each("legal_action_mask", state, params)
+
+    def current_player(self, state: Any, params: Any = None):
+        """int32[num_envs]: each env's `Environment.current_player`."""
+        return self._each("current_player", state, params)
+
+    def is_chance_node(self, state: Any, params: Any = None):
+        return self._each("is_chance_node", state, params)
+
+    def chance_outcomes(self, state: Any, params: Any = None):
+        return self._each("chance_outcomes", state, params)
+
+    def apply_chance(self, state: Any, outcome: Any, params: Any = None):
+        """Each env's state after its ``outcome`` (int32[num_envs])."""
+        return self._each("apply_chance", state, params, outcome)
+
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)
         keys = jax.random.split(key, self.num_envs)

@@ -46,8 +46,8 @@ def _uint32_hash(x: jax.Array) -> jax.Array:
 
 
 def make_rollout(env, num_envs: int, num_steps: int):
-    """Jitted ``key -> (state, stats)``: ``num_envs`` envs (vmap) take uniformly random actions
-    for ``num_steps`` steps in a lax.scan. Env ``b`` at step ``t`` uses keys
+    """Jitted ``key -> (state, stats)``: ``num_envs`` envs (vmap) take uniformly random (legal, where
+    the env has a mask) actions for ``num_steps`` steps in a lax.scan. Env ``b`` at step ``t`` uses keys
     ``fold_in(fold_in(key, t), b)``, so runs with other batch sizes reproduce it.
     ``stats`` holds per-env fingerprints of everything step returns (a hash of the non-float leaves
     and a weighted sum of the float ones), episode counts, and whether every observation was in the
@@ -59,6 +59,7 @@ def make_rollout(env, num_envs: int, num_steps: int):
     if env.multi_agent:
         contains = jax.vmap(lambda o: jnp.all(jax.vmap(obs_space.contains)(o)))
     envs = jnp.arange(num_envs)
+    masked = env.traits.action_style == "full_action_set"
     fold_each = jax.vmap(jax.random.fold_in, (None, 0))
 
     def rollout(key):
@@ -75,10 +76,13 @@ def make_rollout(env, num_envs: int, num_steps: int):
         }
 
         def body(carry, t):
-            state, stats = carry
+            state, stats, obs = carry
             keys = fold_each(jax.random.fold_in(k_step, t), envs)
             k_env, k_act = jax.vmap(jax.random.split, out_axes=1)(keys)
-            actions = jax.vmap(lambda k: act_space.sample(k, agent_lead))(k_act)
+            if masked:  # random legal actions
+                actions = jax.vmap(lambda k, m: act_space.sample(k, agent_lead, mask=m))(k_act, obs["action_mask"])
+            else:
+                actions = jax.vmap(lambda k: act_space.sample(k, agent_lead))(k_act)
             obs, state, reward, terminated, truncated, info = jax.vmap(env.step, (0, 0, 0, None))(
                 k_env, state, actions, params
             )
@@ -101,10 +105,10 @@ def make_rollout(env, num_envs: int, num_steps: int):
                 "in_space": stats["in_space"] & contains(obs),
                 "finite": stats["finite"] & finite,
             }
-            return (state, stats), None
+            return (state, stats, obs), None
 
-        carry, _ = jax.lax.scan(body, (state, stats), jnp.arange(num_steps))
-        return carry
+        carry, _ = jax.lax.scan(body, (state, stats, obs), jnp.arange(num_steps))
+        return carry[:2]
 
     return jax.jit(rollout)
 

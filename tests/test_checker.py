@@ -14,7 +14,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
-from jaxenvs.checker import RULES, SKIPPABLE_RULES, CheckReport, EnvCheckError, check_env
+from jaxenvs.checker import RULES, SKIPPABLE_RULES, TURN_BASED_RULES, CheckReport, EnvCheckError, check_env
 from jaxenvs.core import Environment, Traits
 
 SMALL = dict(num_steps=12, num_envs=3)
@@ -98,8 +98,9 @@ def test_correct_env_passes_and_reports():
     report = check_env(Walk(), num_steps=50, num_envs=4)
     assert isinstance(report, CheckReport)
     assert (report.env, report.num_envs, report.num_steps) == ("Walk", 4, 50)
-    # stochastic: key-sensitivity is checked too, step-ignores-key is not
-    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key")
+    # stochastic: key-sensitivity is checked too, step-ignores-key is not; no turn-based rule but
+    # traits-implemented applies to a single-agent env without legal actions
+    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key" and r not in TURN_BASED_RULES)
     # Walk never truncates; random walks from |pos| <= 0.5 reach the edge within 4 x 50 steps
     assert report.truncated == 0 and report.terminated > 0
 
@@ -577,6 +578,234 @@ def test_multi_agent_flags_are_episode_level():
             return tuple(out)
 
     expect(E(), "flag-shape", path="terminated", match="per episode")
+
+
+# ---- turn-based games: legal actions, current player, explicit chance ------------------------------
+
+
+@struct.dataclass
+class TakeState:
+    left: jax.Array  # int32[]: tokens left (3 at the start)
+    player: jax.Array  # int32[]: the agent to move
+    over: jax.Array  # bool[]
+    last: jax.Array  # int32[2]: the joint action of the last step (only a broken variant reads it)
+
+
+class Take(Environment):
+    """Two agents alternately take 1 (action 0) or 2 (action 1) of 3 tokens; taking the last wins.
+    Taking more than are left is illegal (ends the game: mover -1, other +1)."""
+
+    traits = Traits(num_agents=2, dynamics="sequential", chance="deterministic", utility="zero_sum",
+                    reward_style="terminal", action_style="full_action_set")
+
+    def start(self, key):
+        return jnp.int32(3)
+
+    def reset_env(self, key, params):
+        state = TakeState(self.start(key), jnp.int32(0), jnp.bool_(False), jnp.zeros(2, jnp.int32))
+        return self.obs(state), state
+
+    def step_env(self, key, state, action, params):
+        move = self.move(state, action)
+        legal = self.legal(state, move)
+        left = state.left - jnp.where(legal, move + 1, 0)
+        won = legal & (left == 0)
+        r = jnp.where(legal, jnp.where(won, 1.0, 0.0), -1.0)
+        reward = jnp.where(jnp.arange(2) == state.player, r, -r).astype(jnp.float32)
+        state = TakeState(left, 1 - state.player, ~legal | won, state.last)
+        return self.obs(state), state, reward, state.over, jnp.bool_(False), self.info(state, legal)
+
+    def move(self, state, action):
+        return action[state.player]
+
+    def legal(self, state, move):
+        return (move >= 0) & (move <= 1) & (move + 1 <= state.left) & ~state.over
+
+    def info(self, state, legal):
+        return {"illegal_action": ~legal}
+
+    def legal_action_mask(self, state, params=None):
+        row = (jnp.arange(2) + 1 <= state.left) & ~state.over
+        return ((jnp.arange(2) == state.player)[:, None] & row[None, :])
+
+    def current_player(self, state, params=None):
+        return state.player
+
+    def obs(self, state):
+        return {"observation": jnp.broadcast_to(state.left, (2,)), "action_mask": self.legal_action_mask(state).astype(jnp.uint8)}
+
+    def observation_space(self, params=None):
+        return spaces.Dict({"observation": spaces.Box(-1, 3, (), np.int32), "action_mask": spaces.Box(0, 1, (2,), np.uint8)})
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+
+class TakeChance(Take):
+    """Take, where chance first sets the tokens: outcome o -> 2 + o tokens, probabilities [0.25, 0.75]."""
+
+    traits = Traits(num_agents=2, dynamics="sequential", chance="explicit_stochastic", utility="zero_sum",
+                    reward_style="terminal", action_style="full_action_set")
+    PROBS = (0.25, 0.75)
+
+    def start(self, key):
+        return jnp.int32(-1)  # -1: chance to deal
+
+    def is_chance_node(self, state, params=None):
+        return state.left < 0
+
+    def chance_outcomes(self, state, params=None):
+        return jnp.where(self.is_chance_node(state), jnp.asarray(self.PROBS, jnp.float32), 0.0)
+
+    def apply_chance(self, state, outcome, params=None):
+        return state.replace(left=2 + outcome)
+
+    def draw(self, key, state):
+        return jax.random.categorical(key, jnp.log(jnp.asarray(self.PROBS))).astype(jnp.int32)
+
+    def step_env(self, key, state, action, params):
+        chance = self.is_chance_node(state)
+        outcome = self.draw(key, state)
+        dealt = self.apply_chance(state, outcome)
+        obs, moved, reward, terminated, truncated, info = super().step_env(key, state, action, params)
+        state = jax.tree.map(lambda c, m: jnp.where(chance, c, m), dealt, moved)
+        info = {"illegal_action": info["illegal_action"] & ~chance, "chance_outcome": jnp.where(chance, outcome, -1)}
+        reward = jnp.where(chance, 0.0, reward).astype(jnp.float32)
+        return self.obs(state), state, reward, state.over, truncated, info
+
+    def legal_action_mask(self, state, params=None):
+        return super().legal_action_mask(state) & ~self.is_chance_node(state)
+
+    def legal(self, state, move):
+        return super().legal(state, move) & ~self.is_chance_node(state)
+
+
+def test_turn_based_envs_pass():
+    for env in (Take(), TakeChance(), jaxenvs.wrappers.AutoReset(TakeChance())):
+        report = check_env(env, **SMALL)
+        assert {"mask-structure", "mask-step", "mask-mover", "current-player", "non-mover-ignored"} <= set(report.rules)
+        assert ("chance-outcomes" in report.rules) == isinstance(env.unwrapped, TakeChance)
+    assert "mask-step" not in check_env(Walk(), **SMALL).rules
+
+
+def test_traits_implemented_mask_without_trait():
+    class E(Take):
+        traits = Traits(num_agents=2, dynamics="sequential", chance="deterministic")
+
+    expect(E(), "traits-implemented", match="defines legal_action_mask but traits.action_style is 'minimal'")
+
+
+def test_traits_implemented_sequential_without_current_player():
+    class E(Walk):
+        traits = Traits(chance="stochastic", dynamics="sequential")
+
+    expect(E(), "traits-implemented", match="does not define current_player")
+
+
+def test_mask_structure_obs_without_the_mask():
+    class E(Take):
+        def obs(self, state):
+            return {"observation": jnp.broadcast_to(state.left, (2,)), "mask": self.legal_action_mask(state).astype(jnp.uint8)}
+
+        def observation_space(self, params=None):
+            return spaces.Dict({"observation": spaces.Box(-1, 3, (), np.int32), "mask": spaces.Box(0, 1, (2,), np.uint8)})
+
+    expect(E(), "mask-structure", path="obs", match="'observation' and 'action_mask'")
+
+
+def test_mask_structure_float_mask():
+    class E(Take):
+        def legal_action_mask(self, state, params=None):
+            return super().legal_action_mask(state).astype(jnp.float32)
+
+        def obs(self, state):
+            return {"observation": jnp.broadcast_to(state.left, (2,)), "action_mask": super().legal_action_mask(state).astype(jnp.uint8)}
+
+    expect(E(), "mask-structure", match="legal_action_mask returned float32[2, 2], expected bool[2, 2]")
+
+
+def test_mask_structure_obs_mask_of_another_state():
+    class E(Take):
+        def obs(self, state):  # the mask of the state before the move: stale
+            before = state.replace(player=1 - state.player)
+            return {"observation": jnp.broadcast_to(state.left, (2,)), "action_mask": self.legal_action_mask(before).astype(jnp.uint8)}
+
+    expect(E(), "mask-structure", path="obs['action_mask']", match="after reset")
+
+
+def test_mask_autoreset_final_obs_mask_of_another_state():
+    class E(Take):
+        def obs(self, state):  # at the end the observation still offers the moves of a live game
+            live = state.replace(over=jnp.bool_(False), left=jnp.where(state.over, 3, state.left))
+            return {"observation": jnp.broadcast_to(state.left, (2,)), "action_mask": self.legal_action_mask(live).astype(jnp.uint8)}
+
+    expect(jaxenvs.wrappers.AutoReset(E()), "mask-autoreset", path="info['final_obs']['action_mask']")
+
+
+def test_current_player_out_of_range():
+    class E(Take):
+        def current_player(self, state, params=None):
+            return state.player - 1  # -1 for agent 0: wraps silently when used as an index
+
+    expect(E(), "current-player", match="current_player is -1")
+
+
+def test_mask_mover_non_mover_may_move():
+    class E(Take):
+        def legal_action_mask(self, state, params=None):
+            row = (jnp.arange(2) + 1 <= state.left) & ~state.over
+            return jnp.broadcast_to(row, (2, 2))
+
+    expect(E(), "mask-mover", match="is not to move")
+
+
+def test_mask_step_illegal_move_not_reported():
+    class E(Take):
+        def legal(self, state, move):  # taking 2 of 1 passes as legal
+            return (move >= 0) & (move <= 1) & ~state.over
+
+    expect(E(), "mask-step", path="info['illegal_action']", match="step says illegal=False, the mask says illegal=True")
+
+
+def test_non_mover_ignored_state_records_the_joint_action():
+    class E(Take):
+        def step_env(self, key, state, action, params):
+            out = list(super().step_env(key, state, action, params))
+            out[1] = out[1].replace(last=action)  # keeps the non-mover's row
+            return tuple(out)
+
+    # the base class keeps only what it read; this one remembers the whole joint action
+    expect(E(), "non-mover-ignored", path="state.last")
+
+
+def test_chance_outcomes_must_sum_to_one():
+    class E(TakeChance):
+        def chance_outcomes(self, state, params=None):
+            return jnp.where(self.is_chance_node(state), jnp.asarray([0.25, 0.5], jnp.float32), 0.0)
+
+    expect(E(), "chance-outcomes", match="sum to 1")
+
+
+def test_chance_outcomes_must_match_steps_draws():
+    class E(TakeChance):
+        def draw(self, key, state):  # uniform, where chance_outcomes says [0.25, 0.75]
+            return jax.random.bernoulli(key).astype(jnp.int32)
+
+    expect(E(), "chance-outcomes", match="do not follow chance_outcomes")
+
+
+def test_chance_outcomes_apply_chance_must_match_step():
+    class E(TakeChance):
+        def apply_chance(self, state, outcome, params=None):
+            return state.replace(left=3 - outcome)
+
+        def step_env(self, key, state, action, params):
+            out = list(super().step_env(key, state, action, params))
+            chance = self.is_chance_node(state)
+            out[1] = jax.tree.map(lambda a, b: jnp.where(chance, a, b), state.replace(left=2 + out[5]["chance_outcome"]), out[1])
+            return tuple(out)
+
+    expect(E(), "chance-outcomes", match="apply_chance")
 
 
 def test_every_rule_has_a_test_here():

@@ -7,3 +7,6 @@ register("PointEnv-v0", "jaxenvs.envs.point_env:PointEnv", max_episode_steps=100
 register("HurdleRace-v0", "jaxenvs.envs.hurdle_race:HurdleRace", max_episode_steps=50)
 register("Lottery-v0", "jaxenvs.envs.lottery:Lottery")
 register("RockPaperScissors-v0", "jaxenvs.envs.rock_paper_scissors:RockPaperScissors")
+register("TicTacToe-v0", "jaxenvs.envs.tic_tac_toe:TicTacToe")
+register("ConnectFour-v0", "jaxenvs.envs.connect_four:ConnectFour")
+register("KuhnPoker-v0", "jaxenvs.envs.kuhn_poker:KuhnPoker")

@@ -36,6 +36,7 @@ import copy
 import dataclasses
 import functools
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import jax
@@ -271,21 +272,29 @@ def _default_policy(space: spaces.Space, num_agents: int, multi: bool):
     """``(episode_key, step_key, obs) -> action``. Half the episodes act uniformly at random; the
     other half repeat an action drawn once per episode with a probability drawn per episode from
     ``[0, STICKINESS)`` (else uniform), so that walls, corners and runs in one direction are
-    reached too."""
+    reached too. An observation holding an ``"action_mask"`` (envs with legal actions) restricts
+    both to the legal actions: uniform among them, and the favourite only where it is legal."""
 
-    def one(ek, sk):
+    def one(ek, sk, mask=None):
         k_mode, k_fav, k_p = jax.random.split(ek, 3)
         fav = space.sample(k_fav)
         stick = jax.random.uniform(k_p, maxval=STICKINESS) * (jax.random.uniform(k_mode) < 0.5)
         ku, kc = jax.random.split(sk)
-        uniform = space.sample(ku)
         use = jax.random.uniform(kc) < stick
+        if mask is None:
+            uniform = space.sample(ku)
+        else:
+            uniform = space.sample(ku, mask=mask)
+            use = use & (jnp.asarray(mask)[fav - space.start] != 0)
         return jax.tree.map(lambda f, u: jnp.where(use, f, u), fav, uniform)
 
     def policy(ek, sk, obs):
+        masked = isinstance(space, spaces.Discrete) and isinstance(obs, Mapping) and "action_mask" in obs
+        mask = obs["action_mask"] if masked else None
         if multi:
-            return jax.vmap(one)(jax.random.split(ek, num_agents), jax.random.split(sk, num_agents))
-        return one(ek, sk)
+            keys = jax.random.split(ek, num_agents), jax.random.split(sk, num_agents)
+            return jax.vmap(one)(*keys, *(() if mask is None else (mask,)))
+        return one(ek, sk, mask)
 
     return policy
 

@@ -1,6 +1,7 @@
 """Pure, jittable, composable wrappers (Gymnasium's names and semantics)."""
 
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, WithParams, Wrapper, same_step_reset, tree_select
+from jaxenvs.wrappers.chance import FoldChanceNodes
 from jaxenvs.wrappers.checked import CheckedActions, checked
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "AutoReset",
     "CheckedActions",
     "checked",
+    "FoldChanceNodes",
     "tree_select",
     "same_step_reset",
 ]

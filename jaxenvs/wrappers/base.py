@@ -133,6 +133,33 @@ class Wrapper(Forwarding, Environment):
         """The wrapped environment's state inside this wrapper's ``state``."""
         return state
 
+    def with_inner_state(self, state, inner):
+        """This wrapper's ``state`` with the wrapped environment's state replaced by ``inner`` (the
+        inverse of `inner_state`; a wrapper state keeps the inner one in its ``env_state`` field)."""
+        if type(self).inner_state is Wrapper.inner_state:
+            return inner
+        return state.replace(env_state=inner)
+
+    def _params(self, params):
+        return self.default_params if params is None else params
+
+    # turn-based games: forwarded through every wrapper, on the inner state
+    def legal_action_mask(self, state, params=None):
+        return self.env.legal_action_mask(self.inner_state(state), self._params(params))
+
+    def current_player(self, state, params=None):
+        return self.env.current_player(self.inner_state(state), self._params(params))
+
+    def is_chance_node(self, state, params=None):
+        return self.env.is_chance_node(self.inner_state(state), self._params(params))
+
+    def chance_outcomes(self, state, params=None):
+        return self.env.chance_outcomes(self.inner_state(state), self._params(params))
+
+    def apply_chance(self, state, outcome, params=None):
+        inner = self.env.apply_chance(self.inner_state(state), outcome, self._params(params))
+        return self.with_inner_state(state, inner)
+
     def unwrapped_state(self, state):
         """The base environment's state inside ``state`` (through every wrapper)."""
         inner = self.inner_state(state)
@@ -244,11 +271,15 @@ class AutoReset(Wrapper):
                 "or build it with jaxenvs.make(id, autoreset=False) and wrap that"
             )
 
-    def step_env(self, key, state, action, params):
+    def split_key(self, key):
+        """``(key_step, key_reset)``: the keys this wrapper's ``step_env`` gives the inner step and
+        the reset (the same key twice when the inner stack draws no randomness in ``step``)."""
         if step_draws_randomness(self.env):
-            key_step, key_reset = jax.random.split(key)
-        else:
-            key_step = key_reset = key
+            return tuple(jax.random.split(key))
+        return key, key
+
+    def step_env(self, key, state, action, params):
+        key_step, key_reset = self.split_key(key)
         obs, state, reward, terminated, truncated, info = self.env.step_env(key_step, state, action, params)
         reset_obs, reset_state = self.env.reset_env(key_reset, params)
         obs, state, info = same_step_reset(terminated | truncated, obs, state, info, reset_obs, reset_state)

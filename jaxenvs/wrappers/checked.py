@@ -9,7 +9,10 @@ Inside ``jit`` nothing can raise on a value, so :class:`CheckedActions` records
 
 What checked mode catches, beyond the trace-time checks every ``step`` makes:
 
-* an action outside the action space: out of range, NaN, an integer clipped from beyond int32;
+* an action outside the action space: out of range, NaN, an integer clipped from beyond int32
+  (in a sequential game, the current player's row only: the other rows are ignored);
+* an illegal move in an env with legal actions (``action_style="full_action_set"``): the message
+  names the action and the legal set (the mask);
 * traced params that the environment's ``validate_params`` rejects (concrete params are
   validated by ``reset``/``step`` in any mode); they are read on the host with a callback;
 * a ``step`` from a state in which the episode already terminated (without an auto-reset in
@@ -98,12 +101,27 @@ class CheckedActions(Wrapper):
     def step_env(self, key, state, action, params):
         self._check_params(params)
         space = self.env.action_space(params)
-        _check(
-            self.env.name,
-            self.env.action_in_space(action, params),
-            f"{self.env.name}: action out of the action space {space}: {{action}}",
-            action=action,
-        )
+        traits = self.env.traits
+        chance = self.env.is_chance_node(state.env_state, params)  # the action is ignored there
+        if traits.dynamics == "sequential":
+            # only the mover's row is read; the others are ignored whatever their value
+            player = self.env.current_player(state.env_state, params)
+            _check(
+                self.env.name,
+                chance | space.contains(jnp.asarray(action)[player]),
+                f"{self.env.name}: action of agent {{player}} out of the action space {space}: {{action}}",
+                action=action,
+                player=player,
+            )
+        else:
+            _check(
+                self.env.name,
+                self.env.action_in_space(action, params),
+                f"{self.env.name}: action out of the action space {space}: {{action}}",
+                action=action,
+            )
+        if traits.action_style == "full_action_set":
+            self._check_legal(state.env_state, action, params, chance)
         _check(
             self.env.name,
             ~state.terminated,
@@ -111,6 +129,30 @@ class CheckedActions(Wrapper):
         )
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
         return obs, CheckedState(env_state, terminated), reward, terminated, truncated, info
+
+    def _check_legal(self, env_state, action, params, chance):
+        """checkify check: the action is legal (the mover's in a sequential game, every agent's
+        otherwise); the message names the action and the legal set (the mask, 1 = legal)."""
+        mask = self.env.legal_action_mask(env_state, params)
+        n = mask.shape[-1]
+        action = jnp.asarray(action)
+        if self.env.traits.dynamics == "sequential":
+            player = self.env.current_player(env_state, params)
+            mask, action = mask[player], action[player]
+            what = "agent {player}'s action {action}"
+        else:
+            player = jnp.int32(0)
+            what = "action {action}"
+        legal = jnp.all((action >= 0) & (action < n) & jnp.take_along_axis(
+            mask, jnp.clip(action, 0, n - 1)[..., None], axis=-1)[..., 0])
+        _check(
+            self.env.name,
+            chance | legal,
+            f"{self.env.name}: illegal move: {what} is not among the legal actions (mask, 1 = legal: {{mask}})",
+            action=action,
+            player=player,
+            mask=mask.astype(jnp.int32),
+        )
 
     def inner_state(self, state):
         return state.env_state
