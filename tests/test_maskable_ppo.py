@@ -94,3 +94,20 @@ def test_gymnasium_adapters_give_the_mask_at_reset_and_every_step(game):
     with pytest.raises(AttributeError, match="no legal-action mask"):
         GymnasiumEnv("GridWorld-v0").action_masks()
     assert not SB3VecEnv("GridWorld-v0", num_envs=2).has_attr("action_masks")
+
+
+def test_mask_comes_from_the_state_when_a_wrapper_flattened_the_observation(game):
+    from jaxenvs.wrappers import FlattenObservation
+
+    flat, full = GymnasiumEnv(FlattenObservation(game)), GymnasiumEnv(game)
+    obs_flat, info_flat = flat.reset(seed=5)
+    obs, info = full.reset(seed=5)
+    assert obs_flat.ndim == 1  # no "action_mask" entry left to read
+    for move in range(3):
+        np.testing.assert_array_equal(info_flat["action_mask"], info["action_mask"])
+        np.testing.assert_array_equal(flat.action_masks(), full.action_masks())
+        action = int(np.flatnonzero(full.action_masks())[0])
+        _, _, term, _, info_flat = flat.step(action)
+        obs, _, _, _, info = full.step(action)
+        if term:
+            break

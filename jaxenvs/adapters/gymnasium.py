@@ -352,7 +352,7 @@ class GymnasiumVectorEnv(VectorEnv):
             self._pending = np.zeros(n, bool)
         self._keys, self._obs, self._state = new_keys, obs, state
         self._pending_dev = jax.device_put(self._pending)
-        self._masks.update(host_obs, state, self.params)
+        self._masks.update(host_obs, self._state, self.params)
         return obs_to_numpy(self.observation_space, host_obs), self._mask_infos({})
 
     def _check_reset_mask(self, mask) -> np.ndarray:
