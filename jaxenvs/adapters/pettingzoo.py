@@ -69,6 +69,17 @@ def _agent_space(space: spaces.Space, obs_shape: Any, n: int, i: int) -> spaces.
     raise ValueError(f"observation space {space} does not fit observations of shape {shape} for {n} agents")
 
 
+def _int8_mask(space):
+    """A Dict observation space with its ``"action_mask"`` entry as int8 (what PettingZoo's games
+    give and Gymnasium's ``Discrete.sample(mask=...)`` requires); other spaces unchanged."""
+    if isinstance(space, gymnasium.spaces.Dict) and "action_mask" in space.spaces:
+        mask = space.spaces["action_mask"]
+        spaces_ = dict(space.spaces)
+        spaces_["action_mask"] = gymnasium.spaces.Box(0, 1, mask.shape, np.int8)
+        return gymnasium.spaces.Dict(spaces_)
+    return space
+
+
 class ParallelEnv(pettingzoo.ParallelEnv):
     """A multi-agent jaxenvs environment as a ``pettingzoo.ParallelEnv``.
 
@@ -92,7 +103,8 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     every live agent passes an action, only the action of the agent to move
     (``env.current_player(state)``) is applied, the others' are ignored whatever their value
     (they must still lie in the action space), and each agent's observation carries its
-    ``"action_mask"``, all zero for the agents not to move. `AECEnv` is the native view of such
+    ``"action_mask"`` (int8, PettingZoo's and Gymnasium's mask dtype), all zero for the agents not
+    to move. `AECEnv` is the native view of such
     games.
     """
 
@@ -119,7 +131,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         obs_shape, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
         obs_space = env.observation_space(params)
         self.observation_spaces = {
-            a: to_gymnasium(_agent_space(obs_space, obs_shape, n, i)) for i, a in enumerate(self.possible_agents)
+            a: _int8_mask(to_gymnasium(_agent_space(obs_space, obs_shape, n, i))) for i, a in enumerate(self.possible_agents)
         }
         act_space = to_gymnasium(env.action_space(params))
         self.action_spaces = {a: deepcopy(act_space) for a in self.possible_agents}
