@@ -188,3 +188,87 @@ def make_lean_grid_world(num_envs: int, num_steps: int, size: int = 5, max_episo
         return rewards.sum()
 
     return run
+
+
+# ---- turn-based games: Pgx, PettingZoo and OpenSpiel -----------------------------------------
+
+# jaxenvs id -> (Pgx env id, PettingZoo classic module, OpenSpiel game)
+GAMES = {
+    "TicTacToe-v0": ("tic_tac_toe", "tictactoe_v3", "tic_tac_toe"),
+    "ConnectFour-v0": ("connect_four", "connect_four_v3", "connect_four"),
+}
+
+
+def make_pgx_rollout(env_id: str, num_envs: int, num_steps: int):
+    """Pgx's same game as Pgx's own speed benchmark runs it: ``jax.vmap(env.init)`` and
+    ``jax.vmap(auto_reset(env.step, env.init))`` (``pgx.experimental``), random legal actions drawn
+    by ``jax.random.categorical`` over ``log(legal_action_mask)``, one key per env per step.
+    Returns ``run(key) -> total reward`` (not jitted)."""
+    import pgx
+    from pgx.experimental import auto_reset
+
+    env = pgx.make(GAMES[env_id][0])
+    init = jax.vmap(env.init)
+    step = jax.vmap(auto_reset(env.step, env.init))
+
+    def body(carry, key):
+        state, total = carry
+        k_act, k_step = jax.random.split(key)
+        logits = jnp.log(state.legal_action_mask.astype(jnp.float32))
+        action = jax.random.categorical(k_act, logits, axis=-1)
+        state = step(state, action, jax.random.split(k_step, num_envs))
+        return (state, total + jnp.sum(state.rewards)), None
+
+    def run(key):
+        key_init, key_run = jax.random.split(key)
+        state = init(jax.random.split(key_init, num_envs))
+        (_, total), _ = jax.lax.scan(body, (state, jnp.zeros((), jnp.float32)), jax.random.split(key_run, num_steps))
+        return total
+
+    return run
+
+
+def pettingzoo_loop_steps_per_sec(env_id: str, total_steps: int, seed: int = 0) -> float:
+    """Moves/s of PettingZoo's AEC game (``classic.<game>.env()``, its standard wrappers) played by
+    random legal moves in a Python loop, reset when the game ends (the dead agents' ``None`` steps
+    are part of the loop but not counted as moves)."""
+    import time
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from pettingzoo import classic
+
+        env = getattr(classic, GAMES[env_id][1]).env()
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    moves = 0
+    t0 = time.perf_counter()
+    while moves < total_steps:
+        obs, _, terminated, truncated, _ = env.last()
+        if terminated or truncated:
+            env.step(None)
+            if not env.agents:
+                env.reset()
+            continue
+        env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+        moves += 1
+    return moves / (time.perf_counter() - t0)
+
+
+def openspiel_loop_steps_per_sec(env_id: str, total_steps: int, seed: int = 0) -> float:
+    """Moves/s of OpenSpiel's game (``pyspiel.load_game``) played by random legal moves in a
+    Python loop (``legal_actions``, ``apply_action``; a new initial state when the game ends)."""
+    import time
+
+    import pyspiel
+
+    game = pyspiel.load_game(GAMES[env_id][2])
+    rng = np.random.default_rng(seed)
+    state = game.new_initial_state()
+    t0 = time.perf_counter()
+    for _ in range(total_steps):
+        state.apply_action(int(rng.choice(state.legal_actions())))
+        if state.is_terminal():
+            state = game.new_initial_state()
+    return total_steps / (time.perf_counter() - t0)

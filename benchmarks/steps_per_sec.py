@@ -11,6 +11,20 @@ For each environment and batch size, in one run:
 * ``python loop``: the tutorial-style numpy object env stepped in a Python loop;
 * ``gymnasium SyncVectorEnv``: Gymnasium's vector env over that object env.
 
+The turn-based games (``--envs TicTacToe-v0 ConnectFour-v0``, the ``GAME_ENVS``) are timed with
+random LEGAL moves (``jaxenvs.rollout.random_policy`` reads ``obs["action_mask"]``) and auto-reset,
+paired in the same rounds with:
+
+* ``pgx``: Pgx's same game as Pgx's own speed benchmark runs it (``vmap(auto_reset(env.step,
+  env.init))``, ``jax.random.categorical`` over ``log(legal_action_mask)``), the ``vs_pgx`` ratio
+  (jaxenvs steps/s over Pgx's, the median of the per-round ratios) of the JAX rows;
+* ``pettingzoo loop`` / ``openspiel loop``: PettingZoo's ``classic`` AEC game and OpenSpiel's
+  ``pyspiel`` game played by random legal moves in a Python loop (``--python-steps`` moves, one
+  game at a time, recorded at ``num_envs`` 1).
+
+``benchmarks/results/steps_per_sec_games`` holds the committed results of the games (a run with
+``--envs TicTacToe-v0 ConnectFour-v0 --num-envs 1024 4096``).
+
 Compile time is excluded from steps/s and reported apart; every timing is the median of
 ``--repeats`` runs, each ending in ``block_until_ready``. The JAX programs of one env and batch
 size run in turn, round after round (:func:`time_in_turn`), and each ratio against the lean loop
@@ -22,6 +36,8 @@ under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committe
     python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs -> runs/benchmarks/
     python benchmarks/steps_per_sec.py --out benchmarks/results/steps_per_sec   # update the committed results
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
+    python benchmarks/steps_per_sec.py --envs TicTacToe-v0 ConnectFour-v0 --num-envs 1024 4096 \
+        --repeats 5 --target-steps 1000000 --python-steps 5000 --out benchmarks/results/steps_per_sec_games
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 4096 16384 --devices 1 2 4
     srun python benchmarks/steps_per_sec.py --distributed --envs GridWorld-v0 --num-envs 65536
 
@@ -67,13 +83,19 @@ from jaxenvs.sharding import env_mesh, initialize_distributed  # noqa: E402
 from jaxenvs.rollout import benchmark, benchmark_program  # noqa: E402
 from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
+    GAMES,
     OBJECT_ENVS,
     make_lean_grid_world,
+    make_pgx_rollout,
+    openspiel_loop_steps_per_sec,
+    pettingzoo_loop_steps_per_sec,
     python_loop_steps_per_sec,
     sync_vector_steps_per_sec,
 )
 
 DEFAULT_ENVS = ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"]
+GAME_ENVS = list(GAMES)  # timed against Pgx, PettingZoo and OpenSpiel
+GAME_NUM_ENVS = [1024, 4096]
 
 
 def device_name() -> str:
@@ -150,6 +172,7 @@ def num_steps_for(num_envs, target_steps):
 DEFAULT_NUM_ENVS = [1, 64, 1024, 4096, 16384]
 # the results committed with the repository (README's table): only a full run may replace them
 COMMITTED = os.path.join("benchmarks", "results", "steps_per_sec")
+COMMITTED_GAMES = os.path.join("benchmarks", "results", "steps_per_sec_games")  # the games' paired run
 DEFAULT_OUT = os.path.join("runs", "benchmarks", "steps_per_sec")  # runs/ is gitignored
 # one colour per method in every panel (the scaling rows, "jaxenvs vmap, N devices", get shades)
 METHOD_COLORS = {
@@ -158,6 +181,9 @@ METHOD_COLORS = {
     "lean JAX": "tab:green",
     "python loop": "tab:red",
     "gymnasium SyncVectorEnv": "tab:purple",
+    "pgx": "tab:brown",
+    "pettingzoo loop": "tab:pink",
+    "openspiel loop": "tab:olive",
 }
 
 
@@ -203,6 +229,12 @@ def check_out(p: argparse.ArgumentParser, args) -> str:
             f"--out {args.out}: a run with other --envs, --num-envs or --devices than the defaults would "
             f"overwrite the committed full results; write it elsewhere (default: {DEFAULT_OUT})"
         )
+    games_run = args.envs == GAME_ENVS and args.num_envs == GAME_NUM_ENVS and not args.devices
+    if not games_run and os.path.abspath(out) == os.path.abspath(COMMITTED_GAMES):
+        p.error(
+            f"--out {args.out}: only a run with --envs {' '.join(GAME_ENVS)} --num-envs "
+            f"{' '.join(map(str, GAME_NUM_ENVS))} may replace the committed games' results"
+        )
     if os.path.isdir(out) or os.path.isdir(out + ".json"):
         p.error(f"--out {args.out}: is a folder; give a path stem such as {os.path.join(out, 'steps_per_sec')}")
     return out
@@ -228,9 +260,16 @@ def main(argv=None):
     print(f"device: {dev}   jax {jax.__version__}")
     rows = []
 
-    def record(env_id, method, n, sps, compile_s=None, vs_lean=None):
+    def record(env_id, method, n, sps, compile_s=None, vs_lean=None, vs_pgx=None):
         row = {"env": env_id, "method": method, "num_envs": n, "steps_per_sec": sps, "compile_s": compile_s}
-        rows.append(row if vs_lean is None else {**row, "vs_lean": vs_lean})
+        row = row if vs_lean is None else {**row, "vs_lean": vs_lean}
+        rows.append(row if vs_pgx is None else {**row, "vs_pgx": vs_pgx})
+
+    for env_id in [e for e in args.envs if e in GAMES and not args.devices]:
+        # one game at a time in Python: recorded at num_envs 1
+        record(env_id, "pettingzoo loop", 1, pettingzoo_loop_steps_per_sec(env_id, args.python_steps))
+        record(env_id, "openspiel loop", 1, openspiel_loop_steps_per_sec(env_id, args.python_steps))
+        print_rows([r for r in rows if r["env"] == env_id])
 
     for env_id in args.envs:
         env = jaxenvs.make(env_id)
@@ -248,14 +287,18 @@ def main(argv=None):
                 "jaxenvs vmap": benchmark_program(env, n, t),
                 "jaxenvs VectorEnv": make_vector_rollout(env, n, t),
             }
-            if reset_pool_for(n) > 1:
+            if reset_pool_for(n) > 1 and env_id not in GAMES:
                 programs["jaxenvs VectorEnv, reset pool"] = make_vector_rollout(env, n, t, reset_pool_for(n))
             if env_id == "GridWorld-v0":
                 programs["lean JAX"] = make_lean_grid_world(n, t)
+            if env_id in GAMES:
+                programs["pgx"] = make_pgx_rollout(env_id, n, t)
             timings = time_in_turn(programs, args.repeats)
             ratios = paired_ratios(timings, "lean JAX") if "lean JAX" in timings else {}
+            pgx_ratios = paired_ratios(timings, "pgx") if "pgx" in timings else {}
             for method, (compile_s, times) in timings.items():
-                record(env_id, method, n, n * t / float(np.median(times)), compile_s, ratios.get(method))
+                record(env_id, method, n, n * t / float(np.median(times)), compile_s, ratios.get(method),
+                       pgx_ratios.get(method))
             if env_id in OBJECT_ENVS and n <= args.python_max_envs:
                 record(env_id, "python loop", n, python_loop_steps_per_sec(env_id, n, args.python_steps))
                 sv = sync_vector_steps_per_sec(env_id, n, args.python_steps)
@@ -279,6 +322,7 @@ def main(argv=None):
 def print_rows(rows):
     for r in rows:
         c = f"  (compile {r['compile_s']:.2f}s)" if r["compile_s"] is not None else ""
+        c += f"  {r['vs_pgx']:.2f}x Pgx (paired)" if "vs_pgx" in r else ""
         print(f"{r['env']:<22} {r['method']:<24} {r['num_envs']:>6} envs {r['steps_per_sec']:>16,.0f} steps/s{c}")
 
 
@@ -290,6 +334,9 @@ def summary(rows) -> str:
         "| env | num_envs | method | steps/s | vs lean JAX | vs python loop |",
         "|---|---:|---|---:|---:|---:|",
     ]
+    if any("vs_pgx" in r for r in rows):  # the games: paired ratios against Pgx
+        lines[0] += " vs Pgx |"
+        lines[1] += "---:|"
     index = {(r["env"], r["method"], r["num_envs"]): r["steps_per_sec"] for r in rows}
     for r in rows:
         lean = index.get(("GridWorld-v0", "lean JAX", r["num_envs"])) if r["env"] == "GridWorld-v0" else None
@@ -299,9 +346,10 @@ def summary(rows) -> str:
         py = index.get((r["env"], "python loop", max(py_ns))) if py_ns else None
         f = lambda base: f"{r['steps_per_sec'] / base:.2f}x" if base else "-"  # noqa: E731
         vs_lean = f"{r['vs_lean']:.2f}x" if "vs_lean" in r else f(lean)
-        lines.append(
-            f"| {r['env']} | {r['num_envs']} | {r['method']} | {r['steps_per_sec']:,.0f} | {vs_lean} | {f(py)} |"
-        )
+        line = f"| {r['env']} | {r['num_envs']} | {r['method']} | {r['steps_per_sec']:,.0f} | {vs_lean} | {f(py)} |"
+        if lines[1].count("|") == 8:
+            line += f" {r['vs_pgx']:.2f}x |" if "vs_pgx" in r else " - |"
+        lines.append(line)
     return "\n".join(lines)
 
 

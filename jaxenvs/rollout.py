@@ -76,10 +76,15 @@ def random_policy(env: Environment, params: Any = None) -> Policy:
     For an env with legal actions (``traits.action_style == "full_action_set"``) it draws uniformly
     among the legal actions that ``obs["action_mask"]`` holds (rows without any, such as the
     non-movers' of a turn-based game, draw from the whole space), so it never plays an illegal move.
+    In a turn-based game (``traits.dynamics == "sequential"``) only the mover's row has legal
+    actions and only its row of the joint action is read: one value is drawn among the legal
+    actions of the mask's rows together (the mover's) and put in every row, half the random draws
+    of a two-agent game.
     """
     space = env.action_space(params)
     batch_shape = (env.num_agents,) if env.multi_agent else ()
     masked = env.traits.action_style == "full_action_set"
+    one_mover = masked and env.multi_agent and env.traits.dynamics == "sequential"
 
     def policy(key, obs):
         if not masked:
@@ -91,6 +96,9 @@ def random_policy(env: Environment, params: Any = None) -> Policy:
                 + (f" with keys {sorted(obs)}" if isinstance(obs, dict) else "")
                 + " (a wrapper that flattens or transforms the observation drops the mask)"
             )
+        if one_mover:
+            movers = jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=0)  # the mover's row (the others are zero)
+            return jnp.broadcast_to(space.sample(key, mask=movers), batch_shape)
         return space.sample(key, batch_shape=batch_shape, mask=obs["action_mask"])
 
     return policy

@@ -4,8 +4,21 @@ Importing :mod:`jaxenvs.train` first applies its XLA:CPU scheduler workaround (s
 to every test process, xdist workers included, whatever imports first.
 """
 
+import os
+import sys
+import types
+
 import jaxenvs.train  # noqa: F401  (before any JAX computation)
 import pytest  # noqa: E402
+
+# Test modules import each other as ``tests.<module>``. Pgx's wheel (the bench extra) installs a
+# top-level ``tests`` package of its own into site-packages, which would win over this folder (a
+# regular package beats a namespace one): bind the name to this folder before any test imports it.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(os.path.abspath(getattr(sys.modules.get("tests"), "__file__", None) or os.devnull)) != _HERE:
+    _tests = types.ModuleType("tests", "jaxenvs' test suite")
+    _tests.__path__ = [_HERE]
+    sys.modules["tests"] = _tests
 
 
 @pytest.fixture

@@ -36,3 +36,34 @@ def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
     expected = (8 * out["forward_flops"] + 3 * 2 * out["grad_step_flops"]) / 32
     assert out["flops_per_env_step"] == pytest.approx(expected, rel=1e-12)
 
+
+
+@pytest.fixture(scope="module")
+def steps_per_sec():
+    spec = importlib.util.spec_from_file_location("steps_per_sec_games", os.path.join(ROOT, "benchmarks", "steps_per_sec.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_games_rows_carry_the_paired_ratio_against_pgx(steps_per_sec):
+    rows = [
+        {"env": "TicTacToe-v0", "method": "jaxenvs vmap", "num_envs": 1024, "steps_per_sec": 2e6, "compile_s": 1.0, "vs_pgx": 2.5},
+        {"env": "TicTacToe-v0", "method": "pgx", "num_envs": 1024, "steps_per_sec": 8e5, "compile_s": 1.0},
+        {"env": "TicTacToe-v0", "method": "openspiel loop", "num_envs": 1, "steps_per_sec": 2e4, "compile_s": None},
+    ]
+    table = steps_per_sec.summary(rows).splitlines()
+    assert table[0].endswith("| vs Pgx |") and table[1].count("|") == 8
+    assert table[2].endswith("| 2.50x |") and table[3].endswith("| - |") and table[4].endswith("| - |")
+    # without games the table keeps its six columns
+    assert "Pgx" not in steps_per_sec.summary([{**rows[2], "env": "GridWorld-v0", "method": "python loop"}])
+
+
+def test_only_the_games_run_replaces_the_committed_games_results(steps_per_sec, capsys):
+    games = os.path.join(ROOT, steps_per_sec.COMMITTED_GAMES)
+    with pytest.raises(SystemExit) as e:
+        steps_per_sec.main(["--envs", "TicTacToe-v0", "--num-envs", "1024", "--out", games])
+    assert e.value.code == 2 and "may replace the committed games' results" in capsys.readouterr().err
+    p = steps_per_sec.build_parser()
+    args = p.parse_args(["--envs", *steps_per_sec.GAME_ENVS, "--num-envs", "1024", "4096", "--out", games])
+    assert steps_per_sec.check_out(p, args) == games

@@ -35,6 +35,7 @@ from gymnasium.vector.utils import batch_space
 from jaxenvs import registration
 from jaxenvs.adapters import Runner, reset_keys, resolve_env, seed_to_key
 from jaxenvs.adapters.host import (  # noqa: F401  (also importable from here, as before)
+    ActionMasks,
     HumanWindow,
     check_action,
     check_render_mode,
@@ -140,6 +141,11 @@ class GymnasiumEnv(gymnasium.Env):
     ``jax.random.key(s)``; ``reset()`` continues the chain (the first one draws a seed from
     ``np_random``). Rewards are Python floats, flags Python bools. ``jaxenvs_env``, ``params``
     and ``state`` give the underlying environment, its params and the current state pytree.
+
+    An environment with legal actions (``traits.action_style == "full_action_set"``, e.g. a
+    turn-based game seen through `jaxenvs.wrappers.PlayAgainst`) puts its mask in
+    ``info["action_mask"]`` (int8[n], 1 = legal) at reset and every step, and ``action_masks()``
+    returns it as bool[n] (what sb3-contrib's ``MaskablePPO`` reads).
     """
 
     metadata = {"render_modes": ["human", "rgb_array", "ansi"], "render_fps": 4}
@@ -161,7 +167,18 @@ class GymnasiumEnv(gymnasium.Env):
         self.spec = _gym_spec(env_or_id, env, dict(make_kwargs, **({} if user_params is None else {"params": params})))
         self._run = Runner(env, False)
         self._key = self.state = None
+        self._masks = ActionMasks(env, batched=False)
         self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
+
+    def _mask_info(self, info: dict) -> dict:
+        if self._masks.active:
+            info["action_mask"] = self._masks.int8()
+        return info
+
+    def action_masks(self) -> np.ndarray:
+        """bool[n]: the legal actions of the current state (envs with ``action_style="full_action_set"``;
+        AttributeError for the others)."""
+        return self._masks.bool()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         _check_open(self, "reset")
@@ -173,9 +190,10 @@ class GymnasiumEnv(gymnasium.Env):
         else:
             key = self._key
         (self._key, _, self.state), obs = self._run("reset", key, self.params)
+        self._masks.update(obs, self.state, self.params)
         if self._window is not None:
             self._window.show(self._frame())
-        return obs_to_numpy(self.observation_space, obs), {}
+        return obs_to_numpy(self.observation_space, obs), self._mask_info({})
 
     def step(self, action):
         _check_open(self, "step")
@@ -185,6 +203,7 @@ class GymnasiumEnv(gymnasium.Env):
         (self._key, _, self.state), (obs, reward, terminated, truncated, info) = self._run(
             "step", self._key, self.state, action, self.params
         )
+        self._masks.update(obs, self.state, self.params)
         if self._window is not None:
             self._window.show(self._frame())
         return (
@@ -192,7 +211,7 @@ class GymnasiumEnv(gymnasium.Env):
             float(reward),
             bool(terminated),
             bool(truncated),
-            info_to_numpy(info),
+            self._mask_info(info_to_numpy(info)),
         )
 
     def _frame(self) -> np.ndarray:
@@ -273,6 +292,11 @@ class GymnasiumVectorEnv(VectorEnv):
     one seed per copy, None entries continue that copy's chain), so the trajectories are those of
     ``SyncVectorEnv`` over :class:`GymnasiumEnv` copies. ``reset(options={"reset_mask": m})``
     resets only the copies where the bool[num_envs] ``m`` is set. Rewards are float64, flags bool.
+
+    Envs with legal actions (``traits.action_style == "full_action_set"``) add
+    ``infos["action_mask"]`` (int8[num_envs, n], the masks of the returned observations, a reset
+    copy's included; ``"_action_mask"`` all true) at reset and every step, and ``action_masks()``
+    returns them as bool[num_envs, n].
     """
 
     _MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -316,6 +340,17 @@ class GymnasiumVectorEnv(VectorEnv):
         self._run = Runner(env, True)
         self._keys = self._state = self._obs = None
         self._pending = np.zeros(self.num_envs, bool)
+        self._masks = ActionMasks(env, batched=True)
+
+    def _mask_infos(self, infos: dict) -> dict:
+        if self._masks.active:
+            infos["action_mask"], infos["_action_mask"] = self._masks.int8(), np.ones(self.num_envs, bool)
+        return infos
+
+    def action_masks(self) -> np.ndarray:
+        """bool[num_envs, n]: the legal actions of every copy's current state (envs with
+        ``action_style="full_action_set"``; AttributeError for the others)."""
+        return self._masks.bool()
 
     def reset(self, *, seed: int | list | None = None, options: dict | None = None):
         _check_open(self, "reset")
@@ -344,7 +379,8 @@ class GymnasiumVectorEnv(VectorEnv):
             self._pending = np.zeros(n, bool)
         self._keys, self._obs, self._state = new_keys, obs, state
         self._pending_dev = jax.device_put(self._pending)
-        return obs_to_numpy(self.observation_space, host_obs), {}
+        self._masks.update(host_obs, self._state, self.params)
+        return obs_to_numpy(self.observation_space, host_obs), self._mask_infos({})
 
     def _check_reset_mask(self, mask) -> np.ndarray:
         if self._state is None:
@@ -384,12 +420,13 @@ class GymnasiumVectorEnv(VectorEnv):
                 infos["final_obs"], infos["_final_obs"] = final, done.copy()
                 infos["final_info"], infos["_final_info"] = _vector_infos(info, done), done.copy()
         self._pending = terminated | truncated
+        self._masks.update(obs, self._state, self.params)
         return (
             obs_to_numpy(self.observation_space, obs),
             np.asarray(reward, np.float64),
             np.array(terminated, bool),
             np.array(truncated, bool),
-            infos,
+            self._mask_infos(infos),
         )
 
     def render(self):

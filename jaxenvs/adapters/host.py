@@ -5,6 +5,7 @@ observations and infos, action checks against Gymnasium spaces, render modes and
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "supported_render_modes",
     "check_render_mode",
     "HumanWindow",
+    "ActionMasks",
 ]
 
 
@@ -157,3 +159,48 @@ class HumanWindow(Window):
             raise gymnasium.error.DependencyNotInstalled(
                 'render_mode="human" needs pygame: pip install "jaxenvs[render]"'
             ) from e
+
+
+# ---- legal-action masks (full_action_set environments) ---------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_fn(env: Environment, batched: bool):
+    fn = env.legal_action_mask
+    return jax.jit(jax.vmap(fn, in_axes=(0, None)) if batched else fn)
+
+
+class ActionMasks:
+    """The legal-action masks an adapter hands out for an env with ``traits.action_style ==
+    "full_action_set"`` (``active`` is false for the others, which get none): ``update(obs, state,
+    params)`` after every reset and step takes them from ``obs["action_mask"]`` (already on the
+    host; the observation carries the mask of the state it belongs to, also after an auto-reset),
+    or, when a wrapper removed it from the observation, from a jitted
+    `jaxenvs.core.Environment.legal_action_mask` of ``state``. ``int8()`` is the copy that goes
+    into ``info["action_mask"]``, ``bool()`` what ``action_masks()`` returns (sb3-contrib's
+    ``MaskablePPO`` calls it before every step)."""
+
+    def __init__(self, env: Environment, batched: bool):
+        self.env, self.batched = env, batched
+        self.active = env.traits.action_style == "full_action_set"
+        self.mask: np.ndarray | None = None
+
+    def update(self, obs: Any, state: Any, params: Any) -> None:
+        if not self.active:
+            return
+        if isinstance(obs, dict) and "action_mask" in obs:
+            self.mask = np.asarray(obs["action_mask"]) != 0
+        else:
+            self.mask = np.asarray(_mask_fn(self.env, self.batched)(state, params))
+
+    def int8(self) -> np.ndarray:
+        return self.mask.astype(np.int8)
+
+    def bool(self) -> np.ndarray:
+        if not self.active:
+            raise AttributeError(
+                f"{self.env.name} has no legal-action mask (traits.action_style={self.env.traits.action_style!r})"
+            )
+        if self.mask is None:
+            raise RuntimeError("call reset() before action_masks()")
+        return self.mask.copy()

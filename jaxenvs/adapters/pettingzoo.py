@@ -1,17 +1,26 @@
-"""PettingZoo adapter: :class:`ParallelEnv`, a multi-agent jaxenvs environment as a
-``pettingzoo.ParallelEnv``::
+"""PettingZoo adapters: :class:`ParallelEnv`, a multi-agent jaxenvs environment as a
+``pettingzoo.ParallelEnv``, and :class:`AECEnv`, a turn-based (``dynamics="sequential"``) one as a
+``pettingzoo.AECEnv``::
 
-    from jaxenvs.adapters.pettingzoo import ParallelEnv
+    from jaxenvs.adapters.pettingzoo import AECEnv, ParallelEnv
     env = ParallelEnv("RockPaperScissors-v0")
     obs, infos = env.reset(seed=0)
     obs, rewards, terminations, truncations, infos = env.step({a: env.action_space(a).sample() for a in env.agents})
+
+    game = AECEnv("TicTacToe-v0")
+    game.reset(seed=0)
+    for agent in game.agent_iter():
+        obs, reward, terminated, truncated, info = game.last()
+        game.step(None if terminated or truncated else game.action_space(agent).sample(obs["action_mask"]))
 """
 
 from __future__ import annotations
 
+import functools
 from copy import deepcopy
 from typing import Any
 
+import gymnasium
 import jax
 import numpy as np
 from jaxenvs._optional import require
@@ -33,8 +42,9 @@ from jaxenvs.adapters.host import (
     supported_render_modes,
 )
 from jaxenvs.spaces import to_gymnasium
+from jaxenvs.wrappers.chance import FoldChanceNodes
 
-__all__ = ["ParallelEnv"]
+__all__ = ["ParallelEnv", "AECEnv"]
 
 
 def _agent_space(space: spaces.Space, obs_shape: Any, n: int, i: int) -> spaces.Space:
@@ -64,6 +74,17 @@ def _agent_space(space: spaces.Space, obs_shape: Any, n: int, i: int) -> spaces.
     raise ValueError(f"observation space {space} does not fit observations of shape {shape} for {n} agents")
 
 
+def _int8_mask(space):
+    """A Dict observation space with its ``"action_mask"`` entry as int8 (what PettingZoo's games
+    give and Gymnasium's ``Discrete.sample(mask=...)`` requires); other spaces unchanged."""
+    if isinstance(space, gymnasium.spaces.Dict) and "action_mask" in space.spaces:
+        mask = space.spaces["action_mask"]
+        spaces_ = dict(space.spaces)
+        spaces_["action_mask"] = gymnasium.spaces.Box(0, 1, mask.shape, np.int8)
+        return gymnasium.spaces.Dict(spaces_)
+    return space
+
+
 class ParallelEnv(pettingzoo.ParallelEnv):
     """A multi-agent jaxenvs environment as a ``pettingzoo.ParallelEnv``.
 
@@ -81,6 +102,15 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     with a leading agent axis are split per agent, other leaves are given to every agent. Seeding
     as :class:`~jaxenvs.adapters.gymnasium.GymnasiumEnv`: ``reset(seed=s)`` starts the key chain at
     ``jax.random.key(s)``, ``reset()`` continues it. Reset options are ignored.
+
+    A turn-based environment (``traits.dynamics == "sequential"``, e.g. ``TicTacToe-v0``) follows
+    PettingZoo's turn-based convention for parallel envs (its ``turn_based_aec_to_parallel``):
+    every live agent passes an action, only the action of the agent to move
+    (``env.current_player(state)``) is applied, the others' are ignored whatever their value
+    (they must still lie in the action space), and each agent's observation carries its
+    ``"action_mask"`` (int8, PettingZoo's and Gymnasium's mask dtype), all zero for the agents not
+    to move. `AECEnv` is the native view of such
+    games.
     """
 
     metadata = {"render_modes": ["human", "rgb_array", "ansi"], "render_fps": 4, "is_parallelizable": True}
@@ -106,7 +136,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         obs_shape, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
         obs_space = env.observation_space(params)
         self.observation_spaces = {
-            a: to_gymnasium(_agent_space(obs_space, obs_shape, n, i)) for i, a in enumerate(self.possible_agents)
+            a: _int8_mask(to_gymnasium(_agent_space(obs_space, obs_shape, n, i))) for i, a in enumerate(self.possible_agents)
         }
         act_space = to_gymnasium(env.action_space(params))
         self.action_spaces = {a: deepcopy(act_space) for a in self.possible_agents}
@@ -196,3 +226,214 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     def close(self):
         if self._window is not None:
             self._window.close()
+
+
+# ---- turn-based games: the AEC view ---------------------------------------------------------
+
+
+def _decisions_only(env):
+    """``env``, with its explicit chance nodes folded into the steps (`FoldChanceNodes`) when it
+    has any: PettingZoo's agents see decision states only."""
+    return _fold_chance(env) if env.traits.chance == "explicit_stochastic" else env
+
+
+@functools.lru_cache(maxsize=64)
+def _fold_chance(env):
+    return FoldChanceNodes(env)
+
+
+@functools.lru_cache(maxsize=64)
+def _aec_functions(env):
+    """Jitted ``reset(key, params)`` and ``step(key, state, action, params)`` for `AECEnv`, each
+    returning ``(key, state)`` for the device and, for the host, the observation without its mask,
+    the legal-action mask (bool[num_agents, n]) and the agent to move (plus the step's reward,
+    flags and info). Cached per environment object, so adapters over one object compile once."""
+
+    def strip(obs):
+        if isinstance(obs, dict) and "action_mask" in obs and "observation" in obs:
+            return obs["observation"]
+        return obs
+
+    def view(state, params):
+        return env.legal_action_mask(state, params), env.current_player(state, params)
+
+    def reset(key, params):
+        key, sub = jax.random.split(key)
+        obs, state = env.reset(sub, params)
+        return (key, state), (strip(obs), *view(state, params))
+
+    def step(key, state, action, params):
+        key, sub = jax.random.split(key)
+        obs, state, reward, terminated, truncated, info = env.step(sub, state, action, params)
+        return (key, state), (strip(obs), *view(state, params), reward, terminated, truncated, info)
+
+    return jax.jit(reset), jax.jit(step)
+
+
+class AECEnv(pettingzoo.AECEnv):
+    """A turn-based jaxenvs environment (``traits.dynamics == "sequential"``, a Discrete action
+    space) as a ``pettingzoo.AECEnv``: agents act one at a time, in the order the game sets.
+
+    Args:
+        env_or_id: a registered id (built with ``jaxenvs.make(id, autoreset=False, **make_kwargs)``;
+            the spec's TimeLimit sets truncation) or a jaxenvs Environment (outermost AutoReset
+            removed). Explicit chance nodes (``traits.chance == "explicit_stochastic"``) are folded
+            into the steps with `jaxenvs.wrappers.FoldChanceNodes`: agents see decisions only.
+        params: the environment's params (``None``: its ``default_params``).
+        render_mode: ``"rgb_array"``, ``"ansi"``, ``"human"`` or None, as ``metadata["render_modes"]``
+            allows.
+        **make_kwargs: passed to ``jaxenvs.make``.
+
+    PettingZoo's conventions, as its classic games keep them:
+
+    * ``agent_selection`` is ``env.current_player(state)``; ``step(action)`` applies that agent's
+      action (the other agents' rows of the joint action are ignored by the game);
+    * ``observe(agent)`` is ``{"observation": ..., "action_mask": int8[n]}``: the agent's slice of
+      the environment's observation (its ``"observation"`` entry when it is a dict holding one) and
+      its row of `jaxenvs.core.Environment.legal_action_mask`, all zero for agents not to move and
+      in a terminal state;
+    * ``rewards`` holds every live agent's reward of the last step, ``_cumulative_rewards`` (what
+      ``last()`` returns) sums them since that agent last acted: ``step`` zeroes the mover's sum,
+      then adds the step's rewards to every agent's;
+    * ``terminations``/``truncations`` are set for every agent at once when the episode ends; then
+      each agent in turn must be stepped with ``None`` (PettingZoo's ``_was_dead_step``), which
+      removes it from ``agents``; ``agents`` is empty once all are gone;
+    * ``infos[agent]`` holds the step's info values (leaves with a leading agent axis split per
+      agent), e.g. ``"illegal_action"``. An illegal move ends the game as the environment defines
+      (TicTacToe: mover -1, the other +1, where PettingZoo's ``TerminateIllegalWrapper`` gives 0).
+
+    Seeding as `ParallelEnv`: ``reset(seed=s)`` starts the key chain at ``jax.random.key(s)``,
+    ``reset()`` continues it. Reset options are ignored.
+    """
+
+    metadata = {"render_modes": ["human", "rgb_array", "ansi"], "render_fps": 4, "is_parallelizable": False}
+
+    def __init__(self, env_or_id, params=None, render_mode: str | None = None, **make_kwargs):
+        env, params = resolve_env(env_or_id, params, make_kwargs)
+        if not env.multi_agent or env.traits.dynamics != "sequential":
+            raise ValueError(
+                f"AECEnv takes turn-based environments (traits.dynamics='sequential', two or more agents); "
+                f"{env.name} has {env.num_agents} agent(s) and dynamics={env.traits.dynamics!r}"
+                + ("; use ParallelEnv" if env.multi_agent else "; use jaxenvs.adapters.gymnasium.GymnasiumEnv")
+            )
+        act_space = env.action_space(params)
+        if not isinstance(act_space, spaces.Discrete):
+            raise ValueError(f"AECEnv needs a Discrete action space (legal-action masks), {env.name} has {act_space}")
+        env = _decisions_only(env)
+        self.jaxenvs_env, self.params = env, params
+        self.metadata = {
+            "render_modes": supported_render_modes(env),
+            "render_fps": env.render_fps,
+            "name": env.name,
+            "is_parallelizable": False,
+        }
+        check_render_mode(render_mode, self.metadata["render_modes"], env.name)
+        self.render_mode = render_mode
+        self.possible_agents = list(env.agents)
+        self.agents: list[str] = []
+        n = env.num_agents
+        obs_shape, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
+        obs_space = env.observation_space(params)
+        if isinstance(obs_space, spaces.Dict) and {"observation", "action_mask"} <= set(obs_space.spaces):
+            obs_space, obs_shape = obs_space.spaces["observation"], obs_shape["observation"]
+        mask_space = gymnasium.spaces.Box(0, 1, (act_space.n,), np.int8)
+        self.observation_spaces = {
+            a: gymnasium.spaces.Dict(
+                {"observation": to_gymnasium(_agent_space(obs_space, obs_shape, n, i)), "action_mask": deepcopy(mask_space)}
+            )
+            for i, a in enumerate(self.possible_agents)
+        }
+        gym_act = to_gymnasium(act_space)
+        self.action_spaces = {a: deepcopy(gym_act) for a in self.possible_agents}
+        self._reset_fn, self._step_fn = _aec_functions(env)
+        self._key = self.state = self.np_random = None
+        self._obs = self._mask = None
+        self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
+
+    def observation_space(self, agent: str):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self.np_random, _ = seeding.np_random(seed)
+            key = seed_to_key(seed)
+        elif self._key is None:
+            self.np_random, _ = seeding.np_random()
+            key = seed_to_key(int(self.np_random.integers(2**32)))
+        else:
+            key = self._key
+        (self._key, self.state), host = self._reset_fn(key, self.params)
+        self._obs, self._mask, player = jax.device_get(host)
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = self.possible_agents[int(player)]
+        self._skip_agent_selection = None
+        if self._window is not None:
+            self._window.show(self._frame())
+
+    def observe(self, agent: str):
+        i = self.possible_agents.index(agent)
+        space = self.observation_spaces[agent]
+        observation = obs_to_numpy(space["observation"], jax.tree.map(lambda leaf: leaf[i], self._obs))
+        return {"observation": observation, "action_mask": self._mask[i].astype(np.int8)}
+
+    def step(self, action):
+        if not self.agents:
+            raise RuntimeError("the episode is over (no live agents): call reset() before step()")
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            return self._was_dead_step(action)
+        if action is None:
+            raise ValueError(f"agent {agent!r} is to move and must pass an action; None is only for agents whose episode ended")
+        i = self.possible_agents.index(agent)
+        move = check_action(self.action_spaces[agent], action, where=f"{self.jaxenvs_env.name}.step (agent {agent!r})")
+        joint = np.zeros((len(self.possible_agents),), np.int32)
+        joint[i] = move
+        (self._key, self.state), host = self._step_fn(self._key, self.state, joint, self.params)
+        self._obs, self._mask, player, reward, terminated, truncated, info = jax.device_get(host)
+        n = len(self.possible_agents)
+        self._cumulative_rewards[agent] = 0.0
+        self.rewards = {a: float(reward[self.possible_agents.index(a)]) for a in self.agents}
+        self._accumulate_rewards()
+        self.terminations = {a: bool(terminated) for a in self.agents}
+        self.truncations = {a: bool(truncated) for a in self.agents}
+        self.infos = {
+            a: {
+                k: host_value(v[j] if np.ndim(v) and np.shape(v)[0] == n else v)
+                for k, v in info.items()
+            }
+            for a in self.agents
+            for j in [self.possible_agents.index(a)]
+        }
+        self.agent_selection = self.possible_agents[int(player)]
+        if self._window is not None:
+            self._window.show(self._frame())
+
+    def _frame(self) -> np.ndarray:
+        return np.array(_render_fn(self.jaxenvs_env)(self.state, self.params))
+
+    def render(self):
+        """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
+        if self.render_mode is None or self.render_mode == "human":
+            return None
+        if self.state is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "rgb_array":
+            return self._frame()
+        return self.jaxenvs_env.render_text(self.state, self.params)
+
+    def close(self):
+        if self._window is not None:
+            self._window.close()
+
+
+@functools.lru_cache(maxsize=64)
+def _render_fn(env):
+    return jax.jit(env.render)

@@ -27,6 +27,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices 
 
 from jaxenvs.adapters import Runner, reset_keys, resolve_env
 from jaxenvs.adapters.host import (
+    ActionMasks,
     check_action,
     check_render_mode,
     obs_rows,
@@ -64,6 +65,15 @@ class _SubEnv:
     def render(self):
         return self._venv._render_one(self._index)
 
+    @property
+    def action_masks(self):
+        """bool[n] of this copy (what sb3-contrib's ``MaskablePPO`` collects with ``env_method``);
+        absent (AttributeError) for envs without legal-action masks."""
+        masks = self._venv._masks
+        if not masks.active:
+            raise AttributeError(f"{self._venv.jaxenvs_env.name} has no legal-action mask")
+        return lambda: masks.bool()[self._index]
+
 
 class SB3VecEnv(VecEnv):
     """``num_envs`` copies of a single-agent jaxenvs environment as an SB3 ``VecEnv``.
@@ -85,6 +95,19 @@ class SB3VecEnv(VecEnv):
     continues each copy's key chain (the very first one draws seeds from ``np.random``), so
     results equal ``DummyVecEnv`` over :class:`~jaxenvs.adapters.gymnasium.GymnasiumEnv` copies
     seeded the same way. Reset options are ignored (jaxenvs environments take none).
+
+    Envs with legal actions (``traits.action_style == "full_action_set"``, e.g. a turn-based game
+    seen through `jaxenvs.wrappers.PlayAgainst`) add ``"action_mask"`` (int8[n], the mask of the
+    returned observation: after an auto-reset, the new episode's) to every info and to
+    ``reset_infos``; ``action_masks()`` (and ``env_method("action_masks")``, which sb3-contrib's
+    ``MaskablePPO`` calls) returns them as bool[num_envs, n]. ``MaskablePPO`` then trains with
+    masked action distributions::
+
+        from sb3_contrib import MaskablePPO
+        from jaxenvs.wrappers import PlayAgainst
+
+        game = PlayAgainst(jaxenvs.make("TicTacToe-v0", autoreset=False), seat="random")
+        MaskablePPO("MultiInputPolicy", SB3VecEnv(game, num_envs=8, seed=0)).learn(2_048)
     """
 
     def __init__(
@@ -113,6 +136,7 @@ class SB3VecEnv(VecEnv):
         self._batched_obs_space = batch_space(self.observation_space, self.num_envs)
         self._run = Runner(env, True)
         self._keys = self._state = self._actions = None
+        self._masks = ActionMasks(env, batched=True)
         if seed is not None:
             self.seed(seed)
 
@@ -121,8 +145,19 @@ class SB3VecEnv(VecEnv):
         (self._keys, _, self._state), obs = self._run("reset", keys, self.params)
         self._reset_seeds()
         self._reset_options()
-        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self._masks.update(obs, self._state, self.params)
+        self.reset_infos = [self._mask_info({}, i) for i in range(self.num_envs)]
         return obs_to_numpy(self._batched_obs_space, obs)
+
+    def _mask_info(self, info: dict, i: int) -> dict:
+        if self._masks.active:
+            info["action_mask"] = self._masks.mask[i].astype(np.int8)
+        return info
+
+    def action_masks(self) -> np.ndarray:
+        """bool[num_envs, n]: the legal actions of every copy's current state (envs with
+        ``action_style="full_action_set"``; AttributeError for the others)."""
+        return self._masks.bool()
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = actions
@@ -140,10 +175,12 @@ class SB3VecEnv(VecEnv):
         keys = (*info.keys(), "TimeLimit.truncated")
         columns = [_per_env(v) for v in info.values()] + [(truncated & ~terminated).tolist()]
         infos = [dict(zip(keys, values)) for values in zip(*columns)]
+        self._masks.update(obs, self._state, self.params)
+        infos = [self._mask_info(info_i, i) for i, info_i in enumerate(infos)]
         rows = np.flatnonzero(done)
         for i, o in zip(rows, obs_rows(self.observation_space, final_obs, rows)):
             infos[i]["terminal_observation"] = o
-            self.reset_infos[i] = {}
+            self.reset_infos[i] = self._mask_info({}, i)
         return (
             obs_to_numpy(self._batched_obs_space, obs),
             np.array(reward, np.float32),

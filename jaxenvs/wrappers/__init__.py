@@ -3,6 +3,7 @@
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, WithParams, Wrapper, same_step_reset, tree_select
 from jaxenvs.wrappers.chance import FoldChanceNodes
 from jaxenvs.wrappers.checked import CheckedActions, checked
+from jaxenvs.wrappers.opponent import PlayAgainst, PlayAgainstState, random_legal_policy
 
 __all__ = [
     "Wrapper",
@@ -13,6 +14,9 @@ __all__ = [
     "CheckedActions",
     "checked",
     "FoldChanceNodes",
+    "PlayAgainst",
+    "PlayAgainstState",
+    "random_legal_policy",
     "tree_select",
     "same_step_reset",
 ]

@@ -1,0 +1,178 @@
+"""`jaxenvs.adapters.pettingzoo.AECEnv`: PettingZoo's own API test, and TicTacToe-v0 / ConnectFour-v0
+played through it in lockstep with PettingZoo's ``classic.tictactoe_v3`` / ``connect_four_v3``
+(same actions, legal and illegal): agent selection, observations, masks, rewards (per step and
+accumulated), terminations, truncations and the removal of dead agents compared at every call."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from pettingzoo.test import api_test
+
+import jaxenvs
+from jaxenvs.adapters.pettingzoo import AECEnv, ParallelEnv
+
+GAMES = {"TicTacToe-v0": "tictactoe_v3", "ConnectFour-v0": "connect_four_v3"}
+# What api_test says of a dict observation and of agents named "0", "1": it waives the first two
+# for PettingZoo's own classic games by name (its env_obs_dicts / env_obs_space lists).
+WAIVED_BY_NAME = (
+    "Observation is not a NumPy array",
+    "Observation space for each agent probably should be gymnasium.spaces.box or gymnasium.spaces.discrete",
+    'We recommend agents to be named in the format <descriptor>_<number>, like "player_0"',
+)
+
+
+def _pettingzoo(module: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # PettingZoo's import path for its classic games
+        from pettingzoo import classic
+
+        return getattr(classic, module).env()
+
+
+def _api_test_warnings(env) -> set[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api_test(env, num_cycles=300)
+    return {str(w.message) for w in caught}
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+def test_api_test_passes_with_no_warning_pettingzoos_own_game_lacks(env_id):
+    ours = _api_test_warnings(AECEnv(env_id))
+    theirs = _api_test_warnings(_pettingzoo(GAMES[env_id]))
+    assert ours - theirs <= set(WAIVED_BY_NAME), ours - theirs
+
+
+def _compare(ours, theirs, names, at, done, illegal_by):
+    """Everything both envs expose, agent by agent. Where PettingZoo's TerminateIllegalWrapper
+    differs after an illegal move (``illegal_by``: the agent that made it), the game's rule is
+    checked instead: the other agent gets +1, not 0, and the episode is terminated, not also
+    truncated."""
+    assert ours.agents == [names[a] for a in theirs.agents], at
+    for a in theirs.agents:
+        mine, pz = ours.observe(names[a]), theirs.observe(a)
+        np.testing.assert_array_equal(mine["observation"], pz["observation"], err_msg=at)
+        assert mine["action_mask"].dtype == np.int8 and pz["action_mask"].dtype == np.int8
+        if done:  # PettingZoo still lists the free cells of a finished board; no move is legal
+            assert not mine["action_mask"].any(), at
+        else:
+            np.testing.assert_array_equal(mine["action_mask"], pz["action_mask"], err_msg=at)
+        plus_one = illegal_by is not None and a != illegal_by
+        assert ours.rewards[names[a]] == (1.0 if plus_one else theirs.rewards[a]), at
+        assert ours._cumulative_rewards[names[a]] == (1.0 if plus_one else theirs._cumulative_rewards[a]), at
+        assert ours.terminations[names[a]] == theirs.terminations[a], at
+        assert ours.truncations[names[a]] == (False if illegal_by is not None else theirs.truncations[a]), at
+
+
+def _lockstep(env_id: str, n_games: int, illegal_prob: float, seed: int = 0) -> dict:
+    """Play ``n_games`` random games through both AEC envs with the same actions, asserting
+    equality at every turn (`_compare`); returns counts of what was covered."""
+    ours, theirs = AECEnv(env_id), _pettingzoo(GAMES[env_id])
+    names = dict(zip(theirs.possible_agents, ours.possible_agents))
+    rng = np.random.default_rng(seed)
+    seen = {"illegal": 0, "turns": 0, "outcomes": set()}
+    for g in range(n_games):
+        ours.reset(seed=g)
+        theirs.reset(seed=g)
+        illegal_by = None
+        _compare(ours, theirs, names, f"{env_id} game {g} reset", False, None)
+        while True:
+            at = f"{env_id} game {g} turn {seen['turns']}"
+            agent = theirs.agent_selection
+            assert ours.agent_selection == names[agent], at
+            obs_t, rew_t, *_ = theirs.last()
+            _, rew_o, term_o, trunc_o, _ = ours.last()
+            assert rew_o == rew_t and not term_o and not trunc_o, at
+            mask = obs_t["action_mask"]
+            legal, masked = np.flatnonzero(mask), np.flatnonzero(mask == 0)
+            illegal = len(masked) > 0 and rng.random() < illegal_prob
+            action = int(rng.choice(masked if illegal else legal))
+            theirs.step(action)
+            ours.step(action)
+            seen["turns"] += 1
+            assert ours.infos[names[agent]]["illegal_action"] is illegal, at
+            illegal_by = agent if illegal else None
+            done = any(theirs.terminations.values()) or any(theirs.truncations.values())
+            _compare(ours, theirs, names, at, done, illegal_by)
+            if done:
+                break
+        seen["illegal"] += illegal_by is not None
+        if illegal_by is None:
+            seen["outcomes"].add(tuple(theirs.rewards[a] for a in theirs.possible_agents))
+        # the dead agents leave one by one, each stepped with None (PettingZoo keeps the illegal
+        # mover selected first, the game selects the next agent: the order may differ)
+        final = {a: theirs._cumulative_rewards[a] for a in theirs.agents}
+        for env in (ours, theirs):
+            left = []
+            while env.agents:
+                a = env.agent_selection
+                _, total, term, trunc, _ = env.last()
+                if env is ours:
+                    a_pz = {v: k for k, v in names.items()}[a]
+                    assert total == (1.0 if illegal_by not in (None, a_pz) else final[a_pz]) and term, at
+                env.step(None)
+                left.append(a)
+            assert sorted(left) == (sorted(names[a] for a in final) if env is ours else sorted(final)), at
+        with pytest.raises(RuntimeError, match="episode is over"):
+            ours.step(0)
+    return seen
+
+
+@pytest.mark.parametrize("env_id, n_games", [("TicTacToe-v0", 150), ("ConnectFour-v0", 40)])
+def test_lockstep_against_pettingzoo(env_id, n_games):
+    seen = _lockstep(env_id, n_games, illegal_prob=0.02)
+    assert seen["illegal"] >= 2 and seen["turns"] > 5 * n_games
+    assert {(1, -1), (-1, 1)} <= seen["outcomes"]  # both seats win somewhere
+
+
+def test_misuse_is_refused_with_the_rule():
+    game = AECEnv("TicTacToe-v0")
+    game.reset(seed=0)
+    with pytest.raises(ValueError, match="must pass an action"):
+        game.step(None)
+    with pytest.raises(ValueError, match=r"action 9 is outside the action space Discrete\(9\)"):
+        game.step(9)
+    game.step(4)
+    assert game.agent_selection == "1" and not game.infos["1"]["illegal_action"]
+    with pytest.raises(ValueError, match="turn-based environments"):
+        AECEnv("RockPaperScissors-v0")
+    with pytest.raises(ValueError, match="turn-based environments"):
+        AECEnv("GridWorld-v0")
+
+
+def test_parallel_env_of_a_turn_based_game_applies_only_the_movers_action():
+    """PettingZoo's turn-based parallel convention: every live agent passes an action, the mover's
+    is applied, the other's ignored whatever its value (here: a cell that is taken, or the same)."""
+    par, aec = ParallelEnv("TicTacToe-v0"), AECEnv("TicTacToe-v0")
+    obs, _ = par.reset(seed=0)
+    aec.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for turn in range(9):
+        mover = aec.agent_selection
+        other = "1" if mover == "0" else "0"
+        assert obs[other]["action_mask"].sum() == 0 and obs[mover]["action_mask"].sum() == 9 - turn
+        move = int(rng.choice(np.flatnonzero(obs[mover]["action_mask"])))
+        obs, rewards, terms, _, infos = par.step({mover: move, other: int(rng.integers(9))})
+        aec.step(move)
+        for a in ("0", "1"):
+            np.testing.assert_array_equal(obs[a]["observation"], aec.observe(a)["observation"])
+            np.testing.assert_array_equal(obs[a]["action_mask"], aec.observe(a)["action_mask"])
+            assert rewards[a] == aec.rewards[a] and terms[a] == aec.terminations[a]
+        assert not infos[mover]["illegal_action"]
+        if terms["0"]:
+            break
+    assert terms["0"] and par.agents == []
+
+
+def test_render_matches_the_environment():
+    raw = jaxenvs.make("TicTacToe-v0", autoreset=False)
+    game = AECEnv("TicTacToe-v0", render_mode="ansi")
+    game.reset(seed=0)
+    game.step(4)
+    assert game.render() == raw.render_text(game.state) and "agent 1 (O) to move" in game.render()
