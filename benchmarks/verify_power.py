@@ -261,6 +261,7 @@ def main(argv=None):
     ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
     args = ap.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
     from jaxenvs.testing import ALPHA, DETECT, POWER, ReferenceCache
 
     faithful_ports = {name: make() for name, (make, _, _) in FAITHFUL.items()}
@@ -278,6 +279,7 @@ def main(argv=None):
                      "episodes": [int(min(eps)), int(max(eps))], "seconds_per_run": float(np.mean(secs)),
                      "false_alarm_upper_95": binomial_upper(counts["fail"], args.seeds)})
         print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+        save(args, rows, t_all)
     for mname, (env_name, make, effect, where) in MUTANTS.items():
         _, factory, kwargs = FAITHFUL[env_name]
         port = make()
@@ -292,8 +294,23 @@ def main(argv=None):
                      "seeds": args.mutant_seeds, **counts, "episodes": [int(min(eps)), int(max(eps))],
                      "seconds_per_run": float(np.mean(secs))})
         print(f"{mname}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+        save(args, rows, t_all)
+    result = save(args, rows, t_all)
+    print(table(result))
+    bad = [r["name"] for r in rows if r["kind"] == "mutant" and r["effect"] >= DETECT and r["pass"]]
+    alarms = [r["name"] for r in rows if r["kind"] == "faithful" and r["fail"] > max(1, 3 * ALPHA * r["seeds"])]
+    if bad or alarms:
+        print(f"VIOLATED: mutants passed {bad}; false alarms {alarms}")
+        return 1
+    return 0
+
+
+def save(args, rows, t_all):
+    """Write the rows so far (a long run leaves its partial results)."""
+    from jaxenvs.testing import ALPHA, DETECT, POWER
+
     result = {
-        "command": "python benchmarks/verify_power.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/verify_power.py " + " ".join(args.argv),
         "alpha": ALPHA, "detect": DETECT, "power": POWER, "seconds": time.perf_counter() - t_all,
         "machine": f"{os.cpu_count()} CPUs, jax {jax.__version__} on {jax.default_backend()}",
         "rows": rows,
@@ -303,13 +320,7 @@ def main(argv=None):
         json.dump(result, f, indent=2)
     with open(args.out + ".md", "w") as f:
         f.write(table(result) + "\n")
-    print(table(result))
-    bad = [r["name"] for r in rows if r["kind"] == "mutant" and r["effect"] >= DETECT and r["pass"]]
-    alarms = [r["name"] for r in rows if r["kind"] == "faithful" and r["fail"] > max(1, 3 * ALPHA * r["seeds"])]
-    if bad or alarms:
-        print(f"VIOLATED: mutants passed {bad}; false alarms {alarms}")
-        return 1
-    return 0
+    return result
 
 
 def table(result) -> str:

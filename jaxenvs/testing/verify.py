@@ -852,8 +852,10 @@ def _initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, pow
     if more is not None:
         for i, s in enumerate(out):
             def top_up(level, i=i, s=s):
-                n = s.needed(level)[0]
-                p0, r0 = more(min(MAX_DRAWS, max(n or 0, len(port0))))
+                n = s.needed(level)[0] or 0
+                if n > MAX_DRAWS:  # beyond the budget: the run is inconclusive without drawing in vain
+                    return s
+                p0, r0 = more(max(n, len(port0)))
                 return _initial_statistics(p0, r0, discrete, power, detect)[i]
 
             s.top_up = top_up
@@ -1169,8 +1171,8 @@ def verify_port(
     rounds = 1 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
     level = alpha / (len(pending) * rounds)
     episodes, notes = num_episodes, []
-    pending = [p.top_up(level) if (p.top_up and p.p_value >= level and p.required and p.detectable(level) > detect) else p
-               for p in pending]
+    if not any(p.p_value < level for p in pending):  # a failure needs no more samples
+        pending = [p.top_up(level) if (p.top_up and p.required and p.detectable(level) > detect) else p for p in pending]
     while True:
         failed = any(p.p_value < level for p in pending)
         short = [p for p in pending if p.required and p.detectable(level) > detect]
