@@ -83,8 +83,7 @@ MAX_DRAWS = 1 << 18  # port draws per (observation, action), and initial observa
 HORIZON = 1000  # steps per episode when the port has no TimeLimit
 MAX_STATES = 512  # reference states the port steps from with state_to_jax
 RESAMPLES = 8  # outcomes per side and state when a stochastic port steps from reference states
-MODEL_EPISODES = 64  # port episodes whose states the model tier steps from
-STATES_PER_OBS = 2  # port states per observation the model tier steps from (distinct episodes first)
+STATES_PER_OBS = 2  # port states per observation the model tier steps from: its earliest and latest visit
 MAX_CATEGORIES = 32  # a scalar statistic with at most this many distinct values is categorical
 RTOL, ATOL = 1e-5, 1e-6  # one step from a reference state: float32 port against a float64 reference
 REPLAY_RTOL, REPLAY_ATOL = 1e-4, 1e-5  # whole trajectories: float32 rounding accumulates
@@ -641,21 +640,22 @@ def _model_initial(env, params, key, model: TransitionModel, power, detect) -> _
     return run(256)
 
 
-def _model_transitions(env, params, pol, horizon, key, model: TransitionModel, num_actions, power, detect) -> _Pending:
-    """The port, stepped from its own states at every observation it reached in MODEL_EPISODES
-    episodes (up to STATES_PER_OBS states each, from distinct episodes first) with every action,
-    against the model's exact probabilities."""
+def _model_transitions(env, params, pol, horizon, key, model: TransitionModel, num_actions, episodes, power,
+                       detect) -> _Pending:
+    """The port, stepped from its own states at every observation it reached in its `episodes`
+    episodes (the state of the earliest visit and, from another episode, of the latest) with
+    every action, against the model's exact probabilities."""
     run = _compiled("rollout", _port_rollout_fn, env, pol, horizon, True)
-    _, (obs, _, _, _, _, _, states, alive) = run(params, key, 0, MODEL_EPISODES)
-    obs = np.asarray(obs).reshape(MODEL_EPISODES, horizon)
+    _, (obs, _, _, _, _, _, states, alive) = run(params, key, 0, episodes)
+    obs = np.asarray(obs).reshape(episodes, horizon)
     alive = np.asarray(alive)
     chosen: dict[int, list] = {}
-    for t in range(horizon):  # early steps first, then later ones: distinct episodes first
-        for e in np.flatnonzero(alive[:, t]):
-            o = int(obs[e, t])
-            lst = chosen.setdefault(o, [])
-            if len(lst) < STATES_PER_OBS and all(e != e2 for e2, _ in lst):
-                lst.append((e, t))
+    e_idx, t_idx = np.nonzero(alive)
+    order = np.lexsort((e_idx, t_idx))  # by step, then episode
+    for o, rows in stats._group(obs[e_idx, t_idx][order].astype(np.int64)).items():
+        visits = [(int(e_idx[order][r]), int(t_idx[order][r])) for r in rows]
+        first, last = visits[0], visits[-1]  # the earliest and the latest step that reached o
+        chosen[int(o)] = [first] + ([last] if last[0] != first[0] and STATES_PER_OBS > 1 else [])
     pairs, tables, missing = [], {}, []
     for o in sorted(chosen):
         for a in range(num_actions):
@@ -1135,7 +1135,8 @@ def verify_port(
     if model_ok:
         if model.initial is not None:
             modelled.append(_model_initial(env, params, key, model, power, detect))
-        modelled.append(_model_transitions(env, params, pol, horizon, key, model, int(act_space.n), power, detect))
+        modelled.append(_model_transitions(env, params, pol, horizon, key, model, int(act_space.n), num_episodes, power,
+                                           detect))
 
     transitions_exact = (not stochastic and recorded) or model_ok
     initial_exact = model_ok and model.initial is not None
