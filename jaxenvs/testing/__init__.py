@@ -5,8 +5,8 @@
 * `verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it was
   ported from? A verdict of pass, fail (`PortMismatch`) or inconclusive (`PortInconclusive`),
   with stated power and a `PortReport` to keep as a certificate (`jaxenvs.testing.verify`);
-* :func:`assert_env_ok` -- :func:`jaxenvs.check_env` as a pytest-friendly assertion;
-* :func:`assert_max_traces` -- fail when a jitted function is traced more often than expected.
+* `assert_env_ok` -- `jaxenvs.check_env` as a pytest-friendly assertion;
+* `assert_max_traces` -- fail when a jitted function is traced more often than expected.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ __all__ = [
 
 
 def assert_env_ok(env, params: Any = None, **check_kwargs) -> CheckReport:
-    """Assert that ``env`` keeps the jaxenvs environment contract (:func:`jaxenvs.check_env` with
+    """Assert that ``env`` keeps the jaxenvs environment contract (`jaxenvs.check_env` with
     ``check_kwargs``: ``key``, ``num_steps``, ``num_envs``, ``skip``). On a violation raises
     ``AssertionError`` whose message names the environment, the rule and the offending leaf, e.g.
     ``"<GridWorld ...> breaks the environment contract: [dtype-stable] state.t: ..."``; pytest
-    shows it without the checker's internals. Returns the :class:`~jaxenvs.checker.CheckReport`."""
+    shows it without the checker's internals. Returns the `jaxenvs.checker.CheckReport`."""
     __tracebackhide__ = True
     try:
         return check_env(env, params, **check_kwargs)
@@ -54,7 +54,7 @@ class TraceCountError(AssertionError):
 
 
 def assert_max_traces(fn: Callable | None = None, *, n: int = 1) -> Callable:
-    """Decorator: fail with :class:`TraceCountError` when ``fn``'s Python body runs more than ``n``
+    """Decorator: fail with `TraceCountError` when ``fn``'s Python body runs more than ``n``
     times, i.e. when ``jax.jit`` traces it again (a weak type, a static argument or a shape that
     drifts between calls). Put it under ``jax.jit``::
 
