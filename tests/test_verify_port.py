@@ -1,88 +1,126 @@
-"""jaxenvs.testing: verify_port against the tutorials' numpy references, mutation tests, the numpy
-two-sample tests, assert_env_ok and assert_max_traces.
+"""jaxenvs.testing.verify_port: three verdicts with stated power, the exact and model tiers, the
+certificate, the cache, and `jaxenvs verify`; assert_env_ok and assert_max_traces.
 
-The five built-in ports must pass against tests/reference_envs.py with and without
-``state_to_jax``; deliberately broken ports (mutants) must each raise PortMismatch with the
-default settings. Envs are built once per module so that each compiles once.
+Ports: the FrozenLake-v1 and PointEnv ports of benchmarks/verify_power.py (model and exact tier)
+and the built-in ports against tests/reference_envs.py (sample tier). Mutants must fail; faithful
+ports pass where the tier can reach `detect`, and are inconclusive -- never passed -- where the
+sample cannot. The statistics' own power is tested in tests/test_stats.py; the measured
+false-alarm rate and the mutant ladder are benchmarks/verify_power.py's.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from conftest import require
 
 require("gymnasium")
 require("pettingzoo")
+require("scipy")
 
 import jaxenvs  # noqa: E402
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION, GridWorld  # noqa: E402
-from jaxenvs.envs.hurdle_race import HurdleRace  # noqa: E402
-from jaxenvs.testing import PortMismatch, TraceCountError, assert_env_ok, assert_max_traces, verify_port  # noqa: E402
-from jaxenvs.testing import stats  # noqa: E402
+from jaxenvs.testing import (  # noqa: E402
+    DETECT,
+    PortInconclusive,
+    PortMismatch,
+    ReferenceCache,
+    TraceCountError,
+    assert_env_ok,
+    assert_max_traces,
+    verify_port,
+)
 from jaxenvs.wrappers import TimeLimit  # noqa: E402
 
 import reference_envs as R  # noqa: E402
 
-ENVS = {env_id: jaxenvs.make(env_id) for env_id in R.REFERENCES}
-# episodes per run: the default where a run is cheap or its compiled rollout is shared with a
-# mutant's; 200 where plain-numpy references take ~100 steps an episode (a compiled rollout serves
-# one number of episodes, so the runs of one env keep to one number)
-EPISODES = {"GridWorld-v0": 1000, "PointEnv-v0": 200, "HurdleRace-v0": 1000, "Lottery-v0": 1000, "RockPaperScissors-v0": 1000}
-STATE_EPISODES = dict(EPISODES, **{"GridWorld-v0": 200})
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_spec = importlib.util.spec_from_file_location("verify_power", os.path.join(ROOT, "benchmarks", "verify_power.py"))
+V = importlib.util.module_from_spec(_spec)
+sys.modules["verify_power"] = V  # dataclasses look their module up
+_spec.loader.exec_module(V)
+
+CACHE = ReferenceCache()  # reference rollouts shared by the faithful ports and their mutants
+FROZEN = V.frozen_lake()
+LOTTERY = jaxenvs.make("Lottery-v0")
 
 
 # ---------------------------------------------------------------------------------------------
-# faithful ports pass
+# model tier: FrozenLake-v1 against Gymnasium's transition table
 # ---------------------------------------------------------------------------------------------
 
-# GridWorld's reference run at seed 0 is shared with the mutants below
-FAITHFUL = [
-    ("GridWorld-v0", 0),
-    ("PointEnv-v0", 0),
-    ("HurdleRace-v0", 0),
-    ("HurdleRace-v0", 1),
-    ("Lottery-v0", 0),
-    ("Lottery-v0", 1),
-    ("Lottery-v0", 2),
-    ("RockPaperScissors-v0", 0),
-    ("RockPaperScissors-v0", 1),
-]
+
+@pytest.fixture(scope="module")
+def frozen_report():
+    return verify_port(FROZEN, V.frozen_reference, num_episodes=100, reference_cache=CACHE)
 
 
-@pytest.mark.parametrize("env_id,seed", FAITHFUL)
-def test_faithful_port_passes(env_id, seed):
-    num_episodes = EPISODES[env_id]
-    report = verify_port(ENVS[env_id], R.REFERENCES[env_id], num_episodes=num_episodes, seed=seed)
-    assert report.num_episodes == num_episodes
-    assert all(s.p_value >= report.threshold for s in report.statistics)
-    assert report.threshold == pytest.approx(report.alpha / len(report.statistics))
-    names = [s.name for s in report.statistics]
-    assert {"initial observation", "episode length", "return"} <= {n.split("[")[0] for n in names}
-    assert all(s.n_port > 0 and s.n_reference > 0 for s in report.statistics)
-    if env_id != "PointEnv-v0":  # discrete observations and actions: transitions are compared
-        assert "next observation, terminated | (observation, action)" in names
-    assert report.states_checked == 0
+def test_frozen_lake_port_passes_on_the_model_tier(frozen_report):
+    r = frozen_report
+    assert r.verdict == "pass" and r.tiers == ("model", "sample")
+    required = [s for s in r.statistics if s.required]
+    assert {s.name for s in required} == {"initial observation", "transition | (observation, action)"}
+    assert all(s.tier == "model" and s.effect == "tv" and s.detectable <= DETECT for s in required)
+    assert all(s.p_value >= r.threshold for s in r.statistics)
+    # the sample tier's statistics still ran, as support
+    assert any(s.tier == "sample" and not s.required for s in r.statistics)
 
 
-@pytest.mark.parametrize("env_id", list(R.REFERENCES))
-def test_faithful_port_passes_with_state_to_jax(env_id):
-    report = verify_port(
-        ENVS[env_id], R.REFERENCES[env_id], state_to_jax=R.STATE_TO_JAX[env_id], num_episodes=STATE_EPISODES[env_id]
-    )
-    assert report.states_checked >= 16  # t = 0 of the first 16 episodes at least
-    if ENVS[env_id].traits.chance == "stochastic":
-        assert report.statistics[0].name.startswith("step from reference states")
+def test_planted_slip_bug_is_caught():
+    with pytest.raises(PortMismatch) as info:
+        verify_port(V.frozen_lake(slip=0.35), V.frozen_reference, num_episodes=100, reference_cache=CACHE)
+    e = info.value
+    assert e.statistic == "transition | (observation, action)"
+    assert e.report.verdict == "fail" and e.report.cache is not None  # the faithful run's reference rollouts
+    assert re.search(r"port \(n=\d+\): at observation \d+, action \d: .*TV 0\.0", str(e))
+
+
+def test_user_transition_probs_are_the_model():
+    """A table given as transition_probs replaces the reference's: the faithful port against the
+    table of a 0.40 slip fails on it."""
+    import gymnasium
+
+    true = gymnasium.make("FrozenLake-v1", is_slippery=True).unwrapped.P
+
+    def wrong(obs, action):
+        outs = true[obs][action]
+        if len(outs) != 3 or outs[0][0] != pytest.approx(1 / 3):
+            return outs
+        return [(0.4, *outs[0][1:]), (0.2, *outs[1][1:]), (0.4, *outs[2][1:])]
+
+    with pytest.raises(PortMismatch, match=r"^transition \| \(observation, action\): model"):
+        verify_port(FROZEN, V.frozen_reference, transition_probs=wrong, num_episodes=100, reference_cache=CACHE)
 
 
 # ---------------------------------------------------------------------------------------------
-# mutants are caught with the default settings
+# exact tier: deterministic ports replayed
 # ---------------------------------------------------------------------------------------------
+
+
+def test_point_env_passes_on_the_exact_tier():
+    r = verify_port(V.point_env(), V.point_reference, state_to_jax=V.point_state, num_episodes=50, detect=0.05)
+    assert r.verdict == "pass" and r.tiers[0] == "exact"
+    names = {s.name: s for s in r.statistics}
+    replay = names["trajectory replay (every step)"]
+    assert replay.tier == "exact" and replay.detectable == 0 and replay.n_port > 50 * 10
+    # the initial observation is sampled (extra resets) until its KS test detects 0.05
+    assert names["initial observation[0]"].detectable <= 0.05 < names["episode length"].detectable
+    assert r.states_checked >= 50
+
+
+def test_scaled_action_fails_the_replay():
+    with pytest.raises(PortMismatch) as info:
+        verify_port(V.point_env("scale", 1.05), V.point_reference, state_to_jax=V.point_state, num_episodes=50, detect=0.05)
+    assert info.value.report.statistics[0].tier == "exact"
+    assert re.match(r"(step from reference states|trajectory replay).*: exact replay p=0 .*observation", str(info.value))
 
 
 class WallOneCellEarly(GridWorld):
@@ -97,94 +135,171 @@ class WallOneCellEarly(GridWorld):
         return self._obs(state), state, terminated.astype(jnp.float32), terminated, jnp.zeros((), bool), self._info(state)
 
 
-class TerminatesOneCellEarly(GridWorld):
-    """Terminates (with the reward) one cell before the target."""
-
-    def step_env(self, key, state, action, params):
-        obs, state, _, _, truncated, info = super().step_env(key, state, action, params)
-        terminated = info["distance"] <= 1
-        return obs, state, terminated.astype(jnp.float32), terminated, truncated, info
-
-
-MUTANTS = {
-    # a probability changed by 0.1: jumps over hurdles succeed with 0.8 instead of 0.9
-    "jump probability 0.8": ("HurdleRace-v0", lambda: jaxenvs.make("HurdleRace-v0", jump_success_rate=0.8)),
-    "wall one cell early": ("GridWorld-v0", lambda: TimeLimit(WallOneCellEarly(), 300)),
-    # a reward of the wrong sign: a losing lottery ticket pays +10
-    "losing ticket +10": ("Lottery-v0", lambda: jaxenvs.make("Lottery-v0", losing_reward=10.0)),
-    "termination one cell early": ("GridWorld-v0", lambda: TimeLimit(TerminatesOneCellEarly(), 300)),
-    # a reset distribution that reaches one more cell: the first hurdle may also stand on cell 3
-    "first hurdle on 1..3": ("HurdleRace-v0", lambda: TimeLimit(HurdleRace(hurdle_slots=((1, 2, 3), (4, 5), (7, 8))), 50)),
-}
-
-
-@pytest.mark.parametrize("mutant", list(MUTANTS))
-def test_mutant_is_caught(mutant):
-    env_id, make = MUTANTS[mutant]
+def test_grid_world_wall_mutant_fails_exactly():
     with pytest.raises(PortMismatch) as info:
-        verify_port(make(), R.REFERENCES[env_id])
+        verify_port(TimeLimit(WallOneCellEarly(), 300), R.REFERENCES["GridWorld-v0"],
+                    state_to_jax=R.STATE_TO_JAX["GridWorld-v0"], num_episodes=50)
+    assert re.search(r"observation \[.*\] after reference episode \d+ step \d+|at step \d+ of reference episode", str(info.value))
+
+
+# ---------------------------------------------------------------------------------------------
+# sample tier: inconclusive rather than a pass the sample could not have failed
+# ---------------------------------------------------------------------------------------------
+
+
+def test_sample_tier_says_inconclusive_with_the_episodes_needed():
+    with pytest.raises(PortInconclusive) as info:
+        verify_port(LOTTERY, R.LotteryEnv, num_episodes=200, max_episodes=200, detect=0.1)
+    r = info.value.report
+    assert r.verdict == "inconclusive" and r.episodes_needed > 200
+    assert f"about {r.episodes_needed:,} episodes" in str(info.value)
+    short = [s for s in r.statistics if s.required and s.detectable > r.detect]
+    assert short and all(s.needed for s in short)
+
+
+def test_sample_tier_draws_more_episodes_until_it_can_pass():
+    r = verify_port(LOTTERY, R.LotteryEnv, num_episodes=200, max_episodes=6400, detect=0.15)
+    assert r.verdict == "pass" and r.num_episodes > 200
+    assert all(s.detectable <= 0.15 for s in r.statistics if s.required)
+
+
+@pytest.mark.parametrize(
+    "make,reference",
+    [
+        # a reward of the wrong sign: a losing lottery ticket pays +10
+        (lambda: jaxenvs.make("Lottery-v0", losing_reward=10.0), R.LotteryEnv),
+        # a probability changed by 0.1: jumps over hurdles succeed with 0.8 instead of 0.9
+        (lambda: jaxenvs.make("HurdleRace-v0", jump_success_rate=0.8), R.HurdleRaceEnv),
+    ],
+    ids=["losing ticket +10", "jump probability 0.8"],
+)
+def test_sample_tier_mutants_fail(make, reference):
+    with pytest.raises(PortMismatch) as info:
+        verify_port(make(), reference, num_episodes=1000, max_episodes=1000, detect=0.3)
     msg = str(info.value)
-    # the message names the statistic and gives both sides' values and sample sizes
-    assert msg.startswith(info.value.statistic + ":")
-    assert "port (n=" in msg and "reference (n=" in msg
+    assert msg.startswith(info.value.statistic + ":") and "port (n=" in msg and "reference (n=" in msg
 
 
-@pytest.mark.parametrize("mutant", list(MUTANTS))
-def test_mutant_is_caught_with_state_to_jax(mutant):
-    env_id, make = MUTANTS[mutant]
-    with pytest.raises(PortMismatch) as info:
-        verify_port(make(), R.REFERENCES[env_id], state_to_jax=R.STATE_TO_JAX[env_id], num_episodes=STATE_EPISODES[env_id])
-    if ENVS[env_id].traits.chance == "deterministic":
-        # GridWorld's mutants differ on some reference transition, named with both sides' values
-        assert info.value.statistic == "transition"
-        assert re.match(r"transition: \w+ after reference episode \d+ step \d+, action \d: port .+, reference .+", str(info.value))
+# ---------------------------------------------------------------------------------------------
+# the reference cache (a changed reference behind one factory runs again)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_changed_reference_behind_one_factory_is_run_again():
+    setting = {"losing": -10}
+
+    class Changing(R.LotteryEnv):
+        def step(self, action):
+            o, r, term, trunc, info = super().step(action)
+            return o, (setting["losing"] if r == -10 else r), term, trunc, info
+
+    kwargs = dict(num_episodes=400, max_episodes=400, detect=0.3, raise_inconclusive=False)
+    first = verify_port(LOTTERY, Changing, **kwargs)
+    assert first.verdict != "fail" and first.cache is None
+    setting["losing"] = 10  # the factory is the same object; what it builds has changed
+    with pytest.raises(PortMismatch, match=r"^(return|reward \| \(observation, action\))"):
+        verify_port(LOTTERY, Changing, **kwargs)
+    # an explicit cache reuses rollouts, and the report says so
+    cache = ReferenceCache()
+    setting["losing"] = -10
+    a = verify_port(LOTTERY, Changing, reference_cache=cache, **kwargs)
+    b = verify_port(LOTTERY, Changing, reference_cache=cache, **kwargs)
+    assert a.cache is None and b.cache.startswith("reference rollouts reused from a ReferenceCache")
+    assert [s.p_value for s in a.statistics] == [s.p_value for s in b.statistics]
+
+
+# ---------------------------------------------------------------------------------------------
+# the certificate
+# ---------------------------------------------------------------------------------------------
+
+
+def test_report_is_a_certificate(frozen_report, tmp_path):
+    r = frozen_report
+    d = json.loads(r.to_json())
+    for k in ("port", "reference", "versions", "verdict", "tiers", "num_episodes", "alpha", "detect", "power", "seed",
+              "threshold", "statistics", "cache"):
+        assert k in d
+    assert d["verdict"] == "pass" and d["reference"].startswith("FrozenLake-v1")
+    assert {"jaxenvs", "gymnasium"} <= set(d["versions"])
+    s0 = d["statistics"][0]
+    assert {"name", "tier", "p_value", "detectable", "effect", "n_port", "required"} <= set(s0)
+    path = r.save(tmp_path / "frozen_lake.verify.json")
+    assert json.loads(open(path).read()) == d
+    # the table's columns line up: every row has a space before each column the rule starts
+    lines = str(r).splitlines()
+    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and line.strip())
+    starts = [m.start() for m in re.finditer(r"(?<= )-", lines[rule])]
+    for row in lines[rule - 1 : rule + 1 + len(r.statistics)]:
+        assert all(row[c - 1] == " " and row[c - 2] == " " for c in starts if c < len(row))
+    assert lines[0] == "verdict: PASS"
+
+
+# ---------------------------------------------------------------------------------------------
+# jaxenvs verify
+# ---------------------------------------------------------------------------------------------
+
+
+def test_cli_verify_exit_status(tmp_path, monkeypatch, capsys):
+    from jaxenvs.cli import main
+
+    (tmp_path / "my_lottery.py").write_text(
+        "import jaxenvs\nfrom jaxenvs.envs.lottery import Lottery\n"
+        "jaxenvs.register('vtest/Lottery-v0', Lottery)\n"
+        "jaxenvs.register('vtest/LotteryBug-v0', Lottery, kwargs={'losing_reward': 10.0})\n"
+        "def reference():\n    import sys\n    sys.path.insert(0, %r)\n    import reference_envs\n    return reference_envs.LotteryEnv()\n"
+        % os.path.dirname(os.path.abspath(__file__))
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    args = ["--reference", "my_lottery:reference", "--episodes", "200", "--max-episodes", "200"]
+    assert main(["verify", "my_lottery:vtest/Lottery-v0", *args, "--save", "cert.json"]) == 2  # inconclusive
+    out = capsys.readouterr().out
+    assert "verdict: INCONCLUSIVE" in out and json.loads((tmp_path / "cert.json").read_text())["verdict"] == "inconclusive"
+    assert main(["verify", "vtest/Lottery-v0", *args, "--detect", "0.6"]) == 0
+    assert "verdict: PASS" in capsys.readouterr().out
+    assert main(["verify", "vtest/LotteryBug-v0", *args]) == 1
+    assert "verdict: FAIL" in capsys.readouterr().out
+    # mistakes: one line on stderr, exit 2
+    for bad in (
+        ["verify", "vtest/Lottery-v0", "--reference", "nocolon"],
+        ["verify", "vtest/Lottery-v0", "--reference", "gymnasium:NoSuchEnv-v9"],
+        ["verify", "vtest/Lottery-v0", "--reference", "my_lottery:reference", "--reference-kwargs", "[1]"],
+        ["verify", "vtest/Lottery-v0", "--reference", "my_lottery:missing"],
+        ["verify", "vtest/Lottery-v0", "--reference", "my_lottery:reference", "--detect", "2"],
+    ):
+        assert main(bad) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("jaxenvs: error: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals
+# ---------------------------------------------------------------------------------------------
 
 
 def test_space_mismatch_is_named_before_any_rollout():
-    with pytest.raises(PortMismatch, match=r"^observation space: port Dict\('agent': Box\(0, 5"):
+    with pytest.raises(PortMismatch, match=r"^observation space: port Dict\('agent': Box\(0, 5") as info:
         verify_port(jaxenvs.make("GridWorld-v0", size=6), R.REFERENCES["GridWorld-v0"])
+    assert info.value.report is None
 
 
 def test_bad_arguments_are_refused():
-    env = ENVS["Lottery-v0"]
-    with pytest.raises(ValueError, match="num_episodes as an int >= 10"):
-        verify_port(env, R.LotteryEnv, num_episodes=5)
-    with pytest.raises(ValueError, match=r"alpha in \(0, 1\)"):
-        verify_port(env, R.LotteryEnv, alpha=1.5)
+    env = LOTTERY
+    for kwargs, match in (
+        ({"num_episodes": 5}, "num_episodes as an int >= 10"),
+        ({"alpha": 1.5}, r"alpha in \(0, 1\)"),
+        ({"detect": 0.0}, r"detect in \(0, 1\)"),
+        ({"power": 1.0}, r"power in \(0, 1\)"),
+        ({"num_episodes": 100, "max_episodes": 50}, "max_episodes >= num_episodes"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            verify_port(env, R.LotteryEnv, **kwargs)
     with pytest.raises(TypeError, match="zero-argument callable"):
         verify_port(env, R.LotteryEnv())
+    with pytest.raises(TypeError, match="ReferenceCache"):
+        verify_port(env, R.LotteryEnv, reference_cache={})
     with pytest.raises(ValueError, match="needs a ParallelEnv"):
-        verify_port(ENVS["RockPaperScissors-v0"], R.LotteryEnv)
-
-
-# ---------------------------------------------------------------------------------------------
-# the two-sample tests
-# ---------------------------------------------------------------------------------------------
-
-
-def test_chi2_and_kolmogorov_tails_match_tables():
-    # 95% quantiles of chi-square(1), chi-square(10) and chi-square(100) (tables), to 1e-9
-    for x, df in ((3.841458820694124, 1), (18.307038053275146, 10), (124.34211340400407, 100)):
-        assert stats.chi2_sf(x, df) == pytest.approx(0.05, abs=1e-9)
-    assert stats.chi2_sf(0.0, 3) == 1.0
-    # the Kolmogorov distribution's 95% quantile is 1.3580986393225505
-    assert stats._kolmogorov_sf(1.3580986393225505) == pytest.approx(0.05, abs=1e-9)
-    # exact binomial: 0 of 10 at p = 1/2 has two-sided probability 2 / 1024
-    assert stats.binomial_two_sided([0, 5], [10, 10], 0.5) == pytest.approx([2 / 1024, 1.0])
-
-
-def test_tests_keep_their_false_alarm_rate_and_detect_a_shift():
-    rng = np.random.default_rng(0)
-    p_cat = [stats.categorical_test(rng.integers(0, 6, 300), rng.integers(0, 6, 400)) for _ in range(200)]
-    p_ks = [stats.ks_test(rng.normal(size=300), rng.normal(size=400))[1] for _ in range(200)]
-    # at most 5% of faithful pairs below 0.05 (binomial sd ~1.5%: 9% is > 2.5 sd above)
-    assert np.mean(np.array(p_cat) < 0.05) <= 0.09
-    assert np.mean(np.array(p_ks) < 0.05) <= 0.09
-    # a category only one side produces, 30 times in 1000, is found
-    x = rng.integers(0, 5, 1000)
-    y = np.where(rng.random(1000) < 0.03, 5, rng.integers(0, 5, 1000))
-    assert stats.categorical_test(x, y) < 1e-6
-    assert stats.ks_test(rng.normal(size=1000), rng.normal(0.3, size=1000))[1] < 1e-6
+        verify_port(jaxenvs.make("RockPaperScissors-v0"), R.LotteryEnv)
 
 
 # ---------------------------------------------------------------------------------------------

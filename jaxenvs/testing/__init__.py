@@ -1,11 +1,12 @@
 """What users' own test suites need: port verification, the checker as an assertion, trace counts.
 
-    from jaxenvs.testing import verify_port, PortMismatch, assert_env_ok, assert_max_traces
+    from jaxenvs.testing import verify_port, PortMismatch, PortInconclusive, assert_env_ok, assert_max_traces
 
-* :func:`verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it
-  was ported from? (:mod:`jaxenvs.testing.verify`)
-* :func:`assert_env_ok` -- :func:`jaxenvs.check_env` as a pytest-friendly assertion;
-* :func:`assert_max_traces` -- fail when a jitted function is traced more often than expected.
+* `verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it was
+  ported from? A verdict of pass, fail (`PortMismatch`) or inconclusive (`PortInconclusive`),
+  with stated power and a `PortReport` to keep as a certificate (`jaxenvs.testing.verify`);
+* `assert_env_ok` -- `jaxenvs.check_env` as a pytest-friendly assertion;
+* `assert_max_traces` -- fail when a jitted function is traced more often than expected.
 """
 
 from __future__ import annotations
@@ -15,12 +16,20 @@ from typing import Any, Callable
 
 from jaxenvs._traces import TraceCounter, TraceCountError
 from jaxenvs.checker import CheckReport, EnvCheckError, check_env
-from jaxenvs.testing.verify import PortMismatch, PortReport, Statistic, verify_port
+from jaxenvs.testing.reference import ReferenceCache
+from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
+from jaxenvs.testing.verify import ALPHA, DETECT, MAX_EPISODES, POWER, verify_port
 
 __all__ = [
     "verify_port",
+    "ALPHA",
+    "DETECT",
+    "POWER",
+    "MAX_EPISODES",
     "PortMismatch",
+    "PortInconclusive",
     "PortReport",
+    "ReferenceCache",
     "Statistic",
     "assert_env_ok",
     "assert_max_traces",
@@ -29,11 +38,11 @@ __all__ = [
 
 
 def assert_env_ok(env, params: Any = None, **check_kwargs) -> CheckReport:
-    """Assert that ``env`` keeps the jaxenvs environment contract (:func:`jaxenvs.check_env` with
+    """Assert that ``env`` keeps the jaxenvs environment contract (`jaxenvs.check_env` with
     ``check_kwargs``: ``key``, ``num_steps``, ``num_envs``, ``skip``). On a violation raises
     ``AssertionError`` whose message names the environment, the rule and the offending leaf, e.g.
     ``"<GridWorld ...> breaks the environment contract: [dtype-stable] state.t: ..."``; pytest
-    shows it without the checker's internals. Returns the :class:`~jaxenvs.checker.CheckReport`."""
+    shows it without the checker's internals. Returns the `jaxenvs.checker.CheckReport`."""
     __tracebackhide__ = True
     try:
         return check_env(env, params, **check_kwargs)
@@ -42,7 +51,7 @@ def assert_env_ok(env, params: Any = None, **check_kwargs) -> CheckReport:
 
 
 def assert_max_traces(fn: Callable | None = None, *, n: int = 1) -> Callable:
-    """Decorator: fail with :class:`TraceCountError` when ``fn``'s Python body runs more than ``n``
+    """Decorator: fail with `TraceCountError` when ``fn``'s Python body runs more than ``n``
     times, i.e. when ``jax.jit`` traces it again (a weak type, a static argument or a shape that
     drifts between calls). Put it under ``jax.jit``::
 
