@@ -8,8 +8,9 @@
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
+    jaxenvs verify my_module:ns/FrozenLake-v1 --reference gymnasium:FrozenLake-v1 --reference-kwargs '{"is_slippery": true}'
 
-Exit status: 0 on success, 1 when a check fails or something outside the command line is
+Exit status: 0 on success, 1 when a check fails (``verify``: 0 pass, 1 fail, 2 inconclusive) or something outside the command line is
 missing (an optional package, a display, a writable folder), 2 for a mistake in the command line
 (unknown flag or environment id, bad value or path). Mistakes are reported as one line on stderr.
 
@@ -96,6 +97,28 @@ def _positive_float(text: str) -> float:
         value = 0.0
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _json_object(text: str) -> dict:
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected a JSON object, got {text!r} ({e})") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"is_slippery\": true}}', got {text!r}")
     return value
 
 
@@ -215,6 +238,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive_int, default=1000, metavar="T", help="steps per env")
     p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs; the median counts")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
+
+    p = sub.add_parser(
+        "verify", help="verify a port against the environment it was ported from (exit 0 pass, 1 fail, 2 inconclusive)",
+        description="jaxenvs.testing.verify_port on a registered port: prints the report's table; exit status 0 for "
+        "pass, 1 for fail, 2 for inconclusive (or a mistake in the command line).",
+    )
+    _add_env_args(p)
+    p.add_argument(
+        "--reference", required=True, metavar="REF",
+        help="the original: 'gymnasium:ID' (gymnasium.make) or 'module:factory' (a zero-argument callable; "
+        "modules are imported from the current directory too)",
+    )
+    p.add_argument("--reference-kwargs", type=_json_object, default={}, metavar="JSON",
+                   help="keyword arguments of the reference, as a JSON object")
+    p.add_argument("--episodes", type=int_arg(10), default=1000, metavar="N", help="episodes per side to start with")
+    p.add_argument("--max-episodes", type=int_arg(10), default=None, metavar="N",
+                   help="episodes per side at most (default: verify_port's MAX_EPISODES)")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
+    p.add_argument("--alpha", type=_probability, default=None, help="false-alarm rate (default: verify_port's ALPHA)")
+    p.add_argument("--detect", type=_probability, default=None, help="effect a pass must detect (default: DETECT)")
+    p.add_argument("--power", type=_probability, default=None, help="probability of detecting it (default: POWER)")
+    p.add_argument("--save", default=None, metavar="PATH", help="write the report as a JSON certificate")
     return parser
 
 
@@ -494,7 +539,88 @@ def cmd_bench(args) -> None:
     print(f"{res.steps_per_s:,.0f} steps/s")
 
 
-COMMANDS = {"list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check": cmd_check, "bench": cmd_bench}
+# ---- verify ------------------------------------------------------------------------------------
+def _cwd_on_path() -> None:
+    """`module:...` names resolve from the current directory, as under `python -m`."""
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+
+
+def reference_factory(text: str, kwargs: dict):
+    """The zero-argument factory `--reference` names: `gymnasium:ID` or `module:callable`."""
+    prefix, sep, name = text.partition(":")
+    if not sep or not prefix or not name:
+        raise UsageError(f"--reference: expected 'gymnasium:ID' or 'module:factory', got {text!r}")
+    if prefix == "gymnasium":
+        try:
+            import gymnasium
+        except ImportError as e:
+            raise Failure(f"--reference gymnasium:... needs gymnasium: pip install 'jaxenvs[gymnasium]' ({_message(e)})") from e
+        try:
+            gymnasium.spec(name)
+        except Exception as e:  # noqa: BLE001 -- gymnasium's own errors (NameNotFound, VersionNotFound, ...)
+            raise UsageError(f"--reference {text!r}: {_message(e)}") from e
+
+        def factory():
+            return gymnasium.make(name, **kwargs)
+    else:
+        import importlib
+
+        try:
+            module = importlib.import_module(prefix)
+        except ImportError as e:
+            raise UsageError(f"--reference {text!r}: cannot import {prefix!r}: {_message(e)}") from e
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            raise UsageError(f"--reference {text!r}: {prefix!r} has no callable {name!r}")
+
+        def factory():
+            return fn(**kwargs)
+
+    try:
+        factory().close()
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"--reference {text!r} with --reference-kwargs {kwargs!r}: {_message(e)}") from e
+    return factory
+
+
+def cmd_verify(args) -> int:
+    _cwd_on_path()
+    if args.save is not None:
+        parent = Path(args.save).resolve().parent
+        if not parent.is_dir():
+            raise UsageError(f"--save {args.save!r}: the folder {str(parent)!r} does not exist")
+    env = _make(args.env_id, args.kwarg, autoreset=False)
+    factory = reference_factory(args.reference, args.reference_kwargs)
+    from jaxenvs.testing import PortMismatch, verify_port
+
+    options = {k: getattr(args, k) for k in ("alpha", "detect", "power", "max_episodes") if getattr(args, k) is not None}
+    if options.get("max_episodes", args.episodes) < args.episodes:
+        raise UsageError(f"--max-episodes {options['max_episodes']} is below --episodes {args.episodes}")
+    try:
+        report = verify_port(env, factory, num_episodes=args.episodes, seed=args.seed, raise_inconclusive=False, **options)
+    except PortMismatch as e:
+        if e.report is None:  # the spaces differ: nothing was run
+            print(f"{env.spec.id}: verdict FAIL: {_message(e)}")
+            return 1
+        report = e.report
+    except ImportError as e:
+        raise Failure(_message(e)) from e
+    except (TypeError, ValueError) as e:
+        raise UsageError(_message(e)) from e
+    print(report)
+    if args.save is not None:
+        try:
+            print(f"saved the report to {report.save(args.save)}")
+        except OSError as e:
+            raise UsageError(f"--save {args.save!r}: {_message(e)}") from e
+    return {"pass": 0, "fail": 1, "inconclusive": 2}[report.verdict]
+
+
+COMMANDS = {
+    "list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check": cmd_check, "bench": cmd_bench,
+    "verify": cmd_verify,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

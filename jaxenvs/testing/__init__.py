@@ -1,9 +1,10 @@
 """What users' own test suites need: port verification, the checker as an assertion, trace counts.
 
-    from jaxenvs.testing import verify_port, PortMismatch, assert_env_ok, assert_max_traces
+    from jaxenvs.testing import verify_port, PortMismatch, PortInconclusive, assert_env_ok, assert_max_traces
 
-* :func:`verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it
-  was ported from? (:mod:`jaxenvs.testing.verify`)
+* `verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it was
+  ported from? A verdict of pass, fail (`PortMismatch`) or inconclusive (`PortInconclusive`),
+  with stated power and a `PortReport` to keep as a certificate (`jaxenvs.testing.verify`);
 * :func:`assert_env_ok` -- :func:`jaxenvs.check_env` as a pytest-friendly assertion;
 * :func:`assert_max_traces` -- fail when a jitted function is traced more often than expected.
 """
@@ -14,12 +15,20 @@ import functools
 from typing import Any, Callable
 
 from jaxenvs.checker import CheckReport, EnvCheckError, check_env
-from jaxenvs.testing.verify import PortMismatch, PortReport, Statistic, verify_port
+from jaxenvs.testing.reference import ReferenceCache
+from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
+from jaxenvs.testing.verify import ALPHA, DETECT, MAX_EPISODES, POWER, verify_port
 
 __all__ = [
     "verify_port",
+    "ALPHA",
+    "DETECT",
+    "POWER",
+    "MAX_EPISODES",
     "PortMismatch",
+    "PortInconclusive",
     "PortReport",
+    "ReferenceCache",
     "Statistic",
     "assert_env_ok",
     "assert_max_traces",

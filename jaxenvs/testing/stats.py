@@ -1,130 +1,70 @@
-"""Two-sample tests in plain numpy (no scipy): what :func:`jaxenvs.testing.verify_port` uses.
+"""The tests and power calculations of `verify_port`, on `scipy.stats`.
 
-* :func:`ks_test` -- Kolmogorov-Smirnov for real-valued samples: the asymptotic Kolmogorov
-  distribution with Stephens' small-sample correction. With ties (discrete values) the test is
-  conservative: its false-alarm rate stays below the nominal one.
-* :func:`categorical_test` -- for samples of categories: Pearson's chi-square test of homogeneity
-  (categories expected fewer than 5 times pooled into one) combined, by Bonferroni, with an exact
-  binomial test per category (which catches a category that only one side ever produces, where
-  the chi-square approximation is poor).
-* :func:`stratified_test` -- the same data split into strata (e.g. transitions grouped by
-  ``(observation, action)``): the sum of the strata's Pearson statistics against a chi-square with
-  the summed degrees of freedom (a Cochran-style pooled test: many small strata that each differ a
-  little add up), combined by Bonferroni with the exact binomial test of every category of every
-  stratum.
+Tests (each returns a p-value: the probability, if both sides follow one distribution, of a
+difference at least as large):
 
-Every function returns a p-value: the probability, if both samples come from one distribution,
-of a difference at least as large.
+* `categorical_test` -- two samples of categories: Fisher's exact test for two categories,
+  Pearson's chi-square test of homogeneity (`chi2_contingency`) when every expected count is at
+  least 5, else each category against the rest by Fisher's exact test, Bonferroni over the
+  categories (exact small-sample behaviour: a p-value is never below its true level);
+* `ks_test` -- two real samples: Kolmogorov-Smirnov (`ks_2samp`; conservative with ties);
+* `stratified_test` -- outcomes grouped in strata (e.g. by `(observation, action)`): the
+  `categorical_test` of every stratum, combined by Fisher's method (many strata that each
+  differ a little) and by Bonferroni (one stratum that differs a lot), whichever is smaller,
+  doubled;
+* `goodness_of_fit` -- one sample against exact probabilities: 0 when an outcome of probability
+  0 occurs, else Pearson's chi-square (`chisquare`).
+
+Power (what a sample can detect): `detectable_tv` and `detectable_ks` give the smallest
+effect -- a total-variation distance between two categorical distributions, a Kolmogorov-Smirnov
+distance between two distribution functions -- that the test at level `alpha` rejects with
+probability at least `power`; `needed_tv` and `needed_ks` the sample size that brings it
+down to a given effect. For the chi-square tests the bound is exact in its asymptotics: the
+non-centrality of an alternative at total variation `d` is at least `4 n d^2` (Cauchy-Schwarz:
+`(sum |q - p|)^2 <= sum (q - p)^2 / p`), whichever way the difference is spread over the
+categories. For KS it follows from the one point where the distribution functions differ by `d`:
+there the empirical difference is normal with variance at most `(1/n + 1/m) / 4`.
+tests/test_stats.py checks these claims by simulation.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-__all__ = ["ks_test", "categorical_test", "stratified_test", "chi2_sf", "binomial_two_sided"]
+from jaxenvs._optional import require
+
+__all__ = [
+    "categorical_test",
+    "ks_test",
+    "stratified_test",
+    "goodness_of_fit",
+    "model_test",
+    "detectable_tv",
+    "detectable_ks",
+    "detectable_model",
+    "needed_tv",
+    "needed_ks",
+    "needed_model",
+]
+
+MIN_EXPECTED = 5  # below this expected count a table is tested exactly (Fisher)
 
 
-def chi2_sf(x: float, df: int) -> float:
-    """P(X >= x) for X ~ chi-square(df): the regularised upper incomplete gamma Q(df/2, x/2)."""
-    if df <= 0:
-        return 1.0
-    if x <= 0:
-        return 1.0
-    a, z = df / 2.0, x / 2.0
-    log_front = a * math.log(z) - z - math.lgamma(a)
-    if z < a + 1.0:  # series for the lower function P, Q = 1 - P
-        term = total = 1.0 / a
-        n = a
-        for _ in range(10_000):
-            n += 1.0
-            term *= z / n
-            total += term
-            if abs(term) < abs(total) * 1e-15:
-                break
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    # continued fraction for Q (modified Lentz)
-    tiny = 1e-300
-    b = z + 1.0 - a
-    c = 1.0 / tiny
-    d = 1.0 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return min(1.0, math.exp(log_front) * h)
+def _st():
+    return require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port's statistical tests")
 
 
-def _kolmogorov_sf(t: float) -> float:
-    """P(K > t) for the Kolmogorov distribution."""
-    if t < 0.2:
-        return 1.0
-    k = np.arange(1, 101)
-    return float(np.clip(2.0 * np.sum((-1.0) ** (k - 1) * np.exp(-2.0 * k * k * t * t)), 0.0, 1.0))
-
-
-def ks_test(x, y) -> tuple[float, float]:
-    """``(statistic, p_value)`` of the two-sample Kolmogorov-Smirnov test of real samples."""
-    x, y = np.sort(np.asarray(x, np.float64).ravel()), np.sort(np.asarray(y, np.float64).ravel())
-    n, m = len(x), len(y)
-    if n == 0 or m == 0:
-        return 0.0, 1.0
-    grid = np.concatenate([x, y])
-    d = float(np.max(np.abs(np.searchsorted(x, grid, "right") / n - np.searchsorted(y, grid, "right") / m)))
-    en = math.sqrt(n * m / (n + m))
-    return d, _kolmogorov_sf((en + 0.12 + 0.11 / en) * d)
-
-
-def binomial_two_sided(k: np.ndarray, n: np.ndarray, p: float) -> np.ndarray:
-    """Exact two-sided binomial p-values of ``k`` successes in ``n`` trials (arrays), success
-    probability ``p``: the total probability of outcomes no more likely than the one observed."""
-    k, n = np.asarray(k, np.int64).ravel(), np.asarray(n, np.int64).ravel()
-    out = np.ones(len(k))
-    lp, lq = math.log(p), math.log1p(-p)
-    cache: dict[int, np.ndarray] = {}
-    for i, (ki, ni) in enumerate(zip(k, n)):
-        if ni == 0:
-            continue
-        pmf = cache.get(int(ni))
-        if pmf is None:
-            j = np.arange(ni + 1)
-            logc = np.array([math.lgamma(ni + 1) - math.lgamma(v + 1) - math.lgamma(ni - v + 1) for v in j])
-            pmf = cache[int(ni)] = np.exp(logc + j * lp + (ni - j) * lq)
-        out[i] = min(1.0, float(np.sum(pmf[pmf <= pmf[ki] * (1 + 1e-7)])))
-    return out
-
-
-def _pearson(table: np.ndarray) -> tuple[float, int]:
-    """Pearson's statistic and degrees of freedom of a 2 x K table of counts, categories expected
-    fewer than 5 times pooled into one (dropped when the pool itself stays below 5)."""
-    table = table[:, table.sum(0) > 0]
-    n = table.sum(1, keepdims=True)
-    if table.shape[1] < 2 or np.any(n == 0):
-        return 0.0, 0
-    expected = n * table.sum(0, keepdims=True) / n.sum()
-    small = np.any(expected < 5, axis=0)
-    if small.any():
-        pooled = table[:, small].sum(1, keepdims=True)
-        table = table[:, ~small]
-        if pooled.sum() * n.min() / n.sum() >= 5 or table.shape[1] == 0:
-            table = np.concatenate([table, pooled], axis=1)
-        if table.shape[1] < 2:
-            return 0.0, 0
-        expected = n * table.sum(0, keepdims=True) / n.sum()
-    return float(np.sum((table - expected) ** 2 / expected)), table.shape[1] - 1
+# ---------------------------------------------------------------------------------------------
+# tests
+# ---------------------------------------------------------------------------------------------
 
 
 def _table(x_codes, y_codes) -> np.ndarray:
+    """int64[2, K]: the counts of each category (sorted) on each side."""
+    x_codes, y_codes = np.asarray(x_codes), np.asarray(y_codes)
     _, inverse = np.unique(np.concatenate([x_codes, y_codes]), return_inverse=True)
     inverse = inverse.ravel()
     k = int(inverse.max()) + 1 if len(inverse) else 0
@@ -132,65 +72,181 @@ def _table(x_codes, y_codes) -> np.ndarray:
     return np.stack([np.bincount(inverse[:nx], minlength=k), np.bincount(inverse[nx:], minlength=k)])
 
 
-def _binomial_min(tables: list[np.ndarray]) -> tuple[float, int]:
-    """Smallest exact per-category binomial p-value over the tables' categories (those within 2
-    standard deviations of their expected count skipped), and the number of categories."""
-    ks, ns, ps = [], [], []
-    for t in tables:
-        n = t.sum(1)
-        if np.any(n == 0) or t.shape[1] < 2:
-            continue
-        ks.append(t[0])
-        ns.append(t.sum(0))
-        ps.append(np.full(t.shape[1], n[0] / n.sum()))
-    if not ks:
-        return 1.0, 0
-    k, nn, p = np.concatenate(ks), np.concatenate(ns), np.concatenate(ps)
-    # the exact sum only where the count is over 2 standard deviations off (elsewhere the p-value
-    # exceeds ~0.05, far above any Bonferroni threshold, and 1.0 stands for it: conservative)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.abs(k - nn * p) / np.sqrt(nn * p * (1 - p))
-    far = np.flatnonzero(z > 2)
-    best = 1.0
-    for i in far:
-        best = min(best, float(binomial_two_sided(k[i : i + 1], nn[i : i + 1], float(p[i]))[0]))
-    return best, len(k)
+def table_test(table: np.ndarray) -> float:
+    """p-value of homogeneity of a 2 x K table of counts (rows: the two samples)."""
+    st = _st()
+    table = np.asarray(table)
+    table = table[:, table.sum(0) > 0]
+    if table.shape[1] < 2 or np.any(table.sum(1) < 2):
+        return 1.0  # one sample on a side: no test below p = 1 / (m + 1); 1.0 is conservative
+    if table.shape[1] == 2:
+        return float(st.fisher_exact(table).pvalue)
+    expected = table.sum(1, keepdims=True) * table.sum(0, keepdims=True) / table.sum()
+    if expected.min() >= MIN_EXPECTED:
+        return float(st.chi2_contingency(table, correction=False).pvalue)
+    # small expected counts: each category against the rest by Fisher's exact test, Bonferroni
+    # over the K categories (exact and conservative; a permutation test of the chi-square
+    # statistic could not give p-values below 1 / resamples)
+    n = table.sum(1)
+    ps = [st.fisher_exact(np.array([[c0, n[0] - c0], [c1, n[1] - c1]])).pvalue for c0, c1 in table.T]
+    return float(min(1.0, table.shape[1] * min(ps)))
 
 
 def categorical_test(x_codes, y_codes) -> float:
-    """p-value that two samples of categories (any hashable numpy values: ints, or byte strings of
-    rows) come from one distribution: ``2 * min(p_chi2, K * min_k p_binomial_k)``, capped at 1."""
-    table = _table(np.asarray(x_codes), np.asarray(y_codes))
-    stat, df = _pearson(table)
-    p_chi = chi2_sf(stat, df)
-    p_bin, k = _binomial_min([table])
-    return min(1.0, 2.0 * min(p_chi, p_bin * max(k, 1)))
+    """p-value that two samples of categories (any hashable numpy values) share a distribution."""
+    return table_test(_table(x_codes, y_codes))
 
 
-def stratified_test(strata_x, outcome_x, strata_y, outcome_y) -> tuple[float, int]:
-    """``(p_value, number of strata compared)`` that outcomes have the same distribution within
-    every stratum on both sides (samples within a stratum independent)."""
-    strata_x, strata_y = np.asarray(strata_x), np.asarray(strata_y)
-    outcome_x, outcome_y = np.asarray(outcome_x), np.asarray(outcome_y)
-    sx, sy = _group(strata_x), _group(strata_y)
-    tables = []
-    for s in sx.keys() & sy.keys():
-        t = _table(outcome_x[sx[s]], outcome_y[sy[s]])
-        if t.shape[1] >= 2:
-            tables.append(t)
-    stat = df = 0
-    for t in tables:
-        s, d = _pearson(t)
-        stat, df = stat + s, df + d
-    p_chi = chi2_sf(stat, df)
-    p_bin, k = _binomial_min(tables)
-    return min(1.0, 2.0 * min(p_chi, p_bin * max(k, 1))), len(sx.keys() & sy.keys())
+def ks_test(x, y) -> tuple[float, float]:
+    """`(statistic, p_value)` of the two-sample Kolmogorov-Smirnov test of real samples."""
+    x, y = np.asarray(x, np.float64).ravel(), np.asarray(y, np.float64).ravel()
+    if len(x) == 0 or len(y) == 0:
+        return 0.0, 1.0
+    res = _st().ks_2samp(x, y)
+    return float(res.statistic), float(res.pvalue)
 
 
 def _group(codes: np.ndarray) -> dict:
+    """`{code: indices}` of the rows holding each code."""
     if len(codes) == 0:
         return {}
     uniq, inverse = np.unique(codes, return_inverse=True)
     order = np.argsort(inverse.ravel(), kind="stable")
     bounds = np.cumsum(np.bincount(inverse.ravel(), minlength=len(uniq)))[:-1]
     return {u.item() if hasattr(u, "item") else u: idx for u, idx in zip(uniq, np.split(order, bounds))}
+
+
+def stratified_tables(strata_x, outcome_x, strata_y, outcome_y) -> dict:
+    """`{stratum: 2 x K table}` for the strata both sides sampled."""
+    outcome_x, outcome_y = np.asarray(outcome_x), np.asarray(outcome_y)
+    sx, sy = _group(np.asarray(strata_x)), _group(np.asarray(strata_y))
+    return {s: _table(outcome_x[sx[s]], outcome_y[sy[s]]) for s in sorted(sx.keys() & sy.keys(), key=repr)}
+
+
+def stratified_test(strata_x, outcome_x, strata_y, outcome_y) -> tuple[float, int]:
+    """`(p_value, number of strata both sides sampled)` that outcomes follow one distribution
+    within every stratum (samples independent within and across strata).
+
+    `2 * min(p_fisher, S * min_s p_s)` over the S strata where some outcome varies (a stratum
+    with one outcome on both sides has p = 1 given its margins and is left out).
+    """
+    tables = stratified_tables(strata_x, outcome_x, strata_y, outcome_y)
+    ps = [table_test(t) for t in tables.values() if np.count_nonzero(t.sum(0)) >= 2]
+    if not ps:
+        return 1.0, len(tables)
+    ps = np.clip(np.array(ps), 1e-300, 1.0)
+    p_fisher = float(_st().combine_pvalues(ps, method="fisher").pvalue)
+    p_bonf = float(len(ps) * ps.min())
+    return min(1.0, 2.0 * min(p_fisher, p_bonf)), len(tables)
+
+
+def goodness_of_fit(counts, probs) -> float:
+    """p-value that `counts` (per outcome) were drawn from the exact probabilities `probs`: 0
+    when an outcome of probability 0 occurs, else Pearson's chi-square on the support (outcomes
+    expected fewer than 5 times pooled into one)."""
+    counts, probs = np.asarray(counts, np.float64), np.asarray(probs, np.float64)
+    if np.any(counts[probs <= 0] > 0):
+        return 0.0
+    counts, probs = counts[probs > 0], probs[probs > 0] / probs[probs > 0].sum()
+    n = counts.sum()
+    if n == 0 or len(probs) < 2:
+        return 1.0
+    expected = n * probs
+    small = expected < MIN_EXPECTED
+    if small.any():
+        counts = np.append(counts[~small], counts[small].sum())
+        expected = np.append(expected[~small], expected[small].sum())
+        if len(counts) < 2:
+            return 1.0
+    return float(_st().chisquare(counts, expected).pvalue)
+
+
+# ---------------------------------------------------------------------------------------------
+# power
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _noncentrality(df: int, alpha: float, power: float) -> float:
+    """The non-centrality at which a chi-square(df) test at level `alpha` has power `power`."""
+    st = _st()
+    crit = st.chi2.isf(alpha, df)
+    f = lambda lam: st.ncx2.sf(crit, df, lam) - power  # noqa: E731
+    hi = 1.0
+    while f(hi) < 0:
+        hi *= 2.0
+    from scipy.optimize import brentq
+
+    return float(brentq(f, 1e-9, hi, xtol=1e-6))
+
+
+def detectable_tv(n_eff: float, df: int, alpha: float, power: float) -> float:
+    """The smallest total-variation distance that a chi-square test with `df` degrees of freedom
+    at level `alpha` on `n_eff` samples detects with probability `power` (1.0: nothing below
+    certainty). `n_eff` is `n` for one sample against exact probabilities, `n m / (n + m)` for
+    two samples."""
+    if n_eff <= 0:
+        return 1.0
+    return min(1.0, math.sqrt(_noncentrality(max(int(df), 1), alpha, power) / (4.0 * n_eff)))
+
+
+def needed_tv(effect: float, df: int, alpha: float, power: float) -> float:
+    """`n_eff` at which `detectable_tv` reaches `effect`."""
+    return _noncentrality(max(int(df), 1), alpha, power) / (4.0 * effect * effect)
+
+
+def detectable_ks(n: int, m: int, alpha: float, power: float) -> float:
+    """The smallest Kolmogorov-Smirnov distance that the two-sample KS test at level `alpha` on
+    `n` and `m` samples detects with probability `power` (asymptotically)."""
+    st = _st()
+    if n <= 0 or m <= 0:
+        return 1.0
+    scale = math.sqrt(1.0 / n + 1.0 / m)
+    return min(1.0, scale * (float(st.kstwobign.isf(alpha)) + 0.5 * float(st.norm.isf(1.0 - power))))
+
+
+def needed_ks(effect: float, alpha: float, power: float) -> int:
+    """Samples per side at which `detectable_ks` reaches `effect`."""
+    st = _st()
+    c = float(st.kstwobign.isf(alpha)) + 0.5 * float(st.norm.isf(1.0 - power))
+    return int(math.ceil(2.0 * (c / effect) ** 2))
+
+
+def model_test(counts, probs) -> float:
+    """`goodness_of_fit`: the test of `detectable_model`."""
+    return goodness_of_fit(counts, probs)
+
+
+def _model_power(n: int, df: int, alpha: float, d: float) -> float:
+    """The smallest power of `goodness_of_fit` on `n` draws over alternatives at total variation
+    `d`: mass `e` on outcomes of probability 0 (missed by all `n` draws with probability
+    `(1 - e)^n`) and `d - e` within the support (the chi-square bound); the worst split counts."""
+    st = _st()
+    df = max(int(df), 1)
+    e = d * np.linspace(0.0, 1.0, 41)
+    inner = np.where(e < 1, (d - e) / np.maximum(1.0 - e, 1e-12), 0.0)  # in-support distance, renormalised
+    p_chi = np.where(inner > 0, st.ncx2.sf(st.chi2.isf(alpha, df), df, 4.0 * n * inner * inner), alpha)
+    return float(np.min(1.0 - (1.0 - e) ** n * (1.0 - p_chi)))
+
+
+@functools.lru_cache(maxsize=1024)
+def detectable_model(n: int, df: int, alpha: float, power: float) -> float:
+    """The smallest total-variation distance between a port's outcome distribution and exact
+    probabilities that `goodness_of_fit` on `n` draws detects with probability `power`
+    (see `_model_power`)."""
+    if n <= 0 or _model_power(n, df, alpha, 1.0) < power:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(16):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _model_power(n, df, alpha, mid) < power else (lo, mid)
+    return hi
+
+
+@functools.lru_cache(maxsize=1024)
+def needed_model(effect: float, df: int, alpha: float, power: float, start: int = 256) -> int:
+    """Draws (a power of 2 from `start`) at which `detectable_model` reaches `effect`."""
+    n = start
+    while _model_power(n, df, alpha, effect) < power and n < 1 << 30:
+        n *= 2
+    return n

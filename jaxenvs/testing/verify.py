@@ -1,40 +1,46 @@
-"""``verify_port``: check that a jaxenvs environment behaves like the environment it was ported from.
+"""`verify_port`: does a jaxenvs environment behave like the environment it was ported from?
 
-Both sides are run with one policy for ``num_episodes`` episodes (the jaxenvs side in one
-compiled call, the episodes vmapped, the steps in a while loop until every episode has ended; the
-reference side in lockstep, the policy called once per step for all episodes). Then, in this
-order:
+The verdict is `"pass"`, `"fail"` or `"inconclusive"`, never a pass that the sample could not have
+failed. The run reads as phases:
 
-1. spaces: the reference's spaces converted with :func:`jaxenvs.spaces.from_gymnasium` equal the
-   port's (bounds, shapes, integer vs. float); with ``obs_to_jax``/``action_to_reference`` given,
-   every converted observation lies in the port's observation space and every converted action in
-   the reference's action space instead;
-2. with ``state_to_jax``: transitions from states the reference visited (up to
-   :data:`MAX_STATES`), where both sides step with the same action. A port whose traits say
-   ``chance="deterministic"`` must give the reference's observation, reward and flags exactly
-   (floats within ``rtol=1e-5, atol=1e-6``: float32 against float64); for a stochastic port each
-   state is stepped :data:`RESAMPLES` times on each side (copies of the reference, reseeded through
-   ``np_random``) and the outcomes are compared as distributions, stratified by state;
-3. two-sample tests of: the initial observation (jointly when discrete, and each component),
-   the episode length, the outcome (terminated / truncated / still running at the
-   horizon), the return (per agent), and for discrete observations and actions the next
-   observation with ``terminated``, and the reward, conditioned on ``(observation, action)``. Within
-   an episode only the first visit of each ``(observation, action)`` counts, so the samples of a
-   stratum come from distinct, independent episodes.
-
-The tests are those of :mod:`jaxenvs.testing.stats` (numpy only): categorical data (at most
-:data:`MAX_CATEGORIES` distinct values, or integer observations) by Pearson's chi-square with an
-exact per-category binomial test, real data by Kolmogorov-Smirnov; values are compared after
-rounding to float32 and 5 significant digits (float32 against float64 sums). Each statistic is judged at
-``alpha / m`` for the ``m`` statistics computed (Bonferroni), so a faithful port fails with
-probability at most ``alpha``.
+1. **spaces** -- the reference's spaces converted with `jaxenvs.spaces.from_gymnasium` equal the
+   port's (or, with `obs_to_jax`/`action_to_reference`, every converted value lies in the other
+   side's space);
+2. **port run** -- `num_episodes` episodes of the port in one compiled call (vmapped episodes, a
+   while loop over steps), without its auto-reset, with one policy;
+3. **reference run** -- the same episodes of the reference (`jaxenvs.testing.reference`), the
+   policy fed the reference's observations with the same keys;
+4. **comparison**, tier by tier, strongest first (each `Statistic` names its tier):
+   - *exact* (with `state_to_jax` and a port whose traits say `chance="deterministic"`): the port
+     steps from reference states and replays every reference trajectory (its initial state and
+     actions); observation, reward and flags must agree (floats within `rtol`/`atol`, see
+     `RTOL`, `REPLAY_RTOL`);
+   - *model* (the reference exposes an exact transition table, as Gymnasium's toy-text envs'
+     `env.unwrapped.P`, or `transition_probs=` is given; integer observations and actions): the
+     port is stepped many times from its own states for every observation it reaches and every
+     action, and each `(observation, action)` distribution of `(next observation, reward,
+     terminated)` is tested against the exact probabilities (an outcome of probability 0 fails
+     at once); the initial observation against the table's initial distribution;
+   - *sample*: two-sample tests of the initial observation, episode length, outcome, return and,
+     for discrete observations and actions, the next observation and reward per `(observation,
+     action)` (`jaxenvs.testing.stats`: Fisher or chi-square; Kolmogorov-Smirnov).
+5. **verdict** -- each statistic is judged at `threshold = alpha / (m * rounds)` (Bonferroni over
+   the `m` statistics and the sampling rounds the budget allows): any rejection fails. Otherwise
+   every *required* statistic must be able to detect an effect of size `detect` (total variation
+   for distributions of categories, Kolmogorov-Smirnov distance for real values) with
+   probability `power`; where the sample is too small the port and reference are run for more
+   episodes (doubling, up to `max_episodes`), model draws and initial observations are topped up
+   (up to `MAX_DRAWS`), and what still falls short makes the run inconclusive, naming the
+   episodes it would need. Statistics whose behaviour a stronger tier already covers (episode
+   statistics once transitions and the initial distribution are exact or model-checked) are
+   *supporting*: they can fail the run but do not hold it up.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
+import math
 import time
 from typing import Any, Callable
 
@@ -43,86 +49,48 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import spaces
+from jaxenvs._optional import require
 from jaxenvs.checker import _compiler_options  # XLA's cheapest passes: these programs run briefly
 from jaxenvs.checker import _jit as _fast_jit
 from jaxenvs.core import Environment
 from jaxenvs.testing import stats
-from jaxenvs.wrappers.base import (
-    AutoReset,
-    TimeLimit,
-    TimeLimitState,
-    WithParams,
-    Wrapper,
-    has_wrapper,
-    strip_autoreset,
-    tree_select,
-)
+from jaxenvs.testing.reference import GymReference, ReferenceCache, Side, TransitionModel
+from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
+from jaxenvs.wrappers.base import AutoReset, TimeLimit, TimeLimitState, WithParams, Wrapper, has_wrapper, strip_autoreset
 
-__all__ = ["verify_port", "PortMismatch", "PortReport", "Statistic", "MAX_STATES", "RESAMPLES", "HORIZON"]
+__all__ = [
+    "verify_port",
+    "PortMismatch",
+    "PortInconclusive",
+    "PortReport",
+    "Statistic",
+    "ReferenceCache",
+    "ALPHA",
+    "DETECT",
+    "POWER",
+    "MAX_EPISODES",
+    "MAX_DRAWS",
+    "HORIZON",
+    "MAX_STATES",
+    "RESAMPLES",
+]
 
+ALPHA = 1e-3  # probability that a faithful port fails
+DETECT = 0.02  # the effect (total variation / KS distance) a pass must be able to detect ...
+POWER = 0.95  # ... with this probability
+MAX_EPISODES = 10_000  # episodes each side may be run for (adaptive sampling)
+MAX_DRAWS = 1 << 18  # port draws per (observation, action), and initial observations per side
 HORIZON = 1000  # steps per episode when the port has no TimeLimit
-MAX_STATES = 512  # reference states whose transitions are checked with state_to_jax
-RESAMPLES = 8  # samples per side and state when the port's step is stochastic
+MAX_STATES = 512  # reference states the port steps from with state_to_jax
+RESAMPLES = 8  # outcomes per side and state when a stochastic port steps from reference states
+MODEL_EPISODES = 64  # port episodes whose states the model tier steps from
+STATES_PER_OBS = 2  # port states per observation the model tier steps from (distinct episodes first)
 MAX_CATEGORIES = 32  # a scalar statistic with at most this many distinct values is categorical
-RTOL, ATOL = 1e-5, 1e-6
-# reference rollouts by (reference, conversions, policy, sizes, seed): checking several ports
-# against one reference object (mutants of a port, a port being mended) runs the reference once
-_REFERENCE_RUNS: dict = {}
-_REFERENCE_CACHE_SIZE = 8
-_DEFAULT_POLICIES: dict = {}
-_CONTAINS: dict = {}  # compiled space.contains by (space, agent axes)  # by action space: one compiled policy serves every port of that space
+RTOL, ATOL = 1e-5, 1e-6  # one step from a reference state: float32 port against a float64 reference
+REPLAY_RTOL, REPLAY_ATOL = 1e-4, 1e-5  # whole trajectories: float32 rounding accumulates
 STICKINESS = 0.75  # the default policy's largest probability of repeating its episode's action
-
-
-class PortMismatch(AssertionError):
-    """The port and the reference differ. ``statistic`` names what differs (a :class:`Statistic`'s
-    name, ``"observation space"``, ``"action space"`` or ``"transition"``); the message gives both
-    sides' values and sample sizes."""
-
-    def __init__(self, statistic: str, message: str):
-        self.statistic = statistic
-        super().__init__(f"{statistic}: {message}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Statistic:
-    """One two-sample comparison: ``test`` is ``"chi-square"`` (categorical), ``"ks"``
-    (Kolmogorov-Smirnov) or ``"stratified chi-square"``; ``port``/``reference`` summarise each
-    side's sample of ``n_port``/``n_reference`` values."""
-
-    name: str
-    test: str
-    p_value: float
-    n_port: int
-    n_reference: int
-    port: str
-    reference: str
-
-
-@dataclasses.dataclass(frozen=True)
-class PortReport:
-    """What :func:`verify_port` compared; every statistic passed at ``threshold = alpha / m``."""
-
-    env: str
-    num_episodes: int
-    horizon: int
-    alpha: float
-    threshold: float
-    spaces: tuple[str, ...]  # what the space checks compared
-    statistics: tuple[Statistic, ...]
-    states_checked: int  # reference states stepped on both sides (state_to_jax), 0 without
-    seconds: float
-
-    def __str__(self) -> str:
-        lines = [
-            f"{self.env}: {self.num_episodes} episodes (horizon {self.horizon}), "
-            f"{len(self.statistics)} statistics at alpha={self.alpha:g} (each at {self.threshold:.2g}), "
-            f"{self.states_checked} states stepped on both sides, {self.seconds:.1f} s",
-            *(f"  {s}" for s in self.spaces),
-        ]
-        for s in self.statistics:
-            lines.append(f"  {s.name:<36} {s.test:<22} p={s.p_value:<9.3g} n={s.n_port}/{s.n_reference}")
-        return "\n".join(lines)
+_DEFAULT_POLICIES: dict = {}  # by action space: one compiled policy serves every port of that space
+_CONTAINS: dict = {}  # compiled space.contains by (space, agent axes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,8 +107,7 @@ def _time_limit(env) -> int | None:
 
 
 def _rebuild_state(env, core_state, t: int):
-    """The state of the (AutoReset-free) wrapper chain ``env`` around ``core_state`` after ``t``
-    steps of an episode."""
+    """The state of the (AutoReset-free) wrapper chain `env` around `core_state` after `t` steps."""
     if not isinstance(env, Wrapper):
         return core_state
     inner = _rebuild_state(env.env, core_state, t)
@@ -155,8 +122,7 @@ def _rebuild_state(env, core_state, t: int):
 
 
 def _flat(tree, batch: int) -> np.ndarray:
-    """float64[*batch_shape, D]: the leaves of ``tree`` flattened after ``batch`` leading axes (an
-    agent axis included), concatenated in pytree order."""
+    """float64[*batch_shape, D]: the leaves of `tree` flattened after `batch` leading axes."""
     leaves = [np.asarray(x) for x in jax.tree.leaves(tree)]
     shape = leaves[0].shape[:batch]
     return np.concatenate([x.reshape(shape + (-1,)).astype(np.float64) for x in leaves], axis=-1)
@@ -169,11 +135,16 @@ def _codes(rows: np.ndarray) -> np.ndarray:
 
 
 def _quantize(x: np.ndarray) -> np.ndarray:
-    """Floats as float32 rounded to 5 significant digits: categories for stochastic outputs."""
+    """Floats as float32 rounded to 5 significant digits: float32 sums against float64 ones."""
     x = np.asarray(x, np.float32).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         mag = np.where(x == 0, 1.0, 10.0 ** np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x)))))
     return np.round(x / mag, 4) * mag
+
+
+def _fmt_row(row) -> str:
+    vals = [f"{v:g}" for v in np.asarray(row).ravel()]
+    return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
 
 
 def _summary_categorical(codes: np.ndarray, rows: np.ndarray) -> str:
@@ -186,32 +157,11 @@ def _summary_categorical(codes: np.ndarray, rows: np.ndarray) -> str:
     return "{" + ", ".join(parts) + more + "}"
 
 
-def _fmt_row(row) -> str:
-    vals = [f"{v:g}" for v in np.asarray(row).ravel()]
-    return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
-
-
 def _summary_real(x: np.ndarray) -> str:
     if len(x) == 0:
         return "no samples"
     q = np.quantile(x, [0.1, 0.5, 0.9])
     return f"mean {np.mean(x):.4g}, sd {np.std(x):.3g}, 10/50/90% {q[0]:.4g}/{q[1]:.4g}/{q[2]:.4g}"
-
-
-def _compare(name: str, x: np.ndarray, y: np.ndarray, categorical: bool | None = None) -> Statistic:
-    """Two-sample test of rows ``x`` [n, D] and ``y`` [m, D]: categorical when ``categorical`` or
-    (``None``) when at most MAX_CATEGORIES distinct rows occur; else KS (D must be 1)."""
-    # rounded to float32 and 5 significant digits: sums of float32 rewards that differ in the last
-    # bits are one value, not two that a KS test would tell apart
-    x, y = _quantize(np.reshape(x, (len(x), -1))), _quantize(np.reshape(y, (len(y), -1)))
-    cx, cy = _codes(x), _codes(y)
-    if categorical is None:
-        categorical = len(np.unique(np.concatenate([cx, cy]))) <= MAX_CATEGORIES
-    if categorical:
-        p = stats.categorical_test(cx, cy)
-        return Statistic(name, "chi-square", p, len(x), len(y), _summary_categorical(cx, x), _summary_categorical(cy, y))
-    _, p = stats.ks_test(x[:, 0], y[:, 0])
-    return Statistic(name, "ks", p, len(x), len(y), _summary_real(x[:, 0]), _summary_real(y[:, 0]))
 
 
 def _is_parallel_env(ref) -> bool:
@@ -223,13 +173,6 @@ def _is_parallel_env(ref) -> bool:
     except ImportError:
         pass
     return hasattr(ref, "possible_agents")
-
-
-def _ref_space(ref, which: str, multi: bool):
-    if not multi:
-        return getattr(ref, which)
-    agent_spaces = [getattr(ref, which)(a) for a in ref.possible_agents]
-    return agent_spaces[0]
 
 
 def _same_space(a: spaces.Space, b: spaces.Space) -> bool:
@@ -262,15 +205,24 @@ def _to_python(a: np.ndarray):
     return a
 
 
+def _ref_contains(space, a_ref, agents) -> bool:
+    try:
+        if agents and isinstance(a_ref, dict):
+            return all(space.contains(a_ref[a]) for a in agents)
+        return bool(space.contains(a_ref))
+    except Exception:  # noqa: BLE001 -- a malformed action is simply not contained
+        return False
+
+
 # ---------------------------------------------------------------------------------------------
-# policies and the port's rollout
+# policies and the port's compiled programs
 # ---------------------------------------------------------------------------------------------
 
 
 def _default_policy(space: spaces.Space, num_agents: int, multi: bool):
-    """``(episode_key, step_key, obs) -> action``. Half the episodes act uniformly at random; the
+    """`(episode_key, step_key, obs) -> action`. Half the episodes act uniformly at random; the
     other half repeat an action drawn once per episode with a probability drawn per episode from
-    ``[0, STICKINESS)`` (else uniform), so that walls, corners and runs in one direction are
+    `[0, STICKINESS)` (else uniform), so that walls, corners and runs in one direction are
     reached too."""
 
     def one(ek, sk):
@@ -290,8 +242,25 @@ def _default_policy(space: spaces.Space, num_agents: int, multi: bool):
     return policy
 
 
+class _UserPolicy:
+    """A user's `(key, obs) -> action` as `(episode_key, step_key, obs) -> action` (hashable by
+    the user's function, so the compiled rollout is reused)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, ek, sk, obs):
+        return self.fn(sk, obs)
+
+    def __hash__(self):
+        return hash(self.fn)
+
+    def __eq__(self, other):
+        return isinstance(other, _UserPolicy) and other.fn is self.fn
+
+
 def _episode_keys(seed_key, index):
-    """The keys of episode ``index`` (traced): reset, step, the policy's per-episode and per-step
+    """The keys of episode `index` (traced): reset, step, the policy's per-episode and per-step
     keys. One derivation inside the compiled functions serves both sides."""
     k_reset, k_step, k_ep, k_policy = jax.random.split(seed_key, 4)
     fold = lambda k: jax.random.fold_in(k, index)  # noqa: E731
@@ -300,8 +269,8 @@ def _episode_keys(seed_key, index):
 
 def _env_key(env):
     """A key under which ports compute alike given the same params: the wrapper chain without
-    ``WithParams`` (params are arguments of the compiled functions), the base class and its
-    constructor's attributes; the env itself when some wrapper or attribute is not understood."""
+    `WithParams`, the base class and its constructor's attributes; the env itself when some
+    wrapper or attribute is not understood."""
     parts, inner = [], env
     while isinstance(inner, Wrapper):
         if isinstance(inner, TimeLimit):
@@ -334,9 +303,14 @@ def _compiled(what, build, env, *args):
     return fn
 
 
-def _port_rollout_fn(env, policy, horizon: int):
-    """Jitted: ``num_episodes`` episodes (vmapped) of at most ``horizon`` steps; a while loop that
-    stops once every episode has ended, writing each step into ``[horizon]`` buffers."""
+def _fast_jit_static(fn, *static):
+    return jax.jit(fn, static_argnums=static, compiler_options=_compiler_options(jax.default_backend()))
+
+
+def _port_rollout_fn(env, policy, horizon: int, with_states: bool):
+    """Jitted `run(params, seed_key, start, num)`: episodes `start .. start + num - 1` (vmapped)
+    of at most `horizon` steps; a while loop that stops once every episode has ended, writing
+    each step (and, `with_states`, the state it started from) into `[horizon]` buffers."""
 
     def episode(params, seed_key, index):
         reset_key, step_key, ep_key, policy_key = _episode_keys(seed_key, index)
@@ -347,10 +321,11 @@ def _port_rollout_fn(env, policy, horizon: int):
             out = env.step(jax.random.fold_in(step_key, t), state, action, params)
             return action, out
 
-        # buffers shaped like one transition, with a leading [horizon] axis
         action_aval, out_aval = jax.eval_shape(transition, 0, obs0, state0)
         zeros = lambda x: jnp.zeros((horizon,) + x.shape, x.dtype)  # noqa: E731
         record = (obs0, action_aval, out_aval[0], out_aval[2], out_aval[3], out_aval[4])
+        if with_states:
+            record = record + (state0,)
         buffers = jax.tree.map(zeros, record)
 
         def cond(carry):
@@ -360,419 +335,409 @@ def _port_rollout_fn(env, policy, horizon: int):
         def body(carry):
             t, obs, state, _, buffers = carry
             action, (nobs, nstate, reward, term, trunc, _) = transition(t, obs, state)
-            buffers = jax.tree.map(lambda b, x: b.at[t].set(x), buffers, (obs, action, nobs, reward, term, trunc))
+            row = (obs, action, nobs, reward, term, trunc) + ((state,) if with_states else ())
+            buffers = jax.tree.map(lambda b, x: b.at[t].set(x), buffers, row)
             return t + 1, nobs, nstate, term | trunc, buffers
 
-        t, _, _, _, buffers = jax.lax.while_loop(cond, body, (jnp.int32(0), obs0, state0, jnp.zeros((), bool), buffers))
+        init = (jnp.int32(0), obs0, state0, jnp.zeros((), bool), buffers)
+        t, _, _, _, buffers = jax.lax.while_loop(cond, body, init)
         alive = jnp.arange(horizon) < t
         return obs0, buffers + (alive,)
 
-    def run(params, seed_key, num_episodes: int):
-        return jax.vmap(episode, in_axes=(None, None, 0))(params, seed_key, jnp.arange(num_episodes))
+    def run(params, seed_key, start, num: int):
+        return jax.vmap(episode, in_axes=(None, None, 0))(params, seed_key, start + jnp.arange(num))
 
-    return _fast_jit_static(run, 2)
+    return _fast_jit_static(run, 3)
 
 
-def _fast_jit_static(fn, *static):
-    return jax.jit(fn, static_argnums=static, compiler_options=_compiler_options(jax.default_backend()))
+def _port_reset_fn(env):
+    """Jitted: the initial observations of episodes `start .. start + num - 1`."""
+
+    def run(params, seed_key, start, num: int):
+        def one(index):
+            return env.reset(_episode_keys(seed_key, index)[0], params)[0]
+
+        return jax.vmap(one)(start + jnp.arange(num))
+
+    return _fast_jit_static(run, 3)
 
 
 @functools.lru_cache(maxsize=32)
 def _batched_policy_fn(policy):
-    def act(seed_key, t, obs, num_episodes: int):
+    def act(seed_key, t, obs, start, num: int):
         def one(index, o):
             _, _, ep_key, policy_key = _episode_keys(seed_key, index)
             return policy(ep_key, jax.random.fold_in(policy_key, t), o)
 
-        return jax.vmap(one)(jnp.arange(num_episodes), obs)
+        return jax.vmap(one)(start + jnp.arange(num), obs)
 
-    return _fast_jit_static(act, 3)
+    return _fast_jit_static(act, 4)
 
 
 def _state_step_fn(env, samples: int):
+    """Jitted: each of a batch of states stepped `samples` times with its action."""
+
     def one(params, state, action, key):
         keys = jax.random.split(key, samples)
         nobs, _, reward, term, trunc, _ = jax.vmap(lambda k: env.step(k, state, action, params))(keys)
         return nobs, reward, term, trunc
 
-    def run(params, states, actions, seed_key):
-        keys = jax.random.split(jax.random.fold_in(seed_key, 1 << 30), len(actions))
+    def run(params, states, actions, keys):
         return jax.vmap(one, in_axes=(None, 0, 0, 0))(params, states, actions, keys)
 
     return _fast_jit(run)
 
 
+def _replay_fn(env, horizon: int):
+    """Jitted: from a batch of states, `horizon` steps with given actions (a scan; the key does
+    not matter for a deterministic port)."""
+
+    def one(params, state, actions, key):
+        def body(state, xs):
+            t, action = xs
+            nobs, nstate, reward, term, trunc, _ = env.step(jax.random.fold_in(key, t), state, action, params)
+            return nstate, (nobs, reward, term, trunc)
+
+        return jax.lax.scan(body, state, (jnp.arange(horizon), actions))[1]
+
+    def run(params, states, actions, key):
+        return jax.vmap(one, in_axes=(None, 0, 0, None))(params, states, actions, key)
+
+    return _fast_jit(run)
+
+
 # ---------------------------------------------------------------------------------------------
-# verify_port
+# statistics before their level is known
 # ---------------------------------------------------------------------------------------------
-
-
-def verify_port(
-    env: Environment,
-    reference: Callable[[], Any],
-    *,
-    state_to_jax: Callable[[Any], Any] | None = None,
-    obs_to_jax: Callable[[Any], Any] | None = None,
-    action_to_reference: Callable[[np.ndarray], Any] | None = None,
-    policy: Callable[[jax.Array, Any], Any] | None = None,
-    num_episodes: int = 1000,
-    seed: int = 0,
-    alpha: float = 1e-3,
-) -> PortReport:
-    """Check that ``env`` (a jaxenvs port) behaves like ``reference``; raise :class:`PortMismatch`
-    naming the first statistic or transition that differs, or return a :class:`PortReport`.
-
-    ``env`` is checked without its outermost :class:`~jaxenvs.wrappers.AutoReset` (episodes end);
-    a :class:`~jaxenvs.wrappers.TimeLimit` is kept and sets the horizon (else :data:`HORIZON`
-    steps; episodes still running there count as the outcome ``"horizon"`` on both sides).
-    ``reference`` is a zero-argument callable returning a fresh ``gymnasium.Env`` (or a
-    ``pettingzoo.ParallelEnv`` for a multi-agent port: observations and rewards are stacked in
-    ``possible_agents`` order, an episode ends when any agent terminates or is truncated); it is
-    called once per episode and reset with a seed drawn from ``seed``.
-
-    ``state_to_jax(reference_env)`` returns the unwrapped port's state (what
-    ``env.unwrapped.reset_env`` returns) for the reference's current state; TimeLimit's step count
-    is rebuilt from the steps taken. ``obs_to_jax`` maps a reference observation to the port's
-    (cast to the port's dtypes), ``action_to_reference`` a port action (numpy) to the reference's
-    (default: Python ints for scalar discrete actions, arrays otherwise; for a ParallelEnv a dict
-    over ``possible_agents``). ``policy(key, obs) -> action`` acts on both sides (default: see
-    :func:`_default_policy`). ``alpha`` is the probability that a faithful port is rejected.
-    Takes a few seconds for a small environment with the defaults.
-    """
-    t_start = time.perf_counter()
-    for name, v, lo in (("num_episodes", num_episodes, 10), ("seed", seed, 0)):
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"verify_port needs {name} as an int >= {lo}, got {v!r}")
-    if not isinstance(alpha, (float, int)) or isinstance(alpha, bool) or not 0 < alpha < 1:
-        raise ValueError(f"verify_port needs alpha in (0, 1), got {alpha!r}")
-    if not isinstance(env, Environment):
-        raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
-    if not callable(reference):
-        raise TypeError(
-            "verify_port needs reference as a zero-argument callable returning a gymnasium.Env or "
-            f"pettingzoo.ParallelEnv (e.g. lambda: gymnasium.make(...)), got {type(reference).__name__}"
-        )
-    env = strip_autoreset(env)
-    if has_wrapper(env, AutoReset):
-        raise ValueError("verify_port needs AutoReset outermost (or absent): it checks episodes that end")
-    num_episodes = int(num_episodes)
-    params = env.default_params
-    horizon = _time_limit(env) or HORIZON
-    multi = env.multi_agent
-    num_agents = env.num_agents
-    lead = 1 if multi else 0  # agent axis of observations and actions
-
-    ref_probe = reference()
-    ref_multi = _is_parallel_env(ref_probe)
-    if ref_multi != multi:
-        raise ValueError(
-            f"verify_port: the port has {num_agents} agent(s) but the reference is a "
-            f"{'pettingzoo ParallelEnv' if ref_multi else 'gymnasium.Env'}; a multi-agent port needs a ParallelEnv"
-        )
-    agents = list(ref_probe.possible_agents) if multi else []
-    if multi and len(agents) != num_agents:
-        raise PortMismatch("agents", f"port has {num_agents} agents, reference {len(agents)} ({agents})")
-
-    # ---- 1. spaces ----------------------------------------------------------------------------
-    space_notes = []
-    obs_space, act_space = env.observation_space(params), env.action_space(params)
-    for which, port_space, converted in (
-        ("observation space", obs_space, obs_to_jax),
-        ("action space", act_space, action_to_reference),
-    ):
-        if converted is not None:
-            space_notes.append(f"{which}: checked through the conversion on every sample")
-            continue
-        ref_space = _ref_space(ref_probe, which.replace(" ", "_"), multi)
-        try:
-            ref_as_jax = spaces.from_gymnasium(ref_space)
-        except (TypeError, ImportError) as e:
-            raise PortMismatch(which, f"the reference's {ref_space!r} has no jaxenvs equivalent ({e}); pass a conversion") from e
-        if not _same_space(port_space, ref_as_jax):
-            raise PortMismatch(which, f"port {port_space!r}, reference {ref_space!r}")
-        space_notes.append(f"{which}: {port_space!r} == reference {ref_space!r}")
-    ref_act_space = _ref_space(ref_probe, "action_space", multi)
-
-    # ---- the port's rollout -------------------------------------------------------------------
-    key = jax.random.key(seed)
-    if policy is None:
-        pol = _DEFAULT_POLICIES.setdefault(
-            (repr(act_space), num_agents, multi), _default_policy(act_space, num_agents, multi)
-        )
-    else:
-        if not callable(policy):
-            raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
-        pol = _UserPolicy(policy)
-    run = _compiled("rollout", _port_rollout_fn, env, pol, horizon)
-    obs0, (p_obs, p_act, p_nobs, p_rew, p_term, p_trunc, p_alive) = run(params, key, num_episodes)
-    port = _Side(
-        obs0=_flat(obs0, 1),
-        obs=_flat(p_obs, 2),
-        act=_flat(p_act, 2),
-        nobs=_flat(p_nobs, 2),
-        rew=np.asarray(p_rew, np.float64).reshape(num_episodes, horizon, -1),
-        term=np.asarray(p_term),
-        trunc=np.asarray(p_trunc),
-        alive=np.asarray(p_alive),
-    )
-    obs_template = jax.tree.map(lambda x: np.asarray(x[0]), obs0)
-    obs_treedef = jax.tree.structure(obs_template)
-    obs_dtypes = [x.dtype for x in jax.tree.leaves(obs_template)]
-    discrete_obs = all(dt.kind in "iub" for dt in obs_dtypes)
-    discrete_act = isinstance(act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
-
-    # ---- the reference's rollout --------------------------------------------------------------
-    t_leaves = jax.tree.leaves(obs_template)
-    sizes = [x.size for x in t_leaves]
-
-    def convert_obs(o) -> np.ndarray:
-        """A reference observation as the port's, flattened to float64[D]."""
-        if obs_to_jax is not None:
-            o = obs_to_jax(o)
-        elif multi:
-            o = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[a] for a in agents])
-        leaves, treedef = jax.tree.flatten(o)
-        if treedef != obs_treedef:
-            raise PortMismatch(
-                "observation structure", f"port observations are {obs_treedef}, the reference's (converted) {treedef}"
-            )
-        flat = []
-        for x, tl in zip(leaves, t_leaves):
-            x = np.asarray(x, tl.dtype)
-            if x.shape != tl.shape:
-                raise PortMismatch("observation structure", f"port observation leaf of shape {tl.shape}, reference {x.shape}")
-            flat.append(x.ravel())
-        return np.concatenate(flat).astype(np.float64)
-
-    splits = np.cumsum(sizes)[:-1]
-
-    def unflatten(rows: np.ndarray):
-        parts = np.split(rows, splits, axis=1)
-        return jax.tree.unflatten(
-            obs_treedef, [p.reshape((len(rows),) + tl.shape).astype(tl.dtype) for p, tl in zip(parts, t_leaves)]
-        )
-
-    def convert_action(a):
-        if action_to_reference is not None:
-            return action_to_reference(a)
-        if multi:
-            return {ag: _to_python(a[i]) for i, ag in enumerate(agents)}
-        return _to_python(a)
-
-    def run_reference():
-        rng = np.random.default_rng(seed)
-        seeds = rng.integers(0, 2**31 - 1, size=num_episodes)
-        envs = [reference() for _ in range(num_episodes - 1)]
-        envs.insert(0, ref_probe)
-        cur = np.stack([convert_obs(e.reset(seed=int(sd))[0]) for e, sd in zip(envs, seeds)])
-        ref = _Side(
-            obs0=cur.copy(),
-            obs=np.zeros(port.obs.shape),
-            act=np.zeros(port.act.shape),
-            nobs=np.zeros(port.nobs.shape),
-            rew=np.zeros(port.rew.shape),
-            term=np.zeros((num_episodes, horizon), bool),
-            trunc=np.zeros((num_episodes, horizon), bool),
-            alive=np.zeros((num_episodes, horizon), bool),
-        )
-        # which reference steps are mapped with state_to_jax: t = 0 of the first 16 episodes, and 4
-        # random steps among the first 64 of each of the first 128 episodes
-        wanted: dict[int, set] = {}
-        if state_to_jax is not None:
-            _rebuild_state(env, _state_template(env, params), 0)  # refuse other wrappers early
-            for i in range(min(num_episodes, 128)):
-                wanted[i] = set(rng.integers(0, min(horizon, 64), size=4).tolist()) | ({0} if i < 16 else set())
-        stochastic = env.unwrapped.traits.chance != "deterministic"
-        resamples = RESAMPLES if stochastic else 1
-        recorded = []  # [episode, t, core state, action, reference outcomes [(obs_flat, reward, term, trunc)]]
-
-        policy_batch = _batched_policy_fn(pol)
-        done = np.zeros(num_episodes, bool)
-        act_shape = port.act.shape[2:]
-        for t in range(horizon):
-            if done.all():
-                break
-            actions = np.asarray(jax.tree.leaves(policy_batch(key, t, unflatten(cur), num_episodes))[0])
-            for i in np.flatnonzero(~done):
-                e, a = envs[i], actions[i]
-                a_ref = convert_action(a)
-                if action_to_reference is not None and not _ref_contains(ref_act_space, a_ref, agents):
-                    raise PortMismatch(
-                        "action space", f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {ref_act_space!r}"
-                    )
-                out = None
-                if t in wanted.get(i, ()) and len(recorded) < MAX_STATES:
-                    core = state_to_jax(e)
-                    outs = [_ref_step(copy.deepcopy(e), a_ref, multi, agents, rng, convert_obs) for _ in range(resamples - 1)]
-                    out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
-                    recorded.append((i, t, core, a, outs + [out]))
-                else:
-                    out = _ref_step(e, a_ref, multi, agents, None, convert_obs)
-                nobs, reward, term, trunc = out
-                ref.obs[i, t] = cur[i]
-                ref.act[i, t] = np.asarray(a, np.float64).reshape(act_shape)
-                ref.nobs[i, t] = nobs
-                ref.rew[i, t] = reward
-                ref.term[i, t], ref.trunc[i, t], ref.alive[i, t] = term, trunc, True
-                cur[i] = nobs
-                done[i] = term or trunc
-        return ref, cur, recorded
-
-    cache_key = (reference, state_to_jax, obs_to_jax, action_to_reference, pol, num_episodes, seed, horizon,
-                 repr(act_space), repr(obs_space), env.unwrapped.traits.chance)
-    cached = _REFERENCE_RUNS.pop(cache_key, None)
-    ref, cur, recorded = cached if cached is not None else run_reference()
-    _REFERENCE_RUNS[cache_key] = (ref, cur, recorded)
-    while len(_REFERENCE_RUNS) > _REFERENCE_CACHE_SIZE:
-        _REFERENCE_RUNS.pop(next(iter(_REFERENCE_RUNS)))
-    stochastic = env.unwrapped.traits.chance != "deterministic"
-    resamples = RESAMPLES if stochastic else 1
-    _check_in_space(obs_space, unflatten(np.concatenate([ref.obs0, cur])), lead, obs_to_jax)
-
-    # ---- 2. transitions from the reference's states -------------------------------------------
-    statistics: list[Statistic] = []
-    if recorded:
-        st = _check_states(env, params, recorded, key, resamples, lead, stochastic)
-        if st is not None:
-            statistics.append(st)
-
-    # ---- 3. statistics ------------------------------------------------------------------------
-    # the joint initial observation (categorical when discrete; KS needs one dimension), and each
-    # component of a multi-dimensional one
-    dims = port.obs0.shape[1]
-    if discrete_obs or dims == 1:
-        statistics.append(_compare("initial observation", port.obs0, ref.obs0, categorical=True if discrete_obs else None))
-    if dims > 1:
-        cat = True if discrete_obs else None
-        statistics += [
-            _compare(f"initial observation[{j}]", port.obs0[:, j], ref.obs0[:, j], categorical=cat) for j in range(dims)
-        ]
-    statistics.append(_compare("episode length", port.alive.sum(1), ref.alive.sum(1)))
-    statistics.append(_compare("outcome (0 terminated, 1 truncated, 2 horizon)", port.outcome(), ref.outcome(), True))
-    p_ret, r_ret = port.returns(), ref.returns()
-    joint = _compare("return", p_ret, r_ret)
-    if joint.test == "chi-square" or p_ret.shape[1] == 1:
-        statistics.append(joint)
-    else:
-        statistics += [_compare(f"return[agent {j}]", p_ret[:, j], r_ret[:, j]) for j in range(p_ret.shape[1])]
-    if discrete_obs and discrete_act:
-        # alpha / m with the two transition statistics counted: summaries only where they fail
-        statistics += _transition_statistics(port, ref, alpha / (len(statistics) + 2))
-
-    threshold = alpha / len(statistics)
-    for s in statistics:
-        if s.p_value < threshold:
-            raise PortMismatch(
-                s.name,
-                f"{s.test} p={s.p_value:.3g} < alpha/m = {alpha:g}/{len(statistics)}; "
-                f"port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}",
-            )
-    return PortReport(
-        env=repr(env),
-        num_episodes=num_episodes,
-        horizon=horizon,
-        alpha=alpha,
-        threshold=threshold,
-        spaces=tuple(space_notes),
-        statistics=tuple(statistics),
-        states_checked=len(recorded),
-        seconds=time.perf_counter() - t_start,
-    )
-
-
-class _UserPolicy:
-    """A user's ``(key, obs) -> action`` as ``(episode_key, step_key, obs) -> action`` (hashable
-    by the user's function, so the compiled rollout is reused)."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, ek, sk, obs):
-        return self.fn(sk, obs)
-
-    def __hash__(self):
-        return hash(self.fn)
-
-    def __eq__(self, other):
-        return isinstance(other, _UserPolicy) and other.fn is self.fn
 
 
 @dataclasses.dataclass
-class _Side:
-    obs0: np.ndarray  # [N, D]
-    obs: np.ndarray  # [N, T, D]
-    act: np.ndarray  # [N, T, A]
-    nobs: np.ndarray  # [N, T, D]
-    rew: np.ndarray  # [N, T, agents]
-    term: np.ndarray  # [N, T]
-    trunc: np.ndarray
-    alive: np.ndarray
+class _Pending:
+    """A computed comparison whose detectable effect depends on the level it will be judged at:
+    `detectable(level) -> effect` and `needed(level) -> (episodes or None, text)`; `top_up(level)`
+    (optional) draws more samples and returns the improved comparison."""
 
-    def __post_init__(self):
-        if self.obs0.ndim == 1:
-            self.obs0 = self.obs0[:, None]
+    name: str
+    tier: str
+    test: str
+    p_value: float
+    effect: str
+    n_port: int
+    n_reference: int
+    required: bool
+    port: str
+    reference: str
+    detectable: Callable[[float], float]
+    needed: Callable[[float], tuple[int | None, str]] = lambda level: (None, "")
+    top_up: Callable[[float], "_Pending"] | None = None
+    kind: str = "episode"  # which behaviour it covers: "initial", "transition", "episode"
 
-    def outcome(self) -> np.ndarray:
-        ended = self.alive & (self.term | self.trunc)
-        term = np.any(ended & self.term, axis=1)
-        trunc = np.any(ended & self.trunc, axis=1)
-        return np.where(term, 0, np.where(trunc, 1, 2))
+    def finish(self, level: float, detect: float) -> Statistic:
+        d = float(self.detectable(level))
+        needed = self.needed(level)[1] if d > detect else ""
+        return Statistic(
+            self.name, self.tier, self.test, float(self.p_value), d, self.effect, int(self.n_port),
+            int(self.n_reference), self.required, self.port, self.reference, needed,
+        )
 
-    def returns(self) -> np.ndarray:
-        return np.sum(self.rew * self.alive[..., None], axis=1)
+
+def _exact(name, ok: bool, n_port, n_ref, port="", reference="", kind="transition") -> _Pending:
+    return _Pending(name, "exact", "replay", 1.0 if ok else 0.0, "exact", n_port, n_ref, True, port, reference,
+                    detectable=lambda level: 0.0, kind=kind)
 
 
-def _ref_step(e, a_ref, multi, agents, rng, convert_obs):
-    """Step reference ``e`` (reseeded from ``rng`` when given: a copy for resampling)."""
-    if rng is not None and hasattr(e, "np_random"):
-        e.np_random = np.random.default_rng(int(rng.integers(0, 2**31 - 1)))
-    if multi:
-        o, rews, terms, truncs, _ = e.step(a_ref)
-        reward = np.array([rews.get(a, 0.0) for a in agents], np.float64)
-        term, trunc = any(bool(terms.get(a, False)) for a in agents), any(bool(truncs.get(a, False)) for a in agents)
-        if all(a in o for a in agents):
-            o = convert_obs(o)
+def _episodes_for(per_side: float, have: int, samples_per_episode: float = 1.0) -> int:
+    return int(math.ceil(per_side / max(samples_per_episode, 1e-12))) if have else 0
+
+
+def _compare(name: str, x: np.ndarray, y: np.ndarray, power: float, detect: float, *, categorical: bool | None = None,
+             per_episode: float = 1.0, kind: str = "episode") -> _Pending:
+    """Two-sample comparison of rows `x` [n, D] and `y` [m, D]: categorical when `categorical`
+    or (`None`) when at most MAX_CATEGORIES distinct rows occur; else KS (D must be 1).
+    `per_episode`: samples each episode contributes (for the episodes needed)."""
+    x, y = _quantize(np.reshape(x, (len(x), -1))), _quantize(np.reshape(y, (len(y), -1)))
+    cx, cy = _codes(x), _codes(y)
+    n, m = len(x), len(y)
+    if categorical is None:
+        categorical = len(np.unique(np.concatenate([cx, cy]))) <= MAX_CATEGORIES
+    if categorical:
+        p = stats.categorical_test(cx, cy)
+        df = max(len(np.unique(np.concatenate([cx, cy]))) - 1, 1)
+
+        def needed(level):
+            per_side = 2 * stats.needed_tv(detect, df, level, power)
+            return _episodes_for(per_side, n, per_episode), f"needs about {int(per_side):,} samples per side"
+
+        return _Pending(name, "sample", "chi-square/fisher", p, "tv", n, m, True,
+                        _summary_categorical(cx, x), _summary_categorical(cy, y),
+                        detectable=lambda level: stats.detectable_tv(n * m / max(n + m, 1), df, level, power),
+                        needed=needed, kind=kind)
+    _, p = stats.ks_test(x[:, 0], y[:, 0])
+
+    def needed_ks(level):
+        per_side = stats.needed_ks(detect, level, power)
+        return _episodes_for(per_side, n, per_episode), f"needs about {per_side:,} samples per side"
+
+    return _Pending(name, "sample", "ks", p, "ks", n, m, True, _summary_real(x[:, 0]), _summary_real(y[:, 0]),
+                    detectable=lambda level: stats.detectable_ks(n, m, level, power), needed=needed_ks, kind=kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# phase 4a: the exact tier
+# ---------------------------------------------------------------------------------------------
+
+
+def _state_template(env, params):
+    """Shapes and dtypes of the unwrapped port's state (nothing is computed)."""
+    return jax.eval_shape(env.unwrapped.reset, jax.random.key(0), params)[1]
+
+
+def _port_states(env, params, cores_and_times):
+    """A batch of the port's (wrapped) states from `(state_to_jax result, t)` pairs."""
+    t_leaves, t_def = jax.tree.flatten(_state_template(env, params))
+    states = []
+    for core, t in cores_and_times:
+        leaves, treedef = jax.tree.flatten(core)
+        if treedef != t_def:
+            raise ValueError(f"state_to_jax returned {treedef}; the unwrapped port's state (env.unwrapped.reset_env) is {t_def}")
+        core = jax.tree.unflatten(t_def, [np.asarray(x, tl.dtype) for x, tl in zip(leaves, t_leaves)])
+        states.append(_rebuild_state(env, core, t))
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states)
+
+
+def _step_from_states(env, params, recorded, key, stochastic, power, detect) -> _Pending:
+    """The port stepped from the reference states in `recorded`: exactly compared (deterministic
+    port) or as distributions per state (stochastic; supporting)."""
+    resamples = len(recorded[0][4])
+    state_batch = _port_states(env, params, [(core, t) for _, t, core, _, _ in recorded])
+    actions = np.stack([np.asarray(r[3]) for r in recorded])
+    keys = jax.random.split(jax.random.fold_in(key, 1 << 30), len(recorded))
+    nobs, reward, term, trunc = _compiled("state step", _state_step_fn, env, resamples)(params, state_batch, actions, keys)
+    p_obs = _flat(nobs, 2)  # [S, R, D]
+    p_rew = np.asarray(reward, np.float64).reshape(len(recorded), resamples, -1)
+    p_term, p_trunc = np.asarray(term), np.asarray(trunc)
+    name = "step from reference states (obs, reward, flags)"
+    if not stochastic:
+        for s, (i, t, _, a, outs) in enumerate(recorded):
+            r_obs, r_rew, r_term, r_trunc = outs[0]
+            where = f"after reference episode {i} step {t}, action {np.asarray(a).tolist()}"
+            for what, pv, rv, exact in (
+                ("terminated", p_term[s, 0], r_term, True),
+                ("truncated", p_trunc[s, 0], r_trunc, True),
+                ("observation", p_obs[s, 0], r_obs, False),
+                ("reward", p_rew[s, 0], r_rew, False),
+            ):
+                same = np.array_equal(pv, rv) if exact else np.allclose(pv, rv, rtol=RTOL, atol=ATOL)
+                if not same:
+                    return _exact(name, False, len(recorded), len(recorded),
+                                  f"{what} {np.asarray(pv).tolist()} {where}",
+                                  f"{np.asarray(rv).tolist()} (floats compared with rtol={RTOL:g}, atol={ATOL:g})")
+        return _exact(name, True, len(recorded), len(recorded), f"{len(recorded)} states", "the same outcome at each")
+    strata_p, out_p, strata_r, out_r = [], [], [], []
+    for s, (_, _, _, _, outs) in enumerate(recorded):
+        rows_p = np.concatenate([p_obs[s], p_rew[s], p_term[s, :, None], p_trunc[s, :, None]], axis=1)
+        rows_r = np.stack([np.concatenate([o[0], o[1], [o[2]], [o[3]]]) for o in outs])
+        strata_p += [s] * resamples
+        strata_r += [s] * len(outs)
+        out_p.append(_quantize(rows_p))
+        out_r.append(_quantize(rows_r))
+    out_p, out_r = np.concatenate(out_p), np.concatenate(out_r)
+    p, k = stats.stratified_test(np.array(strata_p), _codes(out_p), np.array(strata_r), _codes(out_r))
+    df = max(len(np.unique(_codes(np.concatenate([out_p, out_r])))) - 1, 1)
+
+    def needed(level):
+        per_state = 2 * stats.needed_tv(detect, df, level / (2 * k), power)
+        return None, f"needs about {int(per_state):,} resamples per state"
+
+    return _Pending(
+        name, "sample", "fisher/chi-square per state", p, "tv", len(strata_p), len(strata_r), False,
+        f"{k} states, {resamples} outcomes each", "the same states, reseeded copies",
+        detectable=lambda level: stats.detectable_tv(resamples / 2, df, level / (2 * max(k, 1)), power),
+        needed=needed, kind="transition",
+    )
+
+
+def _replay_trajectories(env, params, horizon, ref: Side, starts: dict, act_template) -> _Pending:
+    """Every reference episode with a recorded initial state, replayed by the port with the
+    reference's actions; every step's observation, reward and flags must agree."""
+    episodes = sorted(starts)
+    states = _port_states(env, params, [(starts[i], 0) for i in episodes])
+    shape, dtype = act_template.shape, act_template.dtype
+    actions = ref.act[episodes].reshape((len(episodes), horizon) + shape).astype(dtype)
+    nobs, reward, term, trunc = _compiled("replay", _replay_fn, env, horizon)(params, states, actions, jax.random.key(0))
+    p_obs, p_rew = _flat(nobs, 2), np.asarray(reward, np.float64).reshape(len(episodes), horizon, -1)
+    p_term, p_trunc = np.asarray(term), np.asarray(trunc)
+    alive = ref.alive[episodes]
+    name = "trajectory replay (every step)"
+    checks = (
+        ("terminated", p_term, ref.term[episodes], None),
+        ("truncated", p_trunc, ref.trunc[episodes], None),
+        ("observation", p_obs, ref.nobs[episodes], (REPLAY_RTOL, REPLAY_ATOL)),
+        ("reward", p_rew, ref.rew[episodes], (REPLAY_RTOL, REPLAY_ATOL)),
+    )
+    first_bad = None
+    for what, pv, rv, tol in checks:
+        if tol is None:
+            bad = (pv != rv) & alive
         else:
-            raise ValueError("verify_port: a ParallelEnv step returned observations for only some agents")
-    else:
-        o, reward, term, trunc, _ = e.step(a_ref)
-        o, reward = convert_obs(o), np.array([float(reward)])
-    reward = reward.astype(np.float32).astype(np.float64)  # the port's float32 rewards, summed alike
-    return o, reward, bool(term), bool(trunc)
+            close = np.isclose(pv, rv, rtol=tol[0], atol=tol[1]).reshape(pv.shape[:2] + (-1,)).all(-1)
+            bad = ~close & alive
+        if bad.any():
+            e, t = np.argwhere(bad)[np.argmin(np.argwhere(bad)[:, 1])]
+            if first_bad is None or t < first_bad[2]:
+                first_bad = (what, e, t, pv[e, t], rv[e, t])
+    steps = int(alive.sum())
+    if first_bad is not None:
+        what, e, t, pv, rv = first_bad
+        a = ref.act[episodes[e], : t + 1].reshape((t + 1,) + shape).tolist()
+        return _exact(name, False, steps, steps,
+                      f"{what} {np.asarray(pv).tolist()} at step {t} of reference episode {episodes[e]} (actions {a})",
+                      f"{np.asarray(rv).tolist()} (floats within rtol={REPLAY_RTOL:g}, atol={REPLAY_ATOL:g})")
+    return _exact(name, True, steps, steps, f"{len(episodes)} episodes, {steps} steps", "the same at every step")
 
 
-def _ref_contains(space, a_ref, agents) -> bool:
-    try:
-        if agents and isinstance(a_ref, dict):
-            return all(space.contains(a_ref[a]) for a in agents)
-        return bool(space.contains(a_ref))
-    except Exception:  # noqa: BLE001 -- a malformed action is simply not contained
-        return False
+# ---------------------------------------------------------------------------------------------
+# phase 4b: the model tier
+# ---------------------------------------------------------------------------------------------
 
 
-def _check_in_space(space, stacked_obs, lead: int, converted):
-    """Raise unless every row of ``stacked_obs`` (the reference's initial observations, then its
-    last ones) lies in the port's observation ``space``."""
-    contains = space.contains
-    for _ in range(1 + lead):
-        contains = jax.vmap(contains)
-    fn = _CONTAINS.get((repr(space), lead))
-    if fn is None:
-        fn = _CONTAINS[(repr(space), lead)] = _fast_jit(contains)
-    ok = np.asarray(fn(stacked_obs))
-    ok = ok.reshape(ok.shape[0], -1).all(axis=1)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        bad = jax.tree.map(lambda x: np.asarray(x[i]).tolist(), stacked_obs)
-        how = "obs_to_jax(reference observation)" if converted else "reference observation"
-        n = len(ok) // 2
-        what = f"initial observation of reference episode {i}" if i < n else f"last observation of reference episode {i - n}"
-        raise PortMismatch("observation space", f"{what}: {how} = {bad} is not in the port's {space!r}")
+def _outcome_table(model: TransitionModel, obs: int, action: int):
+    """`(keys, probs)`: the model's distinct outcomes `(next obs, reward, terminated)` (rewards
+    quantized as the port's) and their probabilities, or None when the model lacks the pair."""
+    outs = model.outcomes(obs, action)
+    if outs is None:
+        return None
+    merged: dict = {}
+    for p, s, r, t in outs:
+        k = (float(s), float(_quantize(np.array([r]))[0]), float(t))
+        merged[k] = merged.get(k, 0.0) + p
+    keys = list(merged)
+    return keys, np.array([merged[k] for k in keys])
 
 
-def _first_visits(side: _Side):
-    """Per stratum (observation, action), the first visit of every episode: the rows of the
-    alive steps as (stratum codes, next-obs+terminated codes, reward codes)."""
+def _model_initial(env, params, key, model: TransitionModel, power, detect) -> _Pending:
+    probs = np.asarray(model.initial, np.float64)
+    df = max(int(np.count_nonzero(probs)) - 1, 1)
+    name = "initial observation"
+
+    def run(draws: int) -> _Pending:
+        obs = np.asarray(_compiled("reset", _port_reset_fn, env)(params, key, 0, draws)).ravel().astype(np.int64)
+        inside = (obs >= 0) & (obs < len(probs))
+        counts = np.bincount(obs[inside], minlength=len(probs)).astype(np.float64)
+        extra = int((~inside).sum())
+        p = stats.goodness_of_fit(np.append(counts, extra), np.append(probs, 0.0))
+        freq = counts / max(draws, 1)
+        tv = 0.5 * (np.abs(freq - probs).sum() + extra / max(draws, 1))
+        top = np.argsort(-counts)[:4]
+        port = "{" + ", ".join(f"{o}: {freq[o]:.4f}" for o in top if counts[o]) + "}" + f", TV {tv:.4f}"
+        ref = "{" + ", ".join(f"{o}: {probs[o]:.4f}" for o in np.argsort(-probs)[:4] if probs[o]) + "} (exact)"
+        return _Pending(
+            name, "model", "goodness of fit", p, "tv", draws, 0, True, port, ref,
+            detectable=lambda level: stats.detectable_model(draws, df, level, power),
+            needed=lambda level: (None, f"needs {stats.needed_model(detect, df, level, power):,} port resets"),
+            top_up=lambda level: run(min(MAX_DRAWS, stats.needed_model(detect, df, level, power))), kind="initial",
+        )
+
+    return run(256)
+
+
+def _model_transitions(env, params, pol, horizon, key, model: TransitionModel, num_actions, power, detect) -> _Pending:
+    """The port, stepped from its own states at every observation it reached in MODEL_EPISODES
+    episodes (up to STATES_PER_OBS states each, from distinct episodes first) with every action,
+    against the model's exact probabilities."""
+    run = _compiled("rollout", _port_rollout_fn, env, pol, horizon, True)
+    _, (obs, _, _, _, _, _, states, alive) = run(params, key, 0, MODEL_EPISODES)
+    obs = np.asarray(obs).reshape(MODEL_EPISODES, horizon)
+    alive = np.asarray(alive)
+    chosen: dict[int, list] = {}
+    for t in range(horizon):  # early steps first, then later ones: distinct episodes first
+        for e in np.flatnonzero(alive[:, t]):
+            o = int(obs[e, t])
+            lst = chosen.setdefault(o, [])
+            if len(lst) < STATES_PER_OBS and all(e != e2 for e2, _ in lst):
+                lst.append((e, t))
+    pairs, tables, missing = [], {}, []
+    for o in sorted(chosen):
+        for a in range(num_actions):
+            tab = _outcome_table(model, o, a)
+            if tab is None:
+                missing.append((o, a))
+                continue
+            tables[(o, a)] = tab
+            pairs += [(e, t, o, a) for e, t in chosen[o]]
+    name = "transition | (observation, action)"
+    if missing:
+        o, a = missing[0]
+        return _Pending(name, "model", "goodness of fit", 0.0, "tv", len(pairs), 0, True,
+                        f"reached observation {o} (action {a})", f"{model.source} has no entry for it",
+                        detectable=lambda level: 0.0, kind="transition")
+    num_pairs = len(tables)
+    df = max(max(int(np.count_nonzero(p)) - 1 for _, p in tables.values()), 1)
+    state_idx = np.array([[e, t] for e, t, _, _ in pairs])
+    state_batch = jax.tree.map(lambda x: np.asarray(x)[state_idx[:, 0], state_idx[:, 1]], states)
+    action_batch = np.array([a for _, _, _, a in pairs], np.int32)
+    min_states = min(len(chosen[o]) for o, _ in tables)
+    rows_of = {k: [j for j, (_, _, o, a) in enumerate(pairs) if (o, a) == k] for k in tables}
+
+    def sample(draws: int) -> _Pending:
+        """`draws` per (observation, action), split over its states."""
+        per = 1 << max(0, int(math.ceil(math.log2(draws / min_states))))  # a power of 2: few compiles
+        fn = _compiled("state step", _state_step_fn, env, per)
+        outs, chunk = [], min(256, 1 << int(math.ceil(math.log2(len(pairs)))))
+        for lo in range(0, len(pairs), chunk):
+            idx = np.minimum(np.arange(lo, lo + chunk), len(pairs) - 1)  # the last chunk padded: one shape
+            keys = jax.random.split(jax.random.fold_in(key, (2 << 28) + lo), chunk)
+            sub = jax.tree.map(lambda x: x[idx], state_batch)
+            nobs, reward, term, _ = fn(params, sub, action_batch[idx], keys)
+            m = min(chunk, len(pairs) - lo)
+            outs.append((np.asarray(nobs).reshape(chunk, per)[:m], np.asarray(reward, np.float64).reshape(chunk, per)[:m],
+                         np.asarray(term).reshape(chunk, per)[:m]))
+        nobs = np.concatenate([o[0] for o in outs])
+        reward = _quantize(np.concatenate([o[1] for o in outs]))
+        term = np.concatenate([o[2] for o in outs])
+        ps, found, n_min = [], [], None
+        for (o, a), (keys, probs) in tables.items():
+            rows = rows_of[(o, a)]
+            got = np.stack([nobs[rows].ravel(), reward[rows].ravel(), term[rows].ravel().astype(np.float64)], 1)
+            match = np.all(got[:, None, :] == np.array(keys, np.float64)[None], axis=-1)  # [draws, outcomes]
+            ids = np.where(match.any(1), match.argmax(1), len(keys))
+            counts = np.bincount(ids, minlength=len(keys) + 1).astype(np.float64)
+            p = stats.goodness_of_fit(counts, np.append(probs, 0.0))
+            n = counts.sum()
+            n_min = n if n_min is None else min(n_min, n)
+            tv = 0.5 * np.abs(counts / n - np.append(probs, 0.0)).sum()
+            ps.append(p)
+            extra = [tuple(r) for r in np.unique(got[ids == len(keys)], axis=0)[:3]]
+            found.append((p, -tv, (o, a), counts / n, keys, probs, extra))
+        p_all = min(1.0, num_pairs * min(ps))
+        _, neg_tv, (o, a), freq, keys, probs, extra = min(found, key=lambda f: (f[0], f[1]))
+        fmt = lambda k: f"(next {k[0]:g}, reward {k[1]:g}, term {bool(k[2])})"  # noqa: E731
+        port = f"at observation {o}, action {a}: " + ", ".join(f"{fmt(k)} {f:.4f}" for k, f in zip(keys, freq[:-1]))
+        if extra:
+            port += f", outcomes of probability 0: {', '.join(fmt(k) for k in extra[:3])} ({freq[-1]:.4f})"
+        port += f"; TV {-neg_tv:.4f} (the least likely of {num_pairs} pairs)"
+        ref = ", ".join(f"{fmt(k)} {p:.4f}" for k, p in zip(keys, probs)) + f" ({model.source})"
+        draws_done = int(n_min)
+        return _Pending(
+            name, "model", "goodness of fit per (observation, action)", p_all, "tv", int(len(nobs) * per), 0, True,
+            port, ref,
+            detectable=lambda level: stats.detectable_model(draws_done, df, level / num_pairs, power),
+            needed=lambda level: (None, f"needs {stats.needed_model(detect, df, level / num_pairs, power):,} draws per pair"),
+            top_up=lambda level: sample(min(MAX_DRAWS, stats.needed_model(detect, df, level / num_pairs, power))),
+            kind="transition",
+        )
+
+    return sample(256)
+
+
+# ---------------------------------------------------------------------------------------------
+# phase 4c: the sample tier
+# ---------------------------------------------------------------------------------------------
+
+
+def _first_visits(side: Side):
+    """Per stratum (observation, action), the first visit of every episode: the rows of the alive
+    steps as (stratum codes, next-obs+terminated rows, reward rows)."""
     n, t = np.nonzero(side.alive)
     obs, act = side.obs[n, t], side.act[n, t]
     key = np.concatenate([n[:, None].astype(np.float64), obs, act], axis=1)
@@ -784,17 +749,54 @@ def _first_visits(side: _Side):
     return strata, nxt, rew
 
 
-def _transition_statistics(port: _Side, ref: _Side, threshold: float) -> list[Statistic]:
+def _transition_statistics(port: Side, ref: Side, power, detect) -> list[_Pending]:
+    """Next observation (with terminated) and reward per (observation, action), first visits.
+
+    The detectable effect is the total variation in any one stratum among those that carry all
+    but a fraction `detect` of the reference's first visits (a difference confined to rarer
+    strata changes the episodes by less than `detect`)."""
     ps, pn, pr = _first_visits(port)
     rs, rn, rr = _first_visits(ref)
+    episodes = len(ref)
     out = []
     for name, px, rx in (
         ("next observation, terminated | (observation, action)", pn, rn),
         ("reward | (observation, action)", pr, rr),
     ):
-        p, k = stats.stratified_test(ps, _codes(px), rs, _codes(rx))
-        worst = _worst_stratum(ps, px, rs, rx) if p < threshold else ("", "")
-        out.append(Statistic(name, "stratified chi-square", p, len(ps), len(rs), f"{k} strata on both sides{worst[0]}", worst[1]))
+        cx, cy = _codes(px), _codes(rx)
+        p, k = stats.stratified_test(ps, cx, rs, cy)
+        tables = stats.stratified_tables(ps, cx, rs, cy)
+        # strata by the reference's visits, most visited first, until 1 - detect of them
+        ref_counts = {s: t[1].sum() for s, t in tables.items()}
+        total = max(len(rs), 1)
+        covered, mass = [], 0
+        for s in sorted(ref_counts, key=lambda s: -ref_counts[s]):
+            if mass >= (1 - detect) * total:
+                break
+            covered.append(s)
+            mass += ref_counts[s]
+        sizes = [(tables[s][0].sum(), tables[s][1].sum(), max(np.count_nonzero(tables[s].sum(0)) - 1, 1)) for s in covered]
+        uncovered_mass = 1 - mass / total
+
+        def detectable(level, sizes=sizes, k=k, uncovered_mass=uncovered_mass):
+            if uncovered_mass > detect:  # the reference's visits fall outside the strata both sides reached
+                return 1.0
+            per = [stats.detectable_tv(n * m / (n + m), df, level / (2 * max(k, 1)), power) for n, m, df in sizes]
+            return max(per, default=1.0)
+
+        def needed(level, sizes=sizes, k=k):
+            worst = 0
+            for n, m, df in sizes:
+                per_side = 2 * stats.needed_tv(detect, df, level / (2 * max(k, 1)), power)
+                worst = max(worst, per_side * episodes / max(min(n, m), 1))
+            return int(math.ceil(worst)), f"needs about {int(math.ceil(worst)):,} episodes for every stratum"
+
+        worst = _worst_stratum(ps, px, rs, rx) if p < 1e-3 else ("", "")
+        out.append(_Pending(
+            name, "sample", "fisher/chi-square per stratum", p, "tv", len(ps), len(rs), True,
+            f"{k} strata on both sides{worst[0]}", f"{len(covered)} strata carry {mass / total:.0%} of the visits{worst[1]}",
+            detectable=detectable, needed=needed, kind="transition",
+        ))
     return out
 
 
@@ -815,78 +817,447 @@ def _worst_stratum(ps, px, rs, rx) -> tuple[str, str]:
             row = np.frombuffer(bytes(s), np.float64)
             desc = (
                 f"; most different at {_fmt_row(row)}: {_summary_categorical(ca, a)} (n={len(a)})",
-                f"{_summary_categorical(cb, b)} (n={len(b)})",
+                f"; there {_summary_categorical(cb, b)} (n={len(b)})",
             )
     return desc
 
 
-def _state_template(env, params):
-    """Shapes and dtypes of the unwrapped port's state (nothing is computed)."""
-    return jax.eval_shape(env.unwrapped.reset, jax.random.key(0), params)[1]
+def _episode_statistics(port: Side, ref: Side, power, detect) -> list[_Pending]:
+    out = [
+        _compare("episode length", port.alive.sum(1), ref.alive.sum(1), power, detect),
+        _compare("outcome (0 terminated, 1 truncated, 2 horizon)", port.outcome(), ref.outcome(), power, detect,
+                 categorical=True),
+    ]
+    p_ret, r_ret = port.returns(), ref.returns()
+    joint = _compare("return", p_ret, r_ret, power, detect)
+    if joint.effect == "tv" or p_ret.shape[1] == 1:
+        out.append(joint)
+    else:
+        out += [_compare(f"return[agent {j}]", p_ret[:, j], r_ret[:, j], power, detect) for j in range(p_ret.shape[1])]
+    return out
 
 
-def _check_states(env, params, recorded, key, resamples, lead, stochastic) -> Statistic | None:
-    """Step the port from the recorded reference states; raise on a deterministic mismatch,
-    return the stratified comparison for a stochastic port."""
-    t_leaves, t_def = jax.tree.flatten(_state_template(env, params))
-    states = []
-    for i, t, core, _, _ in recorded:
-        leaves, treedef = jax.tree.flatten(core)
-        if treedef != t_def:
-            raise ValueError(
-                f"state_to_jax returned {treedef}; the unwrapped port's state (env.unwrapped.reset_env) is {t_def}"
-            )
-        core = jax.tree.unflatten(t_def, [np.asarray(x, tl.dtype) for x, tl in zip(leaves, t_leaves)])
-        states.append(_rebuild_state(env, core, t))
-    state_batch = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states)
-    actions = np.stack([np.asarray(r[3]) for r in recorded])
-    nobs, reward, term, trunc = _compiled("state step", _state_step_fn, env, resamples)(
-        params, state_batch, actions, key
-    )
-    p_obs = _flat(nobs, 2)  # [S, R, D]
-    p_rew = np.asarray(reward, np.float64).reshape(len(recorded), resamples, -1)
-    p_term, p_trunc = np.asarray(term), np.asarray(trunc)
-    strata_p, out_p, strata_r, out_r = [], [], [], []
-    for s, (i, t, _, a, outs) in enumerate(recorded):
-        r_obs = np.stack([o[0] for o in outs])
-        r_rew = np.stack([o[1] for o in outs])
-        r_term = np.array([o[2] for o in outs])
-        r_trunc = np.array([o[3] for o in outs])
-        if not stochastic:
-            where = f"reference episode {i} step {t}, action {np.asarray(a).tolist()}"
-            for what, pv, rv, exact in (
-                ("terminated", p_term[s, 0], r_term[0], True),
-                ("truncated", p_trunc[s, 0], r_trunc[0], True),
-                ("observation", p_obs[s, 0], r_obs[0], False),
-                ("reward", p_rew[s, 0], r_rew[0], False),
-            ):
-                same = np.array_equal(pv, rv) if exact else np.allclose(pv, rv, rtol=RTOL, atol=ATOL)
-                if not same:
-                    raise PortMismatch(
-                        "transition",
-                        f"{what} after {where}: port {np.asarray(pv).tolist()}, reference {np.asarray(rv).tolist()} "
-                        f"(1 sample each; floats compared with rtol={RTOL:g}, atol={ATOL:g})",
-                    )
+def _initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, power, detect, more=None) -> list[_Pending]:
+    """The initial observation: jointly (categorical when discrete or one-dimensional) and each
+    component of a multi-dimensional one; `more(level) -> (port0, ref0)` draws more resets."""
+    dims = port0.shape[1]
+    out = []
+    if discrete or dims == 1:
+        out.append(_compare("initial observation", port0, ref0, power, detect, categorical=True if discrete else None,
+                            kind="initial"))
+    if dims > 1:
+        cat = True if discrete else None
+        out += [_compare(f"initial observation[{j}]", port0[:, j], ref0[:, j], power, detect, categorical=cat,
+                         kind="initial") for j in range(dims)]
+    if more is not None:
+        for i, s in enumerate(out):
+            def top_up(level, i=i, s=s):
+                n = s.needed(level)[0]
+                p0, r0 = more(min(MAX_DRAWS, max(n or 0, len(port0))))
+                return _initial_statistics(p0, r0, discrete, power, detect)[i]
+
+            s.top_up = top_up
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# verify_port
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_in_space(space, stacked_obs, lead: int, converted):
+    """Raise unless every row of `stacked_obs` (the reference's initial observations, then its
+    last ones) lies in the port's observation `space`."""
+    contains = space.contains
+    for _ in range(1 + lead):
+        contains = jax.vmap(contains)
+    fn = _CONTAINS.get((repr(space), lead))
+    if fn is None:
+        fn = _CONTAINS[(repr(space), lead)] = _fast_jit(contains)
+    ok = np.asarray(fn(stacked_obs))
+    ok = ok.reshape(ok.shape[0], -1).all(axis=1)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        bad = jax.tree.map(lambda x: np.asarray(x[i]).tolist(), stacked_obs)
+        how = "obs_to_jax(reference observation)" if converted else "reference observation"
+        n = len(ok) // 2
+        what = f"initial observation of reference episode {i}" if i < n else f"last observation of reference episode {i - n}"
+        raise PortMismatch("observation space", f"{what}: {how} = {bad} is not in the port's {space!r}")
+
+
+def _check_args(num_episodes, max_episodes, seed, alpha, detect, power):
+    for name, v, lo in (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)):
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"verify_port needs {name} as an int >= {lo}, got {v!r}")
+    if max_episodes < num_episodes:
+        raise ValueError(f"verify_port needs max_episodes >= num_episodes, got {max_episodes} < {num_episodes}")
+    for name, v in (("alpha", alpha), ("detect", detect), ("power", power)):
+        if not isinstance(v, (float, int)) or isinstance(v, bool) or not 0 < v < 1:
+            raise ValueError(f"verify_port needs {name} in (0, 1), got {v!r}")
+    if power <= alpha:
+        raise ValueError(f"verify_port needs power > alpha, got power={power!r}, alpha={alpha!r}")
+
+
+def verify_port(
+    env: Environment,
+    reference: Callable[[], Any],
+    *,
+    state_to_jax: Callable[[Any], Any] | None = None,
+    obs_to_jax: Callable[[Any], Any] | None = None,
+    action_to_reference: Callable[[np.ndarray], Any] | None = None,
+    policy: Callable[[jax.Array, Any], Any] | None = None,
+    transition_probs: Any = None,
+    num_episodes: int = 1000,
+    max_episodes: int = MAX_EPISODES,
+    seed: int = 0,
+    alpha: float = ALPHA,
+    detect: float = DETECT,
+    power: float = POWER,
+    reference_cache: ReferenceCache | None = None,
+    raise_inconclusive: bool = True,
+) -> PortReport:
+    """Check that `env` (a jaxenvs port) behaves like `reference`; return the `PortReport` of a
+    pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
+    with `raise_inconclusive=False`, return its report). Both exceptions carry `.report`.
+
+    `reference` is a zero-argument callable returning a fresh `gymnasium.Env` (or a
+    `pettingzoo.ParallelEnv` for a multi-agent port: observations and rewards stacked in
+    `possible_agents` order; an episode ends when any agent terminates or is truncated).
+    `env` runs without its outermost `AutoReset`; a `TimeLimit` is kept and sets the horizon
+    (else `HORIZON` steps).
+
+    Power: the run passes only if every required statistic detects an effect of size `detect`
+    (default `DETECT` = 0.02: a total-variation distance for categories, a KS distance for real
+    values) with probability `power` (default 0.95), while a faithful port fails with probability
+    at most `alpha` (default 1e-3). Where the `num_episodes` episodes fall short it runs up to
+    `max_episodes` (default 10,000) on each side, then reports inconclusive with the episodes
+    needed.
+
+    Exact tiers: `state_to_jax(reference_env)` returns the unwrapped port's state (what
+    `env.unwrapped.reset_env` returns) for the reference's current state; a deterministic port
+    (traits `chance="deterministic"`) then replays reference states and whole trajectories
+    exactly. `transition_probs` gives exact dynamics keyed by the port's integer observations:
+    a mapping `{obs: {action: [(prob, next_obs, reward, terminated), ...]}}` (Gymnasium's `P`)
+    or a callable `(obs, action) -> such a list`; without it a reference's own
+    `env.unwrapped.P` (and `initial_state_distrib`) is used.
+
+    Conversions: `obs_to_jax` maps a reference observation to the port's, `action_to_reference`
+    a port action (numpy) to the reference's (default: Python ints for scalar discrete actions,
+    arrays otherwise, a dict over `possible_agents` for a ParallelEnv). `policy(key, obs) ->
+    action` acts on both sides (default: `_default_policy`). `reference_cache` (a
+    `ReferenceCache`) reuses the reference's rollouts between calls; without it the reference
+    always runs afresh.
+    """
+    t_start = time.perf_counter()
+    require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")
+    _check_args(num_episodes, max_episodes, seed, alpha, detect, power)
+    if not isinstance(env, Environment):
+        raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
+    if not callable(reference) or isinstance(reference, type(None)):
+        raise TypeError(
+            "verify_port needs reference as a zero-argument callable returning a gymnasium.Env or "
+            f"pettingzoo.ParallelEnv (e.g. lambda: gymnasium.make(...)), got {type(reference).__name__}"
+        )
+    if reference_cache is not None and not isinstance(reference_cache, ReferenceCache):
+        raise TypeError(f"verify_port needs reference_cache as a ReferenceCache, got {type(reference_cache).__name__}")
+    if policy is not None and not callable(policy):
+        raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
+    port_env = env
+    env = strip_autoreset(env)
+    if has_wrapper(env, AutoReset):
+        raise ValueError("verify_port needs AutoReset outermost (or absent): it checks episodes that end")
+    num_episodes, max_episodes, seed = int(num_episodes), int(max_episodes), int(seed)
+    alpha, detect, power = float(alpha), float(detect), float(power)
+    params = env.default_params
+    horizon = _time_limit(env) or HORIZON
+    multi, num_agents = env.multi_agent, env.num_agents
+    lead = 1 if multi else 0  # agent axis of observations and actions
+    stochastic = env.unwrapped.traits.chance != "deterministic"
+
+    # ---- 1. spaces ----------------------------------------------------------------------------
+    probe = reference()
+    if isinstance(probe, type) or not hasattr(probe, "reset"):
+        raise TypeError(f"verify_port: reference() returned {probe!r}, not an environment with reset and step")
+    ref_multi = _is_parallel_env(probe)
+    if ref_multi != multi:
+        raise ValueError(
+            f"verify_port: the port has {num_agents} agent(s) but the reference is a "
+            f"{'pettingzoo ParallelEnv' if ref_multi else 'gymnasium.Env'}; a multi-agent port needs a ParallelEnv"
+        )
+    agents = list(probe.possible_agents) if multi else []
+    if multi and len(agents) != num_agents:
+        raise PortMismatch("agents", f"port has {num_agents} agents, reference {len(agents)} ({agents})")
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    ref_act_space = (probe.action_space(agents[0]) if multi else probe.action_space)
+    ref_obs_space = (probe.observation_space(agents[0]) if multi else probe.observation_space)
+    space_notes = []
+    for which, port_space, ref_space, converted in (
+        ("observation space", obs_space, ref_obs_space, obs_to_jax),
+        ("action space", act_space, ref_act_space, action_to_reference),
+    ):
+        if converted is not None:
+            space_notes.append(f"{which}: checked through the conversion on every sample")
             continue
-        rows_p = np.concatenate([p_obs[s], p_rew[s], p_term[s, :, None], p_trunc[s, :, None]], axis=1)
-        rows_r = np.concatenate([r_obs, r_rew, r_term[:, None], r_trunc[:, None]], axis=1)
-        strata_p += [s] * resamples
-        strata_r += [s] * len(outs)
-        out_p.append(_quantize(rows_p))
-        out_r.append(_quantize(rows_r))
-    if not stochastic:
-        return None
-    out_p, out_r = np.concatenate(out_p), np.concatenate(out_r)
-    p, k = stats.stratified_test(np.array(strata_p), _codes(out_p), np.array(strata_r), _codes(out_r))
-    worst = _worst_stratum(
-        _codes(np.array(strata_p, np.float64)[:, None]), out_p, _codes(np.array(strata_r, np.float64)[:, None]), out_r
+        try:
+            ref_as_jax = spaces.from_gymnasium(ref_space)
+        except (TypeError, ImportError) as e:
+            raise PortMismatch(which, f"the reference's {ref_space!r} has no jaxenvs equivalent ({e}); pass a conversion") from e
+        if not _same_space(port_space, ref_as_jax):
+            raise PortMismatch(which, f"port {port_space!r}, reference {ref_space!r}")
+        space_notes.append(f"{which}: {port_space!r} == reference {ref_space!r}")
+
+    # ---- 2. the port's run --------------------------------------------------------------------
+    key = jax.random.key(seed)
+    if policy is None:
+        pol = _DEFAULT_POLICIES.setdefault((repr(act_space), num_agents, multi), _default_policy(act_space, num_agents, multi))
+    else:
+        pol = _UserPolicy(policy)
+    rollout = _compiled("rollout", _port_rollout_fn, env, pol, horizon, False)
+
+    def port_episodes(start: int, count: int) -> Side:
+        obs0, (o, a, no, r, te, tr, al) = rollout(params, key, start, count)
+        return Side(_flat(obs0, 1), _flat(o, 2), _flat(a, 2), _flat(no, 2),
+                    np.asarray(r, np.float64).reshape(count, horizon, -1), np.asarray(te), np.asarray(tr), np.asarray(al))
+
+    obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, params)))
+    obs_template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), obs0_aval)
+    act_template = np.zeros(jax.tree.leaves(act_aval)[0].shape, jax.tree.leaves(act_aval)[0].dtype)
+    obs_treedef, t_leaves = jax.tree.structure(obs_template), jax.tree.leaves(obs_template)
+    discrete_obs = all(x.dtype.kind in "iub" for x in t_leaves)
+    discrete_act = isinstance(act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
+    obs_dim = sum(x.size for x in t_leaves)
+    splits = np.cumsum([x.size for x in t_leaves])[:-1]
+
+    # ---- 3. the reference's run ---------------------------------------------------------------
+    def convert_obs(o) -> np.ndarray:
+        """A reference observation as the port's, flattened to float64[D]."""
+        if obs_to_jax is not None:
+            o = obs_to_jax(o)
+        elif multi:
+            o = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[a] for a in agents])
+        leaves, treedef = jax.tree.flatten(o)
+        if treedef != obs_treedef:
+            raise PortMismatch("observation structure", f"port observations are {obs_treedef}, the reference's (converted) {treedef}")
+        flat = []
+        for x, tl in zip(leaves, t_leaves):
+            x = np.asarray(x, tl.dtype)
+            if x.shape != tl.shape:
+                raise PortMismatch("observation structure", f"port observation leaf of shape {tl.shape}, reference {x.shape}")
+            flat.append(x.ravel())
+        return np.concatenate(flat).astype(np.float64)
+
+    def unflatten(rows: np.ndarray):
+        parts = np.split(rows, splits, axis=1)
+        return jax.tree.unflatten(obs_treedef, [p.reshape((len(rows),) + tl.shape).astype(tl.dtype) for p, tl in zip(parts, t_leaves)])
+
+    def convert_action(a):
+        if action_to_reference is not None:
+            return action_to_reference(a)
+        if multi:
+            return {ag: _to_python(a[i]) for i, ag in enumerate(agents)}
+        return _to_python(a)
+
+    def check_action(a, a_ref):
+        if action_to_reference is not None and not _ref_contains(ref_act_space, a_ref, agents):
+            raise PortMismatch("action space", f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {ref_act_space!r}")
+
+    ref = GymReference(reference, probe, multi, convert_obs, convert_action, check_action)
+    policy_batch = _batched_policy_fn(pol)
+
+    def act(t, rows, start, count):
+        return np.asarray(jax.tree.leaves(policy_batch(key, t, unflatten(rows), start, count))[0])
+
+    rng = np.random.default_rng([seed, 1])
+    shapes = (obs_dim, act_template.size, num_agents if multi else 1)
+    cache_notes = []
+
+    def reference_episodes(start: int, stop: int, wanted: dict, resamples: int):
+        cache_key = None
+        if reference_cache is not None:
+            cache_key = (reference, ref.fingerprint(), state_to_jax, obs_to_jax, action_to_reference, pol, seed, horizon,
+                         start, stop, resamples, tuple(sorted((k, tuple(sorted(v))) for k, v in wanted.items())))
+            hit = reference_cache.get(cache_key)
+            if hit is not None:
+                cache_notes.append(f"episodes {start}..{stop - 1}")
+                return hit
+        out = ref.run(seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng)
+        if cache_key is not None:
+            reference_cache.put(cache_key, out)
+        return out
+
+    # which reference steps state_to_jax maps: t = 0 of every episode of the first round
+    # (deterministic: each trajectory is replayed), and 4 random steps among the first 64 of
+    # each of the first 128 episodes
+    wanted: dict[int, set] = {}
+    if state_to_jax is not None:
+        _rebuild_state(env, _state_template(env, params), 0)  # refuse other wrappers early
+        pick, budget = np.random.default_rng([seed, 2]), MAX_STATES
+        for i in range(num_episodes):
+            steps = {0} if (not stochastic or i < 16) else set()
+            if i < 128 and budget > 0:
+                extra = sorted(set(pick.integers(1, max(min(horizon, 64), 2), size=4).tolist()))[:budget]
+                budget -= len(extra)
+                steps |= set(extra)
+            if steps:
+                wanted[i] = steps
+    resamples = RESAMPLES if stochastic else 1
+
+    port_side = port_episodes(0, num_episodes)
+    ref_side, recorded = reference_episodes(0, num_episodes, wanted, resamples)
+    _check_in_space(obs_space, unflatten(np.concatenate([ref_side.obs0, _last_obs(ref_side)])), lead, obs_to_jax)
+
+    # ---- 4. comparison ------------------------------------------------------------------------
+    model = None
+    if transition_probs is not None:
+        if not (callable(transition_probs) or isinstance(transition_probs, dict)):
+            raise TypeError(
+                "verify_port needs transition_probs as {obs: {action: [(prob, next_obs, reward, terminated), ...]}} "
+                f"or a callable (obs, action) -> such a list, got {type(transition_probs).__name__}"
+            )
+        model = TransitionModel(transition_probs, None, "transition_probs")
+    else:
+        model = ref.transition_model()
+    model_ok = (model is not None and not multi and isinstance(obs_space, spaces.Discrete)
+                and isinstance(act_space, spaces.Discrete) and obs_to_jax is None)
+    if transition_probs is not None and not model_ok:
+        raise ValueError("verify_port: transition_probs needs a single-agent port with Discrete observations and actions "
+                         "(and no obs_to_jax)")
+    exact: list[_Pending] = []
+    if recorded:
+        exact.append(_step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, stochastic,
+                                       power, detect))
+        if not stochastic:
+            starts = {i: core for i, t, core, _, _ in recorded if t == 0}
+            exact.append(_replay_trajectories(env, params, horizon, ref_side, starts, act_template))
+    modelled: list[_Pending] = []
+    if model_ok:
+        if model.initial is not None:
+            modelled.append(_model_initial(env, params, key, model, power, detect))
+        modelled.append(_model_transitions(env, params, pol, horizon, key, model, int(act_space.n), power, detect))
+
+    transitions_exact = (not stochastic and recorded) or model_ok
+    initial_exact = model_ok and model.initial is not None
+
+    initial_draws: dict = {}
+
+    def more_initial(n: int):
+        """`n` initial observations per side (the episodes' first, then extra resets)."""
+        if n not in initial_draws:
+            p0 = _flat(_compiled("reset", _port_reset_fn, env)(params, key, 0, n), 1)
+            have = min(n, len(ref_side))
+            r0 = ref_side.obs0[:have]
+            if n > have:
+                r0 = np.concatenate([r0, ref.initial_observations(seed, have, n)])
+            initial_draws[n] = (p0, r0)
+        return initial_draws[n]
+
+    def sample_tier(port_side: Side, ref_side: Side) -> list[_Pending]:
+        out = []
+        if not initial_exact:
+            out += _initial_statistics(port_side.obs0, ref_side.obs0, discrete_obs, power, detect, more_initial)
+        out += _episode_statistics(port_side, ref_side, power, detect)
+        if discrete_obs and discrete_act:
+            out += _transition_statistics(port_side, ref_side, power, detect)
+        for s in out:  # what a stronger tier covers only supports the verdict
+            if s.kind == "transition" and transitions_exact:
+                s.required = False
+            if s.kind == "episode" and transitions_exact:
+                s.required = False
+        return out
+
+    pending = exact + modelled + sample_tier(port_side, ref_side)
+    rounds = 1 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
+    level = alpha / (len(pending) * rounds)
+    episodes, notes = num_episodes, []
+    pending = [p.top_up(level) if (p.top_up and p.p_value >= level and p.required and p.detectable(level) > detect) else p
+               for p in pending]
+    while True:
+        failed = any(p.p_value < level for p in pending)
+        short = [p for p in pending if p.required and p.detectable(level) > detect]
+        if failed or not short:
+            break
+        needs = [p.needed(level)[0] for p in short]
+        if any(n is None for n in needs) or episodes >= max_episodes:
+            break
+        target = max(needs)
+        if target > max_episodes:
+            break
+        new = episodes
+        while new < target:
+            new *= 2
+        new = min(new, max_episodes)
+        port_side = Side.concat([port_side, port_episodes(episodes, new - episodes)])
+        more_ref, _ = reference_episodes(episodes, new, {}, 1)
+        ref_side = Side.concat([ref_side, more_ref])
+        episodes = new
+        fresh = sample_tier(port_side, ref_side)
+        by_name = {p.name: p for p in fresh}
+        pending = [by_name.get(p.name, p) if p.tier == "sample" else p for p in pending]
+        pending = [p.top_up(level) if (p.top_up and p.kind == "initial" and p.required and p.detectable(level) > detect)
+                   else p for p in pending]
+
+    statistics = tuple(p.finish(level, detect) for p in pending)
+    failed = [s for s in statistics if s.p_value < level]
+    short = [s for s in statistics if s.required and s.detectable > detect]
+    verdict = "fail" if failed else ("inconclusive" if short else "pass")
+    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
+    episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
+    if stochastic and state_to_jax is not None and not model_ok:
+        notes.append("a stochastic port's steps from reference states are compared as distributions (supporting)")
+    if model_ok:
+        notes.append("the model tier steps the port from its own states at each observation: it assumes the "
+                     "observation is the whole state, as in the reference's table")
+    name, versions = ref.describe()
+    import jaxenvs
+
+    versions = {"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions}
+    spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
+    report = PortReport(
+        port=repr(port_env),
+        port_id=getattr(spec, "id", None),
+        reference=name,
+        versions=versions,
+        verdict=verdict,
+        tiers=tuple(t for t in ("exact", "model", "sample") if any(s.tier == t for s in statistics)),
+        num_episodes=episodes,
+        horizon=horizon,
+        seed=seed,
+        alpha=alpha,
+        detect=detect,
+        power=power,
+        threshold=level,
+        spaces=tuple(space_notes),
+        statistics=statistics,
+        states_checked=len(recorded),
+        episodes_needed=episodes_needed,
+        cache=f"reference rollouts reused from a ReferenceCache ({', '.join(cache_notes)})" if cache_notes else None,
+        seconds=time.perf_counter() - t_start,
+        notes=tuple(notes),
     )
-    return Statistic(
-        "step from reference states (obs, reward, flags)",
-        "stratified chi-square",
-        p,
-        len(strata_p),
-        len(strata_r),
-        f"{k} states, {resamples} samples each{worst[0]}",
-        worst[1],
-    )
+    if failed:
+        s = min(failed, key=lambda s: s.p_value)
+        raise PortMismatch(
+            s.name,
+            f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x {rounds}); "
+            f"port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}",
+            report,
+        )
+    if short and raise_inconclusive:
+        lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > detect={detect:g}; {s.needed}" for s in short]
+        more = f"; about {episodes_needed:,} episodes would do (max_episodes={max_episodes:,})" if episodes_needed else ""
+        raise PortInconclusive(
+            f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but "
+            + "; ".join(lines) + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact "
+            "tier, or accept a larger detect.",
+            report,
+        )
+    return report
+
+
+def _last_obs(side: Side) -> np.ndarray:
+    """Each episode's last observation (its initial one when it took no step)."""
+    steps = side.alive.sum(1)
+    last = side.obs0.copy()
+    idx = np.flatnonzero(steps > 0)
+    last[idx] = side.nobs[idx, steps[idx] - 1]
+    return last

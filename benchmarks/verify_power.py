@@ -1,0 +1,338 @@
+"""Measured false-alarm rate and power of `jaxenvs.testing.verify_port`.
+
+Faithful ports of Gymnasium's FrozenLake-v1 (4x4, slippery) and CliffWalking-v1 (with a
+TimeLimit of 100 on both sides), and jaxenvs' PointEnv against a plain-numpy PointEnv written as
+garage's tutorial does (tests/reference_envs.py), are verified with `--seeds` seeds each at the
+documented defaults (alpha=1e-3, detect=0.02, power=0.95): the false-alarm rate must stay within
+binomial error of alpha. Then a ladder of mutants -- each a port with one planted bug -- is
+verified with `--mutant-seeds` seeds each; for each the table says how often it was caught,
+inconclusive or passed, and the episodes used. No mutant whose effect reaches `detect` may pass.
+
+    python benchmarks/verify_power.py                       # 50 seeds, the full ladder
+    python benchmarks/verify_power.py --seeds 5 --mutant-seeds 2 --out /tmp/quick
+
+Writes `benchmarks/results/verify_power.json` and `.md` (the table the docs show).
+The ports are written the way a user would port each environment (never derived from the
+reference's table); tests/test_verify_port.py imports them from here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxenvs
+from jaxenvs import spaces, struct
+from jaxenvs.core import Environment, Traits
+from jaxenvs.wrappers import TimeLimit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---------------------------------------------------------------------------------------------
+# FrozenLake-v1 (4x4), ported
+# ---------------------------------------------------------------------------------------------
+
+FROZEN_MAP = ("SFFF", "FHFH", "FFFH", "HFFG")
+
+
+@struct.dataclass
+class FrozenParams:
+    slip: float = 1.0 / 3.0  # probability of sliding to each side of the intended direction
+    goal_reward: float = 1.0
+    start_shift: float = 0.0  # probability of starting on the cell below the start
+
+
+@struct.dataclass
+class FrozenState:
+    pos: jax.Array  # int32 scalar: row * 4 + col
+
+
+class FrozenLake(Environment):
+    """Gymnasium's FrozenLake-v1 on the 4x4 map, slippery: the agent moves in the intended
+    direction, or slides to either side of it with probability `slip` each; stepping onto a
+    hole or the goal ends the episode, the goal pays `goal_reward`. Actions 0 left, 1 down,
+    2 right, 3 up; the observation is the cell `row * 4 + col` (int32)."""
+
+    traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="terminal")
+
+    def __init__(self):
+        desc = np.array([list(r) for r in FROZEN_MAP])
+        self.hole = jnp.asarray((desc == "H").ravel())
+        self.goal = jnp.asarray((desc == "G").ravel())
+
+    @property
+    def default_params(self):
+        return FrozenParams()
+
+    def reset_env(self, key, params):
+        pos = jnp.where(jax.random.uniform(key) < params.start_shift, 4, 0).astype(jnp.int32)
+        return pos, FrozenState(pos)
+
+    def step_env(self, key, state, action, params):
+        u = jax.random.uniform(key)
+        direction = jnp.where(u < params.slip, (action - 1) % 4, jnp.where(u < 1 - params.slip, action, (action + 1) % 4))
+        row, col = state.pos // 4, state.pos % 4
+        row = jnp.clip(row + jnp.array([0, 1, 0, -1])[direction], 0, 3)
+        col = jnp.clip(col + jnp.array([-1, 0, 1, 0])[direction], 0, 3)
+        pos = (row * 4 + col).astype(jnp.int32)
+        terminated = self.hole[pos] | self.goal[pos]
+        reward = jnp.where(self.goal[pos], params.goal_reward, 0.0).astype(jnp.float32)
+        return pos, FrozenState(pos), reward, terminated, jnp.zeros((), bool), {}
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(16)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(4)
+
+
+def frozen_lake(**params):
+    """The port in a TimeLimit of 100 (FrozenLake-v1's), with params changed by `params` (mutants)."""
+    env = FrozenLake() if not params else jaxenvs.wrappers.WithParams(FrozenLake(), FrozenParams(**params))
+    return TimeLimit(env, 100)
+
+
+def frozen_reference():
+    import gymnasium
+
+    return gymnasium.make("FrozenLake-v1", is_slippery=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# CliffWalking-v1, ported
+# ---------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class CliffParams:
+    last_col: int = 11  # the right edge
+    start: int = 36
+
+
+@struct.dataclass
+class CliffState:
+    pos: jax.Array  # int32 scalar: row * 12 + col
+
+
+class CliffWalking(Environment):
+    """Gymnasium's CliffWalking-v1 (not slippery): a 4 x 12 grid, start at the bottom left (36),
+    goal at the bottom right (47), the cells between them a cliff that sends the agent back to
+    the start with reward -100 (the episode goes on); every other step costs 1, reaching the goal
+    ends the episode. Actions 0 up, 1 right, 2 down, 3 left."""
+
+    traits = Traits(num_agents=1, chance="deterministic", information="perfect", reward_style="step")
+
+    @property
+    def default_params(self):
+        return CliffParams()
+
+    def reset_env(self, key, params):
+        pos = jnp.asarray(params.start, jnp.int32)
+        return pos, CliffState(pos)
+
+    def step_env(self, key, state, action, params):
+        row = jnp.clip(state.pos // 12 + jnp.array([-1, 0, 1, 0])[action], 0, 3)
+        col = jnp.clip(state.pos % 12 + jnp.array([0, 1, 0, -1])[action], 0, params.last_col)
+        pos = (row * 12 + col).astype(jnp.int32)
+        cliff = (row == 3) & (col >= 1) & (col <= 10)
+        pos = jnp.where(cliff, jnp.int32(36), pos)
+        reward = jnp.where(cliff, -100.0, -1.0).astype(jnp.float32)
+        terminated = pos == 47
+        return pos, CliffState(pos), reward, terminated, jnp.zeros((), bool), {}
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(48)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(4)
+
+
+def cliff_walking(**params):
+    env = CliffWalking() if not params else jaxenvs.wrappers.WithParams(CliffWalking(), CliffParams(**params))
+    return TimeLimit(env, 100)
+
+
+def cliff_reference():
+    import gymnasium
+
+    return gymnasium.make("CliffWalking-v1", max_episode_steps=100)
+
+
+# ---------------------------------------------------------------------------------------------
+# PointEnv against garage's tutorial in numpy
+# ---------------------------------------------------------------------------------------------
+
+
+def point_env(mutant=None, amount=None):
+    """jaxenvs' PointEnv in a TimeLimit of 100, or a mutant: `"scale"` multiplies each action by
+    `amount` before the step, `"shift"` moves the initial x by `amount`."""
+    from jaxenvs.envs.point_env import PointEnv
+
+    class ScaledAction(PointEnv):
+        def step_env(self, key, state, action, params):
+            return super().step_env(key, state, action * amount, params)
+
+    class ShiftedStart(PointEnv):
+        def reset_env(self, key, params):
+            _, state = super().reset_env(key, params)
+            state = state.replace(position=state.position + jnp.array([amount, 0.0], jnp.float32))
+            return state.position, state
+
+    env = {None: PointEnv, "scale": ScaledAction, "shift": ShiftedStart}[mutant]()
+    return TimeLimit(env, 100)
+
+
+def _reference_envs():
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import reference_envs
+
+    return reference_envs
+
+
+def point_reference():
+    return _reference_envs().make_point_env()
+
+
+def point_state(ref):
+    from jaxenvs.envs.point_env import EnvState
+
+    return EnvState(position=np.asarray(ref.unwrapped._state, np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# the study
+# ---------------------------------------------------------------------------------------------
+
+FAITHFUL = {
+    "FrozenLake-v1 (slippery)": (frozen_lake, frozen_reference, {}),
+    "CliffWalking-v1": (cliff_walking, cliff_reference, {}),
+    "PointEnv (garage's tutorial)": (point_env, point_reference, {"state_to_jax": point_state}),
+}
+
+# name: (env, port factory, its effect as a total-variation / KS distance, where it shows)
+MUTANTS = {
+    "slip 0.30": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.30), 1 / 30, "TV per (state, action)"),
+    "slip 0.35": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.35), 1 / 60, "TV per (state, action)"),
+    "slip 0.40": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.40), 2 / 15, "TV per (state, action)"),
+    "slip 0.50": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.50), 1 / 3, "TV per (state, action)"),
+    "goal reward 0.9": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(goal_reward=0.9), 1 / 3, "TV at the goal's neighbours"),
+    "start shifted (5%)": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(start_shift=0.05), 0.05, "TV of the initial state"),
+    "right edge one column early": ("CliffWalking-v1", lambda: cliff_walking(last_col=10), 1.0, "TV at the edge"),
+    "start one cell up": ("CliffWalking-v1", lambda: cliff_walking(start=24), 1.0, "TV of the initial state"),
+    "action scaled by 1.05": ("PointEnv (garage's tutorial)", lambda: point_env("scale", 1.05), 1.0, "exact replay"),
+    "start x shifted by 0.1": ("PointEnv (garage's tutorial)", lambda: point_env("shift", 0.1), 0.05, "KS of initial x"),
+}
+
+
+def run_one(port, factory, kwargs, seed, cache, episodes):
+    from jaxenvs.testing import PortInconclusive, PortMismatch, verify_port
+
+    t0 = time.perf_counter()
+    try:
+        report = verify_port(port, factory, seed=seed, num_episodes=episodes, reference_cache=cache, **kwargs)
+    except PortMismatch as e:
+        report = e.report
+    except PortInconclusive as e:
+        report = e.report
+    verdict = report.verdict if report is not None else "fail"
+    episodes = report.num_episodes if report is not None else 0
+    return verdict, episodes, time.perf_counter() - t0
+
+
+def binomial_upper(k: int, n: int, conf: float = 0.95) -> float:
+    """One-sided Clopper-Pearson upper bound of a rate observed k times in n."""
+    from scipy.stats import beta
+
+    return 1.0 if k >= n else float(beta.ppf(conf, k + 1, n - k))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=50, help="seeds per faithful port")
+    ap.add_argument("--mutant-seeds", type=int, default=10, help="seeds per mutant")
+    ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
+    args = ap.parse_args(argv)
+    from jaxenvs.testing import ALPHA, DETECT, POWER, ReferenceCache
+
+    faithful_ports = {name: make() for name, (make, _, _) in FAITHFUL.items()}
+    caches = {name: ReferenceCache(max_runs=4 * args.seeds) for name in FAITHFUL}
+    rows, t_all = [], time.perf_counter()
+    for name, (make, factory, kwargs) in FAITHFUL.items():
+        counts = {"pass": 0, "fail": 0, "inconclusive": 0}
+        eps, secs = [], []
+        for seed in range(args.seeds):
+            v, e, s = run_one(faithful_ports[name], factory, kwargs, seed, caches[name], args.episodes)
+            counts[v] += 1
+            eps.append(e)
+            secs.append(s)
+        rows.append({"kind": "faithful", "name": name, "env": name, "effect": 0.0, "seeds": args.seeds, **counts,
+                     "episodes": [int(min(eps)), int(max(eps))], "seconds_per_run": float(np.mean(secs)),
+                     "false_alarm_upper_95": binomial_upper(counts["fail"], args.seeds)})
+        print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+    for mname, (env_name, make, effect, where) in MUTANTS.items():
+        _, factory, kwargs = FAITHFUL[env_name]
+        port = make()
+        counts = {"pass": 0, "fail": 0, "inconclusive": 0}
+        eps, secs = [], []
+        for seed in range(args.mutant_seeds):
+            v, e, s = run_one(port, factory, kwargs, seed, caches[env_name], args.episodes)
+            counts[v] += 1
+            eps.append(e)
+            secs.append(s)
+        rows.append({"kind": "mutant", "name": mname, "env": env_name, "effect": effect, "where": where,
+                     "seeds": args.mutant_seeds, **counts, "episodes": [int(min(eps)), int(max(eps))],
+                     "seconds_per_run": float(np.mean(secs))})
+        print(f"{mname}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+    result = {
+        "command": "python benchmarks/verify_power.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "alpha": ALPHA, "detect": DETECT, "power": POWER, "seconds": time.perf_counter() - t_all,
+        "machine": f"{os.cpu_count()} CPUs, jax {jax.__version__} on {jax.default_backend()}",
+        "rows": rows,
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out + ".json", "w") as f:
+        json.dump(result, f, indent=2)
+    with open(args.out + ".md", "w") as f:
+        f.write(table(result) + "\n")
+    print(table(result))
+    bad = [r["name"] for r in rows if r["kind"] == "mutant" and r["effect"] >= DETECT and r["pass"]]
+    alarms = [r["name"] for r in rows if r["kind"] == "faithful" and r["fail"] > max(1, 3 * ALPHA * r["seeds"])]
+    if bad or alarms:
+        print(f"VIOLATED: mutants passed {bad}; false alarms {alarms}")
+        return 1
+    return 0
+
+
+def table(result) -> str:
+    head = ("port", "env", "effect", "seeds", "pass", "inconclusive", "fail", "episodes", "s/run")
+    lines = []
+    for r in result["rows"]:
+        effect = "faithful" if r["kind"] == "faithful" else f"{r['effect']:.3g} ({r['where']})"
+        lo, hi = r["episodes"]
+        lines.append((r["name"] if r["kind"] == "mutant" else "faithful port", r["env"], effect, str(r["seeds"]),
+                      str(r["pass"]), str(r["inconclusive"]), str(r["fail"]), f"{lo}" if lo == hi else f"{lo}..{hi}",
+                      f"{r['seconds_per_run']:.1f}"))
+    widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
+    fmt = lambda row: "| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |"  # noqa: E731
+    out = [fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(x) for x in lines]
+    faithful = [r for r in result["rows"] if r["kind"] == "faithful"]
+    out.append("")
+    out.append(
+        f"alpha={result['alpha']:g}, detect={result['detect']:g}, power={result['power']:g}. False alarms: "
+        + "; ".join(f"{r['env']} {r['fail']}/{r['seeds']} (95% upper bound {r['false_alarm_upper_95']:.3f})" for r in faithful)
+        + f". {result['machine']}; {result['seconds']:.0f} s in all."
+    )
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""What `verify_port` returns and raises: each `Statistic` it compared, the `PortReport` (a
+certificate: `to_json`, `save`, a table as `str`), and the two failures `PortMismatch` and
+`PortInconclusive` (both `AssertionError`s, so a test that calls `verify_port` fails with the
+evidence in its message)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+__all__ = ["Statistic", "PortReport", "PortMismatch", "PortInconclusive", "TIERS", "VERDICTS"]
+
+# the tiers, strongest first: what each statistic's comparison rests on
+TIERS = {
+    "exact": "the port replays the reference's states and trajectories; any difference fails",
+    "model": "the port's outcome distribution per (state, action) against the reference's exact probabilities",
+    "sample": "two-sample test of the port's and the reference's episodes",
+}
+VERDICTS = ("pass", "fail", "inconclusive")
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistic:
+    """One comparison of the port with the reference.
+
+    `tier` is `"exact"`, `"model"` or `"sample"` (see `TIERS`); `test` names the test (e.g.
+    `"chi-square"`, `"ks"`, `"fisher/chi-square per stratum"`, `"goodness of fit"`, `"replay"`);
+    `p_value` is the probability of a difference at least as large if the port were faithful (an
+    exact comparison gives 0 or 1). `detectable` is the smallest effect this sample detects with
+    the run's `power` at the per-statistic level: a total-variation distance (`effect="tv"`), a
+    Kolmogorov-Smirnov distance (`"ks"`) or 0 for an exact comparison (`"exact"`). `required`
+    statistics decide the verdict; the others (implied by a stronger tier that covers the same
+    behaviour) can still fail the run. `needed` says, where `detectable > detect`, how many
+    episodes or draws would bring it down; `port` and `reference` summarise the two sides.
+    """
+
+    name: str
+    tier: str
+    test: str
+    p_value: float
+    detectable: float
+    effect: str
+    n_port: int
+    n_reference: int
+    required: bool = True
+    port: str = ""
+    reference: str = ""
+    needed: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class PortReport:
+    """What `verify_port` compared and concluded: a certificate a user can commit next to the env.
+
+    `verdict` is `"pass"` (no statistic rejected at `threshold` and every required statistic's
+    `detectable <= detect`), `"fail"` (some statistic rejected, or an exact comparison differed)
+    or `"inconclusive"` (nothing rejected, but some required statistic could not detect `detect`
+    within the budget; `episodes_needed` says how many episodes would). `threshold` is the level
+    each statistic is judged at: `alpha` divided by the number of statistics and by the number of
+    sampling rounds the budget allows (Bonferroni), so a faithful port fails with probability at
+    most `alpha`. `cache` says whether the reference's rollouts came from a `ReferenceCache`.
+    """
+
+    port: str
+    port_id: str | None
+    reference: str
+    versions: dict
+    verdict: str
+    tiers: tuple[str, ...]
+    num_episodes: int
+    horizon: int
+    seed: int
+    alpha: float
+    detect: float
+    power: float
+    threshold: float
+    spaces: tuple[str, ...]
+    statistics: tuple[Statistic, ...]
+    states_checked: int  # reference states the port stepped from (state_to_jax), 0 without
+    episodes_needed: int | None
+    cache: str | None
+    seconds: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def failed(self) -> tuple[Statistic, ...]:
+        """The statistics that rejected the port."""
+        return tuple(s for s in self.statistics if s.p_value < self.threshold)
+
+    @property
+    def undetermined(self) -> tuple[Statistic, ...]:
+        """Required statistics whose sample could not detect `detect`."""
+        return tuple(s for s in self.statistics if s.required and s.detectable > self.detect)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["statistics"] = [s.as_dict() for s in self.statistics]
+        d["tier_meanings"] = {t: TIERS[t] for t in self.tiers}
+        return d
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The certificate as JSON (p-values below 1e-300 written as 0)."""
+
+        def clean(x):
+            if isinstance(x, float) and not math.isfinite(x):
+                return None
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [clean(v) for v in x]
+            return x
+
+        return json.dumps(clean(self.as_dict()), indent=indent)
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write `to_json()` to `path` (a `.json` file); returns the path."""
+        path = os.fspath(path)
+        with open(path, "w") as f:
+            f.write(self.to_json() + "\n")
+        return path
+
+    def __str__(self) -> str:
+        head = [
+            f"verdict: {self.verdict.upper()}",
+            f"port: {self.port}",
+            f"reference: {self.reference}",
+            f"{self.num_episodes} episodes (horizon {self.horizon}), seed {self.seed}; alpha={self.alpha:g} "
+            f"(each statistic at {self.threshold:.3g}), detect={self.detect:g}, power={self.power:g}; "
+            f"{self.seconds:.1f} s" + (f"; {self.cache}" if self.cache else ""),
+            *self.spaces,
+        ]
+        cols = ("statistic", "tier", "test", "p-value", "detectable", "n port/ref", "role", "result")
+        rows = []
+        for s in self.statistics:
+            rejected = s.p_value < self.threshold
+            short = s.required and s.detectable > self.detect
+            rows.append(
+                (
+                    s.name,
+                    s.tier,
+                    s.test,
+                    f"{s.p_value:.3g}",
+                    "exact" if s.effect == "exact" else f"{s.effect} {s.detectable:.3g}",
+                    f"{s.n_port}/{s.n_reference}",
+                    "required" if s.required else "supporting",
+                    "FAIL" if rejected else ("too few samples" if short else "ok"),
+                )
+            )
+        widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+        fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+        lines = head + ["", fmt(cols), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in rows]
+        for s in self.statistics:
+            if s.p_value < self.threshold or (s.required and s.detectable > self.detect):
+                lines.append(f"  {s.name}: port {s.port}; reference {s.reference}" + (f"; {s.needed}" if s.needed else ""))
+        if self.verdict == "inconclusive" and self.episodes_needed:
+            lines.append(f"  episodes needed: about {self.episodes_needed:,}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+class PortMismatch(AssertionError):
+    """The port and the reference differ (verdict `"fail"`). `statistic` names what differs (a
+    `Statistic`'s name, `"observation space"`, `"action space"`, ...); the message gives both
+    sides' values and sample sizes; `report` is the `PortReport` (None when the run stopped
+    before any rollout, e.g. at the spaces)."""
+
+    def __init__(self, statistic: str, message: str, report: PortReport | None = None):
+        self.statistic = statistic
+        self.report = report
+        super().__init__(f"{statistic}: {message}")
+
+
+class PortInconclusive(AssertionError):
+    """Nothing rejected the port, but the samples within the budget could not detect an effect
+    of size `detect` (verdict `"inconclusive"`); the message names the statistics short of it and
+    the episodes they need; `report` is the `PortReport`."""
+
+    def __init__(self, message: str, report: PortReport):
+        self.report = report
+        super().__init__(message)
