@@ -969,8 +969,10 @@ def _first_bad(bad: np.ndarray, games: int):
     return g, int(np.flatnonzero(bad[g])[0])
 
 
-def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_name) -> list[_Pending]:
-    """The exact per-ply comparisons of the port's replay with the reference's games."""
+def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_name) -> tuple[list[_Pending], dict]:
+    """The exact per-ply comparisons of the port's replay with the reference's games, and for
+    each that differs where it first does: `(game, state, rank)` (a ply's reward and flags rank
+    before the state it leads to, so the evidence shows the cause first)."""
     G, T = len(ref_games), ref_games.plies
     ply_ok = np.arange(T)[None] < ref_games.length[:, None]  # [G, T]
     state_ok = np.arange(T + 1)[None] <= ref_games.length[:, None]  # [G, S]
@@ -981,8 +983,12 @@ def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_na
         acts = [f"chance {a}" if c else str(a) for a, c in zip(ref_games.action[g, :s], ref_games.chance[g, :s])]
         return f"game {g}, " + (f"after ply {s - 1} (plies so far: [{', '.join(acts)}])" if s else "initial state")
 
+    first_at = {}
+
     def result(name, bad, port_vals, ref_vals, what, n, per_state=True):
         hit = _first_bad(bad, G)
+        if hit is not None:
+            first_at[name] = (hit[0], hit[1] + (0 if per_state else 1), len(first_at) + (0 if per_state else -100))
         if hit is None:
             return _Pending(name, "exact", "lockstep (every ply)", 1.0, "exact", n, n, True,
                             f"{n:,} {'states' if per_state else 'plies'} of {G:,} games", "the same at each",
@@ -992,9 +998,14 @@ def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_na
         if not per_state:
             where += f" (ply {i}: {'chance ' if ref_games.chance[g, i] else ''}action {ref_games.action[g, i]}"
             where += ", illegal)" if ref_games.illegal[g, i] else ")"
-        pv, rv = port_vals(g, i), ref_vals(g, i)
+        pv, rv, label = port_vals(g, i), ref_vals(g, i), what(g, i)
         return _Pending(name, "exact", "lockstep (every ply)", 0.0, "exact", n, n, True,
-                        f"{what(g, i)} {pv} at {where}", f"{rv}", detectable=lambda level: 0.0, kind="transition")
+                        f"{label + ' ' if label else ''}{pv} at {where}", f"{rv}", detectable=lambda level: 0.0,
+                        kind="transition")
+
+    def floats(v) -> str:
+        return "[" + ", ".join(f"{x:.7g}" for x in np.ravel(v)) + "]"
+
 
     out = []
     # mover
@@ -1070,18 +1081,18 @@ def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_na
         pbad = (state_ok & ref_games.is_chance)[..., None] & (p_probs != r_probs)
         bad = cbad[..., None] | pbad
         out.append(result("chance nodes and outcome probabilities", bad,
-                          lambda g, s: f"is_chance_node {bool(p_chance[g, s])}, chance_outcomes {p_probs[g, s].tolist()}",
+                          lambda g, s: f"is_chance_node {bool(p_chance[g, s])}, chance_outcomes {floats(p_probs[g, s])}",
                           lambda g, s: f"is_chance_node {bool(ref_games.is_chance[g, s])}, chance_outcomes "
-                                       f"{r_probs[g, s].tolist() if ref_games.is_chance[g, s] else '-'} (as float32)",
+                                       f"{floats(r_probs[g, s]) if ref_games.is_chance[g, s] else '-'} (as float32)",
                           lambda g, s: "", int((state_ok & ref_games.is_chance).sum())))
     if ref_games.returns is not None:
         p_ret = np.concatenate([np.zeros((G, 1, p_rew.shape[-1])), np.cumsum(np.where(ply_ok[..., None], p_rew, 0), 1)], 1)
         p_ret = p_ret.astype(np.float32).astype(np.float64)
         r_ret = ref_games.returns.astype(np.float32).astype(np.float64)
         rbad = state_ok[..., None] & (p_ret != r_ret)
-        out.append(result("returns (every state)", rbad, lambda g, s: p_ret[g, s].tolist(), lambda g, s: r_ret[g, s].tolist(),
+        out.append(result("returns (every state)", rbad, lambda g, s: floats(p_ret[g, s]), lambda g, s: floats(r_ret[g, s]),
                           lambda g, s: "cumulative reward", n_states))
-    return out
+    return out, first_at
 
 
 def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start):
@@ -1129,7 +1140,7 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
     first, traj = fn(params, jax.random.key(seed), actions, outcomes, chance, valid)
     first = jax.tree.map(np.asarray, first)
     traj = jax.tree.map(lambda x: np.asarray(x)[:, :T], traj)
-    pending = _lockstep_statistics(games, first, traj, explicit_chance, ref.observation_name)
+    pending, first_at = _lockstep_statistics(games, first, traj, explicit_chance, ref.observation_name)
 
     level = alpha / len(pending)
     statistics = tuple(p.finish(level, detect) for p in pending)
@@ -1187,8 +1198,10 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
         notes=tuple(notes),
     )
     if failed:
-        s = failed[0]
-        raise PortMismatch(s.name, f"exact lockstep: port {s.port}; reference {s.reference}", report)
+        s = min(failed, key=lambda s: first_at[s.name])  # the earliest difference: game, then ply
+        others = [f.name for f in failed if f is not s]
+        more = f" (also differing: {'; '.join(others)})" if others else ""
+        raise PortMismatch(s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}", report)
     return report
 
 
