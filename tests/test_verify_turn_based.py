@@ -16,7 +16,10 @@ import jaxenvs
 from jaxenvs.envs import connect_four, kuhn_poker, tic_tac_toe
 from jaxenvs.testing import PortMismatch, ReferenceCache, verify_port
 
-pytest.importorskip("scipy")
+from conftest import require
+
+require("scipy")
+require("pettingzoo")
 N_GAMES = {"TicTacToe-v0": 300, "ConnectFour-v0": 150, "KuhnPoker-v0": 200}
 
 
@@ -38,8 +41,7 @@ def _connect_four_reference():
 
 
 def _kuhn_reference():
-    pyspiel = pytest.importorskip("pyspiel")
-    return pyspiel.load_game("kuhn_poker")
+    return require("pyspiel").load_game("kuhn_poker")
 
 
 # ---- mutants ------------------------------------------------------------------------------------
