@@ -20,7 +20,7 @@ from conftest import require
 
 require("scipy")
 require("pettingzoo")
-N_GAMES = {"TicTacToe-v0": 300, "ConnectFour-v0": 150, "KuhnPoker-v0": 200}
+N_GAMES = {"TicTacToe-v0": 200, "ConnectFour-v0": 100, "KuhnPoker-v0": 200}
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +132,10 @@ def test_mutant_fails_naming_the_game_and_ply(env_id, cache):
     assert e.value.report.verdict == "fail"
     assert re.search(r"at game \d+, (initial state|after ply \d+ \(plies so far: \[)", str(e.value)), str(e.value)
     assert e.value.report.cache is not None  # the reference's games came from the first run
+    if env_id == "TicTacToe-v0":  # the evidence replays: the last mover holds (2, 4, 6) or (2, 4, 7)
+        plies = [int(a) for a in str(e.value).split("plies so far: [")[1].split("]")[0].split(", ")]
+        mover_cells = set(plies[(len(plies) - 1) % 2 :: 2])
+        assert {2, 4, 6} <= mover_cells or {2, 4, 7} <= mover_cells, str(e.value)
 
 
 def test_information_state_bit_is_caught(cache):
@@ -139,16 +143,6 @@ def test_information_state_bit_is_caught(cache):
         verify_port(ThirdBetBitLost(), _kuhn_reference(), num_episodes=N_GAMES["KuhnPoker-v0"], reference_cache=cache)
     assert e.value.statistic == "observation per agent (information_state_tensor)"
     assert "plies so far: [chance" in str(e.value) and "agent 0" in str(e.value)
-
-
-def test_wrong_win_line_evidence_names_the_line():
-    """The first game the mutant gets wrong ends on (2, 4, 6) or (2, 4, 7): the evidence replays."""
-    with pytest.raises(PortMismatch) as e:
-        verify_port(WrongWinLine(), _tictactoe_reference, num_episodes=N_GAMES["TicTacToe-v0"])
-    msg = str(e.value)
-    plies = [int(a) for a in msg.split("plies so far: [")[1].split("]")[0].split(", ")]
-    mover_cells = set(plies[(len(plies) - 1) % 2 :: 2])  # the last ply's mover's cells (agents alternate)
-    assert {2, 4, 6} <= mover_cells or {2, 4, 7} <= mover_cells, msg
 
 
 def test_turn_based_refusals():

@@ -106,7 +106,9 @@ def episode_seeds(seed: int, start: int, stop: int) -> np.ndarray:
 
 
 class Reference:
-    """The interface `verify_port` uses; subclasses wrap one kind of original environment.
+    """The interface `verify_port` uses; subclasses wrap one kind of original environment
+    (`GymReference`; the turn-based `AECReference` and `OpenSpielReference` play whole games
+    instead, see `TurnBasedReference`).
 
     `multi`: observations and rewards per agent (stacked in `agents` order). `run` plays episodes
     `start .. stop - 1` with the port's policy (`act(t, obs_rows, start, count) -> actions`) and,

@@ -34,6 +34,13 @@ failed. The run reads as phases:
    episodes it would need. Statistics whose behaviour a stronger tier already covers (episode
    statistics once transitions and the initial distribution are exact or model-checked) are
    *supporting*: they can fail the run but do not hold it up.
+
+A turn-based reference -- a `pettingzoo.AECEnv` or a `pyspiel.Game` -- takes another road
+(`_verify_turn_based`): the reference plays whole games with random legal moves (and illegal ones
+where it defines them), the port replays them in one compiled call, and the mover, the legal-action
+mask, each agent's observation, rewards and flags (and, for OpenSpiel, the chance outcomes and
+their probabilities and the returns) are compared exactly at every ply: statistics of the exact
+tier, and a verdict of pass or fail.
 """
 
 from __future__ import annotations
@@ -73,6 +80,7 @@ __all__ = [
     "HORIZON",
     "MAX_STATES",
     "RESAMPLES",
+    "ILLEGAL_PROB",
 ]
 
 ALPHA = 1e-3  # probability that a faithful port fails
@@ -1286,6 +1294,17 @@ def verify_port(
     or a callable `(obs, action) -> such a list`; without it a reference's own
     `env.unwrapped.P` (and `initial_state_distrib`) is used.
 
+    Turn-based games: `reference` may also return a `pettingzoo.AECEnv`, or be a `pyspiel.Game`
+    (an OpenSpiel game, explicit chance included), for a sequential `full_action_set` port whose
+    only randomness is explicit chance. The reference then plays `num_episodes` games with
+    uniformly random legal moves (illegal ones with probability `ILLEGAL_PROB` per ply where it
+    defines them: PettingZoo's `TerminateIllegalWrapper`), the port replays each move for move, and
+    every ply is compared exactly (`jaxenvs.testing.reference.AECReference`,
+    `jaxenvs.testing.reference.OpenSpielReference`): mover, legal-action mask, each agent's
+    observation (OpenSpiel: `information_state_tensor`), rewards and end of game; for OpenSpiel
+    also chance nodes with their outcome probabilities and the returns. The verdict is pass or
+    fail; `state_to_jax`, the conversions, `policy` and `transition_probs` do not apply.
+
     Conversions: `obs_to_jax` maps a reference observation to the port's, `action_to_reference`
     a port action (numpy) to the reference's (default: Python ints for scalar discrete actions,
     arrays otherwise, a dict over `possible_agents` for a ParallelEnv). `policy(key, obs) ->
@@ -1294,7 +1313,6 @@ def verify_port(
     always runs afresh.
     """
     t_start = time.perf_counter()
-    require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")
     _check_args(num_episodes, max_episodes, seed, alpha, detect, power)
     if not isinstance(env, Environment):
         raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
@@ -1335,6 +1353,7 @@ def verify_port(
         ref = OpenSpielReference(probe) if _is_openspiel_game(probe) else AECReference(reference, probe)
         return _verify_turn_based(port_env, env, params, ref, num_episodes, seed, alpha, detect, power,
                                   reference_cache, t_start)
+    require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
     if isinstance(probe, type) or not hasattr(probe, "reset"):
         raise TypeError(f"verify_port: reference() returned {probe!r}, not an environment with reset and step")
     ref_multi = _is_parallel_env(probe)
