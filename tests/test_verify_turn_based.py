@@ -7,6 +7,7 @@ tensor bit) failing with the game and ply that differ. The reference plays once 
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 
 import jax.numpy as jnp
@@ -121,6 +122,9 @@ def test_port_passes_every_ply(env_id, cache):
         assert "observation per agent (observation)" in names
         assert " illegal moves" in report.notes[0] and " 0 illegal moves" not in report.notes[0]
     assert report.num_episodes == N_GAMES[env_id] and report.states_checked > N_GAMES[env_id]
+    certificate = json.loads(report.to_json())
+    assert certificate["verdict"] == "pass" and certificate["tiers"] == ["exact"]
+    assert "lockstep (every ply)" in str(report)
 
 
 @pytest.mark.parametrize("env_id", list(CASES))

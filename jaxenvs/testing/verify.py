@@ -942,6 +942,12 @@ def _turn_based_spaces(env, params, ref, explicit_chance):
     from jaxenvs.testing.reference import OpenSpielReference
 
     notes = []
+    obs = jax.eval_shape(lambda k: env.reset(k, params)[0], jax.random.key(0))
+    if not (isinstance(obs, dict) and {"observation", "action_mask"} <= obs.keys()):
+        raise ValueError(
+            "verify_port compares a turn-based port's observation dict {'observation', 'action_mask'} (the "
+            f"full_action_set contract); {env!r} observes {jax.tree.map(lambda x: f'{x.dtype}{list(x.shape)}', obs)}"
+        )
     if env.num_agents != len(ref.agents):
         raise PortMismatch("agents", f"port has {env.num_agents} agents, reference {len(ref.agents)} ({ref.agents})")
     space = env.action_space(params)
