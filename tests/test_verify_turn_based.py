@@ -161,3 +161,7 @@ def test_turn_based_refusals():
         verify_port(Shuffled(), _tictactoe_reference)
     with pytest.raises(PortMismatch, match="action space"):
         verify_port(jaxenvs.make("ConnectFour-v0"), _tictactoe_reference)
+    kuhn_as_deterministic = type("Deterministic", (kuhn_poker.KuhnPoker,), {
+        "traits": dataclasses.replace(kuhn_poker.KuhnPoker.traits, chance="deterministic")})
+    with pytest.raises(PortMismatch, match="chance outcomes: the reference has chance nodes"):
+        verify_port(kuhn_as_deterministic(), _kuhn_reference())

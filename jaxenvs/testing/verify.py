@@ -965,6 +965,9 @@ def _turn_based_spaces(env, params, ref, explicit_chance):
     if int(space.n) != int(n_ref) or int(space.start) != 0:
         raise PortMismatch("action space", f"port {space!r}, reference {ref_desc}")
     notes.append(f"action space: {space!r} == reference {ref_desc}")
+    if not explicit_chance and ref.num_chance_outcomes:
+        raise PortMismatch("chance outcomes", f"the reference has chance nodes ({ref.num_chance_outcomes} outcomes), the port "
+                           f"none (traits.chance={env.unwrapped.traits.chance!r}; OpenSpiel's chance is 'explicit_stochastic')")
     if explicit_chance:
         k = jax.eval_shape(lambda s: env.chance_outcomes(s, params), _state_template(env, params)).shape[-1]
         if k != ref.num_chance_outcomes:
