@@ -527,7 +527,8 @@ class OpenSpielReference(TurnBasedReference):
         self.num_players = game.num_players()
         self.agents = list(range(self.num_players))
         self.num_actions = game.num_distinct_actions()
-        self.num_chance_outcomes = game.max_chance_outcomes() if gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC else 0
+        has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        self.num_chance_outcomes = game.max_chance_outcomes() if has_chance else 0
         if gtype.provides_information_state_tensor:
             self.observation_name = "information_state_tensor"
             self.obs_shape = tuple(game.information_state_tensor_shape())
@@ -557,8 +558,9 @@ class OpenSpielReference(TurnBasedReference):
         return ("pyspiel", str(self.game))
 
     def _tensor(self, state, p):
-        t = state.information_state_tensor(p) if self.observation_name == "information_state_tensor" else state.observation_tensor(p)
-        return np.asarray(t, np.float64)
+        if self.observation_name == "information_state_tensor":
+            return np.asarray(state.information_state_tensor(p), np.float64)
+        return np.asarray(state.observation_tensor(p), np.float64)
 
     def _snapshot(self, state):
         chance, terminal = state.is_chance_node(), state.is_terminal()
