@@ -118,6 +118,8 @@ def test_port_passes_every_ply(env_id, cache):
         assert {"chance nodes and outcome probabilities", "returns (every state)",
                 "observation per agent (information_state_tensor)"} <= names
         assert f"{2 * N_GAMES[env_id]} chance plies" in report.notes[0]  # two deals a game
+        n = 2 * N_GAMES[env_id]
+        assert f"({n} of {n} chance plies" in report.notes[-1]  # every observation after a deal compared
     else:
         assert "observation per agent (observation)" in names
         assert " illegal moves" in report.notes[0] and " 0 illegal moves" not in report.notes[0]

@@ -81,6 +81,7 @@ __all__ = [
     "MAX_STATES",
     "RESAMPLES",
     "ILLEGAL_PROB",
+    "CHANCE_TRIES",
 ]
 
 ALPHA = 1e-3  # probability that a faithful port fails
@@ -873,6 +874,7 @@ def _initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, pow
 # ---------------------------------------------------------------------------------------------
 
 ILLEGAL_PROB = 0.02  # per ply, where the reference defines illegal moves: a masked-out action
+CHANCE_TRIES = 32  # keys the port's step at a chance node tries to draw the reference's outcome
 
 
 def _is_openspiel_game(x) -> bool:
@@ -890,8 +892,10 @@ def _is_aec_env(x) -> bool:
 def _lockstep_fn(env, explicit_chance: bool):
     """Jitted `run(params, key, actions, outcomes, chance, valid)`: each game (vmapped) from
     `reset`, a scan over its plies. A decision ply steps with the joint action `actions[t]`, a
-    chance ply (`chance[t]`) applies `outcomes[t]` with `apply_chance` (no observation: that ply's
-    `has_obs` is false); padding plies (`~valid[t]`) leave the state as it is. Returns the
+    chance ply (`chance[t]`) applies `outcomes[t]` with `apply_chance`, which returns no
+    observation: the ply's observation is that of the port's own `step` at the chance node with the
+    first of `CHANCE_TRIES` keys whose draw (`info["chance_outcome"]`) is the reference's outcome
+    (`has_obs` is false where none is); padding plies (`~valid[t]`) leave the state as it is. Returns the
     initial view and, per ply, the observation, reward, flags and the view of the state after
     it (mover, mask and, with explicit chance, chance flag and outcome probabilities)."""
 
@@ -909,12 +913,20 @@ def _lockstep_fn(env, explicit_chance: bool):
             t, action, outcome, is_chance, ok = xs
             obs, nstate, reward, term, trunc, info = env.step(jax.random.fold_in(key, t), state, action, params)
             illegal = info.get("illegal_action", jnp.zeros((), bool))
+            has_obs = ~is_chance
             if explicit_chance:
                 cstate = env.apply_chance(state, outcome, params)
                 nstate = jax.tree.map(lambda c, s: jnp.where(is_chance, c, s), cstate, nstate)
                 reward = jnp.where(is_chance, jnp.zeros_like(reward), reward)
                 term, trunc, illegal = term & ~is_chance, trunc & ~is_chance, illegal & ~is_chance
-            out = {"obs": obs, "has_obs": ~is_chance, "reward": reward, "terminated": term, "truncated": trunc,
+                if "chance_outcome" in info:
+                    tries = jax.random.split(jax.random.fold_in(key, (1 << 24) + t), CHANCE_TRIES)
+                    d_obs, *_, d_info = jax.vmap(lambda k: env.step(k, state, action, params))(tries)
+                    hit = d_info["chance_outcome"] == outcome
+                    drawn = jax.tree.map(lambda x: x[jnp.argmax(hit)], d_obs)
+                    obs = jax.tree.map(lambda d, o: jnp.where(is_chance, d, o), drawn, obs)
+                    has_obs = has_obs | jnp.any(hit)
+            out = {"obs": obs, "has_obs": has_obs, "reward": reward, "terminated": term, "truncated": trunc,
                    "illegal": illegal, **view(nstate, params)}
             nstate = jax.tree.map(lambda n, s: jnp.where(ok, n, s), nstate, state)
             return nstate, out
@@ -1185,8 +1197,10 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
         notes.append("after an illegal move: the mover's reward and the end of the game compared (PettingZoo gives the "
                      "others 0 and sets terminations and truncations; the jaxenvs contract +1/(n-1) and terminated)")
     if explicit_chance:
-        notes.append("chance plies are applied with apply_chance, which returns no observation: the observation after "
-                     "a chance ply is compared at the next decision ply's")
+        seen = int((np.asarray(traj["has_obs"]) & games.chance & (np.arange(T)[None] < games.length[:, None])).sum())
+        notes.append(f"chance plies are applied with apply_chance; the observation after one is the port's own step's at "
+                     f"the chance node where one of {CHANCE_TRIES} keys drew the reference's outcome ({seen:,} of "
+                     f"{n_chance:,} chance plies; the others' are compared at the next decision)")
     name, versions = ref.describe()
     import jaxenvs
 
