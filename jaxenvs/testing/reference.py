@@ -5,8 +5,10 @@ environment and the comparison.
 fingerprint (what a `ReferenceCache` keys on besides the factory), its episodes under the port's
 policy, extra initial observations, copies to resample a step from, and -- where it has one -- its
 exact transition model. `GymReference` serves a `gymnasium.Env` or a `pettingzoo.ParallelEnv`
-built by a zero-argument factory; a turn-based original (an AEC game, an OpenSpiel game) plugs in
-as another subclass of `Reference`.
+built by a zero-argument factory. Turn-based originals are `TurnBasedReference`s: they play whole
+games with random legal moves (`TurnBasedReference.play`) that the port then replays ply by ply --
+`AECReference` serves a `pettingzoo.AECEnv`, `OpenSpielReference` a `pyspiel.Game` (explicit
+chance included).
 """
 
 from __future__ import annotations
@@ -20,7 +22,20 @@ import numpy as np
 
 CHUNK = 64  # reference episodes run in lockstep
 
-__all__ = ["Reference", "GymReference", "TransitionModel", "Side", "ReferenceCache", "episode_seeds"]
+__all__ = [
+    "Reference",
+    "GymReference",
+    "TurnBasedReference",
+    "AECReference",
+    "OpenSpielReference",
+    "Games",
+    "TransitionModel",
+    "Side",
+    "ReferenceCache",
+    "episode_seeds",
+]
+
+MAX_PLIES = 10_000  # a reference game longer than this is refused (a game that never ends)
 
 
 @dataclasses.dataclass
@@ -91,7 +106,9 @@ def episode_seeds(seed: int, start: int, stop: int) -> np.ndarray:
 
 
 class Reference:
-    """The interface `verify_port` uses; subclasses wrap one kind of original environment.
+    """The interface `verify_port` uses; subclasses wrap one kind of original environment
+    (`GymReference`; the turn-based `AECReference` and `OpenSpielReference` play whole games
+    instead, see `TurnBasedReference`).
 
     `multi`: observations and rewards per agent (stacked in `agents` order). `run` plays episodes
     `start .. stop - 1` with the port's policy (`act(t, obs_rows, start, count) -> actions`) and,
@@ -276,6 +293,321 @@ class GymReference(Reference):
                     cur[j] = nobs
                     done[j] = term or trunc
         return side, recorded
+
+
+@dataclasses.dataclass
+class Games:
+    """Turn-based reference games, padded to `plies` plies. Per game `length` (plies played).
+
+    Per ply `t` (`[G, T]`): `action` (the mover's action, or the outcome chance picked),
+    `chance` (a chance ply), `illegal` (a move the reference's mask excluded), `terminated`,
+    `truncated`, `flags_exact` (False where the reference defines only that the game ended, not
+    how: then `terminated | truncated` is compared); `reward` `[G, T, A]` with `reward_known`
+    (which agents' rewards the reference defines at that ply).
+
+    Per state `s` (`[G, T + 1]`; 0 is the initial state, `t + 1` the state after ply `t`):
+    `mover` (the agent to move, -1 where the reference names none: a chance node, the end),
+    `is_chance`, `mask` `[G, S, A, n]` (int8) with `mask_known`, `obs` `[G, S, A, D]` (each
+    agent's observation, flattened, float64), `probs` `[G, S, K]` (chance outcome probabilities
+    at chance nodes; `K = 0` without chance) and `returns` `[G, S, A]` (the reference's
+    cumulative returns, or None when it keeps none).
+    """
+
+    length: np.ndarray
+    action: np.ndarray
+    chance: np.ndarray
+    illegal: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    flags_exact: np.ndarray
+    reward: np.ndarray
+    reward_known: np.ndarray
+    mover: np.ndarray
+    is_chance: np.ndarray
+    mask: np.ndarray
+    mask_known: np.ndarray
+    obs: np.ndarray
+    probs: np.ndarray
+    returns: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+    @property
+    def plies(self) -> int:
+        return self.action.shape[1]
+
+    @staticmethod
+    def stack(games: list[dict], plies: int) -> "Games":
+        """Pad the per-game records of `TurnBasedReference.play` to `plies` plies."""
+
+        def pad(rows, n, fill=0):
+            rows = np.asarray(rows)
+            out = np.full((n,) + rows.shape[1:], fill, rows.dtype)
+            out[: len(rows)] = rows
+            return out
+
+        fields = {}
+        for name in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward", "reward_known"):
+            fields[name] = np.stack([pad(g[name], plies) for g in games])
+        for name in ("mover", "is_chance", "mask", "mask_known", "obs", "probs", "returns"):
+            if games[0].get(name) is None:
+                fields[name] = None
+                continue
+            fields[name] = np.stack([pad(g[name], plies + 1, -1 if name == "mover" else 0) for g in games])
+        return Games(length=np.array([len(g["action"]) for g in games], np.int64), **fields)
+
+
+class TurnBasedReference(Reference):
+    """A turn-based original the port is replayed against ply by ply.
+
+    `play(seed, num_games, illegal_prob)` plays `num_games` games (game `i` from reset seed
+    `episode_seeds(seed, 0, num_games)[i]` where the reference takes one) with uniformly random
+    legal moves drawn from the reference's own mask and, where the reference defines what an
+    illegal move does (`illegal_defined`), an action its mask excludes with probability
+    `illegal_prob` per ply; chance outcomes are drawn from the reference's probabilities. It
+    returns a `Games` record. `num_actions` and `num_chance_outcomes` size the port's spaces;
+    `observation_name` names what `Games.obs` holds."""
+
+    multi = True
+    illegal_defined = False
+    observation_name = "observation"
+    num_chance_outcomes = 0
+
+    def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        raise NotImplementedError
+
+    def run(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} plays whole games (play), not episodes under a policy")
+
+
+def _wrapped(env):
+    """`env` and the environments it wraps, outermost first (PettingZoo wrappers keep `.env`)."""
+    chain = [env]
+    while hasattr(chain[-1], "env") and chain[-1].env is not chain[-1] and len(chain) < 64:
+        chain.append(chain[-1].env)
+    return chain
+
+
+class AECReference(TurnBasedReference):
+    """A `pettingzoo.AECEnv` built by `factory()`: agents in `possible_agents` order; the mover
+    is `agent_selection`; each agent's observation and mask come from `observe(agent)` (a dict
+    with `"observation"` and `"action_mask"`, or a plain observation with the mask in
+    `infos[agent]["action_mask"]`); a ply's rewards are `env.rewards` after the step.
+
+    Illegal moves are played only when the reference is wrapped in PettingZoo's
+    `TerminateIllegalWrapper` (its classic games are): it ends the game, giving the mover its
+    `illegal_reward`, the others 0, and sets both terminations and truncations. The port's
+    contract gives the others +1/(n-1) and ends the game by termination, so after an illegal move
+    the mover's reward and the end of the game are compared, not the others' rewards or which
+    flag ended it. Masks of a finished game are not compared (PettingZoo leaves them undefined).
+    """
+
+    def __init__(self, factory: Callable[[], Any], probe):
+        self.factory, self.probe = factory, probe
+        self.agents = list(probe.possible_agents)
+        self.illegal_defined = any(type(w).__name__ == "TerminateIllegalWrapper" for w in _wrapped(probe))
+        self._env = None
+
+    def observation_space(self):
+        return self.probe.observation_space(self.agents[0])
+
+    def action_space(self):
+        return self.probe.action_space(self.agents[0])
+
+    def describe(self) -> tuple[str, dict]:
+        un = getattr(self.probe, "unwrapped", self.probe)
+        name = (getattr(un, "metadata", None) or {}).get("name") or type(un).__qualname__
+        versions = {}
+        try:
+            versions["pettingzoo"] = __import__("pettingzoo").__version__
+        except ImportError:
+            pass
+        versions["reference module"] = type(un).__module__
+        return f"pettingzoo AEC {name}", versions
+
+    def fingerprint(self) -> tuple:
+        un = getattr(self.probe, "unwrapped", self.probe)
+        return (type(un).__module__, type(un).__qualname__, tuple(self.agents), repr(self.action_space()),
+                tuple(type(w).__name__ for w in _wrapped(self.probe)))
+
+    def _observe(self, e, agent):
+        o = e.observe(agent)
+        if isinstance(o, dict) and "observation" in o:
+            obs, mask = o["observation"], o.get("action_mask")
+        else:
+            obs, mask = o, None
+        if mask is None:
+            mask = (getattr(e, "infos", None) or {}).get(agent, {}).get("action_mask")
+        if mask is None:
+            raise ValueError(
+                f"verify_port: the AEC reference gives no action mask for {agent!r} (neither observe(agent)"
+                "['action_mask'] nor infos[agent]['action_mask']); a turn-based port is compared against its mask"
+            )
+        return np.asarray(obs, np.float64).ravel(), np.asarray(mask).astype(np.int8).ravel()
+
+    def _snapshot(self, e, ended: bool):
+        views = [self._observe(e, a) for a in self.agents]
+        mover = -1 if ended else self.agents.index(e.agent_selection)
+        return mover, np.stack([v[0] for v in views]), np.stack([v[1] for v in views])
+
+    def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        """The games (see `TurnBasedReference.play`); PettingZoo's warning on each illegal move
+        is silenced meanwhile (the moves are deliberate)."""
+        from pettingzoo.utils.env_logger import EnvLogger
+
+        was_on = EnvLogger._output
+        EnvLogger.suppress_output()
+        try:
+            return self._play(seed, num_games, illegal_prob)
+        finally:
+            if was_on:
+                EnvLogger.unsuppress_output()
+
+    def _play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        if self._env is None:
+            self._env = self.factory()
+        e, rng = self._env, np.random.default_rng([seed, 3])
+        n_agents = len(self.agents)
+        games = []
+        for sd in episode_seeds(seed, 0, num_games):
+            e.reset(seed=int(sd))
+            mover, obs, mask = self._snapshot(e, False)
+            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
+                                 "reward_known")}
+            g.update(mover=[mover], is_chance=[False], mask=[mask], mask_known=[True], obs=[obs], probs=None, returns=None)
+            ended = False
+            while not ended:
+                if len(g["action"]) >= MAX_PLIES:
+                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
+                legal, masked = np.flatnonzero(mask[mover] == 1), np.flatnonzero(mask[mover] == 0)
+                if len(legal) == 0:
+                    raise ValueError(f"verify_port: the AEC reference's mover {self.agents[mover]!r} has no legal action "
+                                     f"in a game that has not ended (after actions {g['action']})")
+                illegal = self.illegal_defined and len(masked) > 0 and rng.random() < illegal_prob
+                action = int(rng.choice(masked if illegal else legal))
+                e.step(action)
+                terms = [bool(e.terminations.get(a, False)) for a in self.agents]
+                truncs = [bool(e.truncations.get(a, False)) for a in self.agents]
+                ended = any(terms) or any(truncs)
+                known = np.ones(n_agents, bool)
+                if illegal:
+                    known[:] = False
+                    known[mover] = True
+                g["action"].append(action)
+                g["chance"].append(False)
+                g["illegal"].append(illegal)
+                g["terminated"].append(any(terms))
+                g["truncated"].append(any(truncs))
+                g["flags_exact"].append(not illegal)
+                g["reward"].append(np.array([float(e.rewards.get(a, 0.0)) for a in self.agents]))
+                g["reward_known"].append(known)
+                mover, obs, mask = self._snapshot(e, ended)
+                for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
+                    g[k].append(v)
+            games.append(g)
+        return Games.stack(games, max(len(g["action"]) for g in games))
+
+
+class OpenSpielReference(TurnBasedReference):
+    """A sequential `pyspiel.Game`: the port's action `a` is OpenSpiel's action `a`, its chance
+    outcome `c` OpenSpiel's chance action `c`. Per state it records `current_player`,
+    `is_chance_node`, `legal_actions_mask(p)` and `information_state_tensor(p)` (or, for a game
+    without one, `observation_tensor(p)`) for every player, `chance_outcomes()` at chance nodes
+    and `returns()`; per ply `rewards()` and `is_terminal()`. OpenSpiel refuses illegal actions,
+    so none are played."""
+
+    def __init__(self, game):
+        import pyspiel
+
+        self.game = game
+        gtype = game.get_type()
+        if gtype.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+            raise ValueError(f"verify_port compares sequential OpenSpiel games ply by ply; {game} has {gtype.dynamics}")
+        self.num_players = game.num_players()
+        self.agents = list(range(self.num_players))
+        self.num_actions = game.num_distinct_actions()
+        has_chance = gtype.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC
+        self.num_chance_outcomes = game.max_chance_outcomes() if has_chance else 0
+        if gtype.provides_information_state_tensor:
+            self.observation_name = "information_state_tensor"
+            self.obs_shape = tuple(game.information_state_tensor_shape())
+        elif gtype.provides_observation_tensor:
+            self.observation_name = "observation_tensor"
+            self.obs_shape = tuple(game.observation_tensor_shape())
+        else:
+            raise ValueError(f"verify_port: {game} provides neither information_state_tensor nor observation_tensor")
+
+    def observation_space(self):
+        return self.obs_shape
+
+    def action_space(self):
+        return self.num_actions
+
+    def describe(self) -> tuple[str, dict]:
+        versions = {}
+        try:
+            import importlib.metadata
+
+            versions["open_spiel"] = importlib.metadata.version("open_spiel")
+        except Exception:  # noqa: BLE001 -- a build without package metadata
+            pass
+        return f"OpenSpiel {self.game}", versions
+
+    def fingerprint(self) -> tuple:
+        return ("pyspiel", str(self.game))
+
+    def _tensor(self, state, p):
+        if self.observation_name == "information_state_tensor":
+            return np.asarray(state.information_state_tensor(p), np.float64)
+        return np.asarray(state.observation_tensor(p), np.float64)
+
+    def _snapshot(self, state):
+        chance, terminal = state.is_chance_node(), state.is_terminal()
+        mover = -1 if (chance or terminal) else int(state.current_player())
+        mask = np.stack([np.asarray(state.legal_actions_mask(p), np.int8) for p in self.agents])
+        obs = np.stack([self._tensor(state, p) for p in self.agents])
+        probs = np.zeros(self.num_chance_outcomes)
+        if chance:
+            for c, pr in state.chance_outcomes():
+                probs[c] = pr
+        return mover, chance, mask, obs, probs, np.asarray(state.returns(), np.float64)
+
+    def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        rng = np.random.default_rng([seed, 3])
+        keys = ("mover", "is_chance", "mask", "obs", "probs", "returns")
+        games = []
+        for _ in range(num_games):
+            state = self.game.new_initial_state()
+            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
+                                 "reward_known", "mask_known", *keys)}
+            for k, v in zip(keys, self._snapshot(state)):
+                g[k].append(v)
+            g["mask_known"].append(True)
+            while not state.is_terminal():
+                if len(g["action"]) >= MAX_PLIES:
+                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
+                chance = state.is_chance_node()
+                if chance:
+                    outs = state.chance_outcomes()
+                    probs = np.array([p for _, p in outs])
+                    action = int(outs[rng.choice(len(outs), p=probs / probs.sum())][0])
+                else:
+                    action = int(rng.choice(state.legal_actions()))
+                state.apply_action(action)
+                g["action"].append(action)
+                g["chance"].append(chance)
+                g["illegal"].append(False)
+                g["terminated"].append(state.is_terminal())
+                g["truncated"].append(False)
+                g["flags_exact"].append(True)
+                g["reward"].append(np.asarray(state.rewards(), np.float64))
+                g["reward_known"].append(np.ones(self.num_players, bool))
+                for k, v in zip(keys, self._snapshot(state)):
+                    g[k].append(v)
+                g["mask_known"].append(True)
+            games.append(g)
+        return Games.stack(games, max(len(g["action"]) for g in games))
 
 
 class ReferenceCache:
