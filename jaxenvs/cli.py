@@ -8,6 +8,8 @@
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
+    jaxenvs profile GridWorld-v0 --num-envs 1 64 4096    compile time, steps/s per num_envs, memory, wrappers
+    jaxenvs profile my_module:ns/MyEnv-v0           an env registered by my_module (found from the cwd)
 
 Exit status: 0 on success, 1 when a check fails or something outside the command line is
 missing (an optional package, a display, a writable folder), 2 for a mistake in the command line
@@ -214,6 +216,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=_positive_int, default=1024, metavar="N", help="parallel envs")
     p.add_argument("--steps", type=_positive_int, default=1000, metavar="T", help="steps per env")
     p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs; the median counts")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
+
+    from jaxenvs.profile import DEFAULT_NUM_ENVS
+
+    p = sub.add_parser(
+        "profile", help="compile time, steps/s against num_envs, memory and wrapper costs of an environment",
+        description="Trace, lower and compile times of reset, step and a vmapped scan rollout; steps/s against "
+        "num_envs for jax.vmap(env.step) and jaxenvs.VectorEnv; bytes per env state and XLA's planned peak "
+        "memory; what each wrapper adds. Writes profile_<ID>.json and .png into --out and prints a one-line "
+        "summary. A 'module:ns/Name-v0' ID imports module from the current directory first.",
+    )
+    _add_env_args(p)
+    p.add_argument(
+        "--num-envs", type=_positive_int, nargs="+", default=list(DEFAULT_NUM_ENVS), metavar="N",
+        help="batch sizes of the sweep (default: 1 4 16 ... 65536)",
+    )
+    p.add_argument(
+        "--steps", type=_positive_int, default=None, metavar="T",
+        help="steps per timed run (default: 2**18 // num_envs, clipped to [16, 1000])",
+    )
+    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per point; the median counts")
+    p.add_argument("--out", default=".", metavar="DIR", help="folder for profile_<ID>.json and profile_<ID>.png")
+    p.add_argument("--no-plot", action="store_true", help="write the JSON file only (no matplotlib needed)")
+    p.add_argument("--no-wrappers", action="store_true", help="skip profiling each wrapper layer")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     return parser
 
@@ -494,7 +520,44 @@ def cmd_bench(args) -> None:
     print(f"{res.steps_per_s:,.0f} steps/s")
 
 
-COMMANDS = {"list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check": cmd_check, "bench": cmd_bench}
+# ---- profile -----------------------------------------------------------------------------------
+def cmd_profile(args) -> None:
+    if ":" in args.env_id:  # 'module:id': import module from the current directory, as python -m does
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a file; --out names the folder the profile files go into")
+    if not args.no_plot:
+        from jaxenvs._optional import require
+
+        try:
+            require("matplotlib", extra="train", purpose="jaxenvs profile's plot (or pass --no-plot)")
+        except ImportError as e:
+            raise Failure(_message(e)) from e
+    env = _make(args.env_id, args.kwarg)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise Failure(f"--out {args.out!r}: cannot create it ({e.strerror})") from e
+    from jaxenvs.profile import file_stem, profile
+
+    report = profile(
+        env, num_envs=args.num_envs, num_steps=args.steps, repeats=args.repeats, layers=not args.no_wrappers,
+        seed=args.seed, progress=lambda line: print(line, flush=True),
+    )
+    stem = file_stem(report.env_id)
+    print(f"wrote {report.save_json(out / (stem + '.json'))}")
+    if not args.no_plot:
+        print(f"wrote {report.plot(out / (stem + '.png'))}")
+    print(report.summary())
+
+
+COMMANDS = {
+    "list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check": cmd_check, "bench": cmd_bench,
+    "profile": cmd_profile,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
