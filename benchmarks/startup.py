@@ -283,6 +283,7 @@ def main(argv=None) -> dict | None:
     fp_runs = {prog: {"cold": [], "warm": []} for prog in programs}
     floors = []
     with tempfile.TemporaryDirectory(prefix="jaxenvs-startup-") as tmp:
+        imports = import_times(tmp, args.timeout)
         for r in range(args.repeats):
             floors.append(floor(tmp, args.timeout))
             cache = tempfile.mkdtemp(prefix="cache-main-", dir=tmp)
@@ -299,15 +300,22 @@ def main(argv=None) -> dict | None:
                     print(f"[{r + 1}/{args.repeats}] first policy {prog} {kind}: {res['first_policy_s']:.2f} s "
                           f"(imports {res['imports_s']:.2f}, trace {res['trace_s']:.2f}, lower {res['lower_s']:.2f}, "
                           f"compile {res['compile_s']:.2f}, train {res['train_s']:.2f})", flush=True)
-        imports = import_times(tmp, args.timeout)
-    load_after = _load()
-    print(f"load after: {load_after}", flush=True)
+            # the record so far, rewritten after every repeat (a long run stopped early keeps its repeats)
+            result = _record(args, load_before, _load(), floors, main_runs, fp_runs, imports, r + 1)
+    print(f"load after: {result['machine']['load_after']}", flush=True)
+    print(markdown(result))
+    print(f"wrote {out / 'startup.json'} and {out / 'startup.md'}")
+    return result
 
+
+def _record(args, load_before, load_after, floors, main_runs, fp_runs, imports, done) -> dict:
+    """The result of the ``done`` repeats so far, written to ``--out``."""
     import jax
 
     result = {
         "settings": {"env_id": ENV_ID, "quick": args.quick, "repeats": args.repeats,
                      "training": QUICK if args.quick else "the tuned defaults (jaxenvs.train.configs)"},
+        "repeats_done": done,
         "machine": {"cpus": os.cpu_count(), "jax": jax.__version__, "python": sys.version.split()[0],
                     "load_before": load_before, "load_after": load_after},
         "floor_s": {"median": statistics.median(floors), "runs": floors},
@@ -317,10 +325,9 @@ def main(argv=None) -> dict | None:
         "imports": imports,
     }
     result["ratios"] = ratios(result)
+    out = Path(args.out)
     (out / "startup.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "startup.md").write_text(markdown(result))
-    print(markdown(result))
-    print(f"wrote {out / 'startup.json'} and {out / 'startup.md'}")
     return result
 
 
@@ -347,7 +354,8 @@ def markdown(result: dict) -> str:
     phases = list(dict.fromkeys(k for kind in mj.values() for k in kind["median"]["phases_s"]))
     lines = [
         f"Startup of the main job (`jaxenvs-train`, {s['env_id']}{', --quick settings' if s['quick'] else ', defaults'}) "
-        f"and time to first trained policy, median of {s['repeats']} fresh process(es) each; {m['cpus']} CPUs, "
+        f"and time to first trained policy, median of {result['repeats_done']} fresh process(es) each "
+        f"({result['repeats_done']} of {s['repeats']} repeats run); {m['cpus']} CPUs, "
         f"jax {m['jax']}.",
         f"Load before: `{m['load_before']}`; after: `{m['load_after']}`. "
         f"Floor (`import jax` + one op, fresh process): {result['floor_s']['median']:.2f} s.",
