@@ -9,6 +9,8 @@
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
     jaxenvs verify my_module:ns/FrozenLake-v1 --reference gymnasium:FrozenLake-v1 --reference-kwargs '{"is_slippery": true}'
+    jaxenvs profile GridWorld-v0 --num-envs 1 64 4096    compile time, steps/s per num_envs, memory, wrappers
+    jaxenvs profile my_module:ns/MyEnv-v0           an env registered by my_module (found from the cwd)
 
 Exit status: 0 on success, 1 when a check fails (``verify``: 0 pass, 1 fail, 2 inconclusive) or something outside the command line is
 missing (an optional package, a display, a writable folder), 2 for a mistake in the command line
@@ -266,6 +268,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detect", type=_probability, default=None, help="effect a pass must detect (default: DETECT)")
     p.add_argument("--power", type=_probability, default=None, help="probability of detecting it (default: POWER)")
     p.add_argument("--save", default=None, metavar="PATH", help="write the report as a JSON certificate")
+    from jaxenvs.profile import DEFAULT_NUM_ENVS
+
+    p = sub.add_parser(
+        "profile", help="compile time, steps/s against num_envs, memory and wrapper costs of an environment",
+        description="Trace, lower and compile times of reset, step and a vmapped scan rollout; steps/s against "
+        "num_envs for jax.vmap(env.step) and jaxenvs.VectorEnv; bytes per env state and XLA's planned peak "
+        "memory; what each wrapper adds. Writes profile_<ID>.json and .png into --out and prints a one-line "
+        "summary. A 'module:ns/Name-v0' ID imports module from the current directory first.",
+    )
+    _add_env_args(p)
+    p.add_argument(
+        "--num-envs", type=_positive_int, nargs="+", default=list(DEFAULT_NUM_ENVS), metavar="N",
+        help="batch sizes of the sweep (default: 1 4 16 ... 65536)",
+    )
+    p.add_argument(
+        "--steps", type=_positive_int, default=None, metavar="T",
+        help="steps per timed run (default: 2**18 // num_envs, clipped to [16, 1000])",
+    )
+    p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per point; the median counts")
+    p.add_argument("--out", default=".", metavar="DIR", help="folder for profile_<ID>.json and profile_<ID>.png")
+    p.add_argument("--no-plot", action="store_true", help="write the JSON file only (no matplotlib needed)")
+    p.add_argument("--no-wrappers", action="store_true", help="skip profiling each wrapper layer")
+    p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     return parser
 
 
@@ -543,12 +568,6 @@ def cmd_bench(args) -> None:
 
 
 # ---- verify ------------------------------------------------------------------------------------
-def _cwd_on_path() -> None:
-    """`module:...` names resolve from the current directory, as under `python -m`."""
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-
-
 def reference_factory(text: str, kwargs: dict):
     """The zero-argument factory `--reference` names: `gymnasium:ID` or `module:callable`."""
     prefix, sep, name = text.partition(":")
@@ -588,7 +607,7 @@ def reference_factory(text: str, kwargs: dict):
 
 
 def cmd_verify(args) -> int:
-    _cwd_on_path()
+    import_path_for(args.reference)
     if args.save is not None:
         parent = Path(args.save).resolve().parent
         if not parent.is_dir():
@@ -620,9 +639,41 @@ def cmd_verify(args) -> int:
     return {"pass": 0, "fail": 1, "inconclusive": 2}[report.verdict]
 
 
+# ---- profile -----------------------------------------------------------------------------------
+def cmd_profile(args) -> None:
+    import_path_for(args.env_id)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a file; --out names the folder the profile files go into")
+    if not args.no_plot:
+        from jaxenvs._optional import require
+
+        try:
+            require("matplotlib", extra="train", purpose="jaxenvs profile's plot (or pass --no-plot)")
+        except ImportError as e:
+            raise Failure(_message(e)) from e
+    env = _make(args.env_id, args.kwarg)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise Failure(f"--out {args.out!r}: cannot create it ({e.strerror})") from e
+    from jaxenvs.profile import file_stem, profile
+
+    report = profile(
+        env, num_envs=args.num_envs, num_steps=args.steps, repeats=args.repeats, layers=not args.no_wrappers,
+        seed=args.seed, progress=lambda line: print(line, flush=True),
+    )
+    stem = file_stem(report.env_id)
+    print(f"wrote {report.save_json(out / (stem + '.json'))}")
+    if not args.no_plot:
+        print(f"wrote {report.plot(out / (stem + '.png'))}")
+    print(report.summary())
+
+
 COMMANDS = {
     "list": cmd_list, "describe": cmd_describe, "play": cmd_play, "check": cmd_check, "bench": cmd_bench,
     "verify": cmd_verify,
+    "profile": cmd_profile,
 }
 
 

@@ -281,18 +281,20 @@ def benchmark_program(
     params: Any = None,
     policy: Policy | None = None,
     mesh: Any = None,
+    batched_path: bool = False,
 ) -> Callable[[jax.Array], jax.Array]:
     """What :func:`benchmark` times: ``run(key) -> total reward`` (not jitted), ``num_envs`` envs
     reset and stepped ``num_steps`` times by ``jax.vmap(env.step)`` with one key per env per step
     and a random (or the given) policy. ``params`` are constants of the program, as in a training
     run on one configuration (passed as traced arguments instead, GridWorld's integer arithmetic
-    on ``size`` cannot be specialised and runs about 1.4x slower)."""
+    on ``size`` cannot be specialised and runs about 1.4x slower). ``batched_path=True`` steps
+    through :class:`jaxenvs.VectorEnv` instead (one key per batch step, batch-level auto-reset)."""
     for name, v in (("num_envs", num_envs), ("num_steps", num_steps)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     params = check_params(env, params)
     policy = random_policy(env, params) if policy is None else policy
-    body = _policy_step(env, policy, num_envs, mesh, batched_path=False)
+    body = _policy_step(env, policy, num_envs, mesh, batched_path=batched_path)
 
     def run(key):
         key_reset, key_run = jax.random.split(key)

@@ -1,0 +1,448 @@
+"""Where an environment's compile time, step time and memory go: ``jaxenvs profile ID``.
+
+    from jaxenvs.profile import profile
+    report = profile("GridWorld-v0", num_envs=(1, 64, 4096))
+    print(report.summary())     # GridWorld-v0: compile 0.41 s, peak 2.9e7 steps/s at 4,096 envs (vmap), 20 B/env
+    report.save_json("profile_GridWorld-v0.json"); report.plot("profile_GridWorld-v0.png")
+
+What is measured, all in this process, on JAX's default device:
+
+* **stages**: ``jax.jit(f).trace(...)``, ``.lower()`` and ``.compile()`` timed apart for
+  ``reset``, ``step`` (one environment each) and ``rollout`` (the random-policy ``jit(vmap)`` +
+  ``lax.scan`` program of :func:`jaxenvs.rollout.benchmark_program` at the sweep's largest
+  ``num_envs``). Tracing runs the Python code of the env (and of its wrappers); lowering turns
+  the traced program into StableHLO; compiling is XLA's work. JAX's persistent compilation cache
+  is switched off while the profile runs, so compile times are those of a first (cold) run;
+* **sweep**: environment steps per second against ``num_envs`` for the plain path
+  (``jax.vmap(env.step)``, one key per env per step) and :class:`jaxenvs.VectorEnv` (one key per
+  batch step, batch-level auto-reset), the median of ``repeats`` timed runs after one untimed run
+  (compile time excluded; each program's stages are recorded too);
+* **memory**: bytes of one environment's state (the sum over the state pytree's leaves of
+  ``size * itemsize``) and of its observation; and, per sweep point, XLA's compiled memory
+  analysis (``compiled.memory_analysis()``): the bytes of the program's arguments, outputs and
+  temporary buffers as XLA's buffer assignment plans them before running (``peak_bytes``: the
+  backend's own peak figure where it gives one, else arguments + outputs + temporaries − aliased;
+  generated code is not counted). It is what the program needs on the device, planned, not a
+  measurement of the process's memory;
+* **layers**: the env with no wrapper, then with each wrapper of its stack added in turn
+  (for ``make("GridWorld-v0")``: ``GridWorld``, ``TimeLimit``, ``AutoReset``): state bytes,
+  the single-env ``step``'s stages and plain-path steps/s at one batch size, so what each wrapper
+  adds is the difference between consecutive layers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxenvs.core import Environment, check_params
+from jaxenvs.rollout import benchmark_program
+from jaxenvs.wrappers.base import Wrapper
+
+__all__ = [
+    "DEFAULT_NUM_ENVS",
+    "Stages",
+    "SweepPoint",
+    "Layer",
+    "ProfileReport",
+    "profile",
+    "auto_num_steps",
+    "tree_bytes",
+    "wrapper_layers",
+    "file_stem",
+]
+
+DEFAULT_NUM_ENVS = tuple(4**k for k in range(9))  # 1, 4, 16, ..., 65,536
+PATHS = ("vmap", "VectorEnv")
+STEP_BUDGET = 2**18  # env steps per timed run that auto_num_steps aims at
+MIN_STEPS, MAX_STEPS = 16, 1000
+
+
+def auto_num_steps(num_envs: int) -> int:
+    """Steps per timed run when none are given: ``2**18 // num_envs``, clipped to [16, 1000], so a
+    run is long enough to time at every batch size and short at the largest."""
+    return int(min(MAX_STEPS, max(MIN_STEPS, STEP_BUDGET // num_envs)))
+
+
+def _leaf_bytes(x) -> int:
+    dtype = x.dtype
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):  # a typed key: the bytes of its key data
+        data = jax.eval_shape(jax.random.key_data, x)
+        return int(np.prod(data.shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
+    return int(np.prod(x.shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of a pytree of arrays (or ``jax.ShapeDtypeStruct``s): the sum of ``size * itemsize``
+    over its leaves (a typed PRNG key counts its key data)."""
+    return sum(_leaf_bytes(x) for x in jax.tree.leaves(tree))
+
+
+def wrapper_layers(env: Environment) -> list[tuple[str, Environment]]:
+    """``[(name, env)]`` from the unwrapped environment out to ``env`` itself, one entry per
+    wrapper: ``make("GridWorld-v0")`` gives ``GridWorld``, ``TimeLimit``, ``AutoReset``."""
+    chain = [env]
+    while isinstance(chain[-1], Wrapper):
+        chain.append(chain[-1].env)
+    return [(type(e).__name__, e) for e in reversed(chain)]
+
+
+def file_stem(env_id: str) -> str:
+    """``profile_<id>`` with the characters a file name cannot hold (``/``, ``:``) as ``_``."""
+    return "profile_" + "".join(c if c.isalnum() or c in "-_." else "_" for c in env_id)
+
+
+@contextlib.contextmanager
+def _no_persistent_cache():
+    """JAX's persistent compilation cache off for the block: compile times are cold ones."""
+    before = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", before)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """Seconds to trace, lower and compile one jitted function (``jax.jit(f).trace(...)``,
+    ``.lower()``, ``.compile()``)."""
+
+    trace_s: float
+    lower_s: float
+    compile_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.trace_s + self.lower_s + self.compile_s
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "total_s": self.total_s}
+
+
+def compile_stages(fn: Callable, *args) -> tuple[Any, Stages]:
+    """``(compiled, stages)``: ``jax.jit(fn)`` traced, lowered and compiled at ``args`` (arrays or
+    ``jax.ShapeDtypeStruct``s), each stage timed."""
+    t0 = time.perf_counter()
+    traced = jax.jit(fn).trace(*args)
+    t1 = time.perf_counter()
+    lowered = traced.lower()
+    t2 = time.perf_counter()
+    compiled = lowered.compile()
+    t3 = time.perf_counter()
+    return compiled, Stages(t1 - t0, t2 - t1, t3 - t2)
+
+
+def memory_bytes(compiled) -> dict | None:
+    """XLA's memory analysis of a compiled program in bytes (``argument_bytes``, ``output_bytes``,
+    ``temp_bytes``, ``alias_bytes``, ``generated_code_bytes``, ``peak_bytes``), None when the
+    backend gives none. ``peak_bytes`` is the backend's peak where it reports one, else
+    arguments + outputs + temporaries - aliased buffers."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:  # backends without it raise (e.g. NotImplementedError)
+        return None
+    if m is None:
+        return None
+    out = {
+        "argument_bytes": int(m.argument_size_in_bytes),
+        "output_bytes": int(m.output_size_in_bytes),
+        "temp_bytes": int(m.temp_size_in_bytes),
+        "alias_bytes": int(m.alias_size_in_bytes),
+        "generated_code_bytes": int(m.generated_code_size_in_bytes),
+    }
+    planned = out["argument_bytes"] + out["output_bytes"] + out["temp_bytes"] - out["alias_bytes"]
+    reported = int(getattr(m, "peak_memory_in_bytes", 0) or 0)
+    out["peak_bytes"] = max(reported, planned)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPoint:
+    """One batch size on one path (``"vmap"`` or ``"VectorEnv"``): steps/s of the median run."""
+
+    path: str
+    num_envs: int
+    num_steps: int
+    run_s: tuple[float, ...]
+    stages: Stages
+    memory: dict | None
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.num_envs * self.num_steps / float(np.median(self.run_s))
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path, "num_envs": self.num_envs, "num_steps": self.num_steps,
+            "steps_per_s": self.steps_per_s, "median_run_s": float(np.median(self.run_s)), "run_s": list(self.run_s),
+            **{f"{k}": v for k, v in self.stages.to_dict().items()}, "memory": self.memory,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """The environment up to one wrapper of its stack (``name``: that wrapper's class, or the
+    environment's class for the unwrapped one)."""
+
+    name: str
+    state_bytes: int
+    step_stages: Stages
+    num_envs: int
+    num_steps: int
+    run_s: tuple[float, ...]
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.num_envs * self.num_steps / float(np.median(self.run_s))
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "state_bytes_per_env": self.state_bytes,
+            **{f"step_{k}": v for k, v in self.step_stages.to_dict().items()},
+            "num_envs": self.num_envs, "num_steps": self.num_steps, "steps_per_s": self.steps_per_s,
+            "median_run_s": float(np.median(self.run_s)),
+        }
+
+
+def _scientific(x: float) -> str:
+    """``2.9e7`` (not Python's ``2.9e+07``)."""
+    if not math.isfinite(x) or x <= 0:
+        return f"{x:g}"
+    exp = math.floor(math.log10(x))
+    mantissa = round(x / 10**exp, 1)
+    if mantissa >= 10:
+        mantissa, exp = mantissa / 10, exp + 1
+    return f"{mantissa:.1f}e{exp}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileReport:
+    """What :func:`profile` measured; ``to_dict`` is the JSON file's content (keys ending in
+    ``_s`` are seconds, ``_bytes`` and ``bytes_per_env`` bytes, ``steps_per_s`` env steps per
+    second)."""
+
+    env_id: str
+    device: str
+    jax_version: str
+    state_bytes: int
+    obs_bytes: int
+    stages: dict[str, Stages]
+    rollout_num_envs: int
+    sweep: tuple[SweepPoint, ...]
+    layers: tuple[Layer, ...]
+
+    @property
+    def peak(self) -> SweepPoint:
+        """The sweep point with the most steps/s."""
+        return max(self.sweep, key=lambda p: p.steps_per_s)
+
+    def summary(self) -> str:
+        """One line: the rollout program's compile time (trace + lower + compile), the peak
+        steps/s with its batch size and path, and the bytes of one env's state."""
+        best = self.peak
+        return (
+            f"{self.env_id}: compile {self.stages['rollout'].total_s:.2f} s, peak {_scientific(best.steps_per_s)} "
+            f"steps/s at {best.num_envs:,} envs ({best.path}), {self.state_bytes} B/env"
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "env_id": self.env_id,
+            "device": self.device,
+            "jax_version": self.jax_version,
+            "summary": self.summary(),
+            "state_bytes_per_env": self.state_bytes,
+            "obs_bytes_per_env": self.obs_bytes,
+            "stages": {
+                name: {**s.to_dict(), **({"num_envs": self.rollout_num_envs} if name == "rollout" else {})}
+                for name, s in self.stages.items()
+            },
+            "sweep": [p.to_dict() for p in self.sweep],
+            "layers": [layer.to_dict() for layer in self.layers],
+            "units": {
+                "*_s": "seconds", "*_bytes, *_bytes_per_env": "bytes", "steps_per_s": "environment steps per second",
+                "memory": "XLA's compiled memory analysis of the sweep program (planned buffers, not measured)",
+            },
+        }
+
+    def save_json(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`to_dict` as JSON to ``path``; returns the path."""
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    def plot(self, path: str | os.PathLike) -> Path:
+        """A PNG: steps/s against ``num_envs`` per path, XLA's planned peak memory against
+        ``num_envs``, and steps/s of each wrapper layer. Needs matplotlib (the ``train`` extra)."""
+        from jaxenvs._optional import require
+
+        require("matplotlib", extra="train", purpose="the profile plot")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        panels = 3 if self.layers else 2
+        fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4))
+        for path_name, marker in zip(PATHS, "os"):
+            pts = sorted((p for p in self.sweep if p.path == path_name), key=lambda p: p.num_envs)
+            if pts:
+                axes[0].plot([p.num_envs for p in pts], [p.steps_per_s for p in pts], marker=marker, label=path_name)
+                mem = [(p.num_envs, p.memory["peak_bytes"]) for p in pts if p.memory]
+                if mem:
+                    axes[1].plot(*zip(*mem), marker=marker, label=f"{path_name} (XLA plan)")
+        n = sorted({p.num_envs for p in self.sweep})
+        axes[1].plot(n, [self.state_bytes * k for k in n], "k--", label=f"state only ({self.state_bytes} B/env)")
+        for ax, ylabel in ((axes[0], "env steps / s"), (axes[1], "peak memory of the program (bytes)")):
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("num_envs")
+            ax.set_ylabel(ylabel)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        axes[0].set_title(f"{self.env_id} on {self.device}")
+        axes[1].set_title("memory")
+        if self.layers:
+            ax = axes[2]
+            names = [layer.name for layer in self.layers]
+            ax.bar(range(len(names)), [layer.steps_per_s for layer in self.layers], color="tab:blue")
+            for i, layer in enumerate(self.layers):
+                ax.annotate(f"{layer.state_bytes} B\nstep {layer.step_stages.total_s:.2f} s", (i, layer.steps_per_s),
+                            ha="center", va="bottom", fontsize=8)
+            ax.set_xticks(range(len(names)), names, rotation=20)
+            ax.set_ylabel(f"env steps / s (vmap, {self.layers[0].num_envs:,} envs)")
+            ax.set_title("each wrapper added (state bytes, step compile)")
+            ax.margins(y=0.25)
+        fig.tight_layout()
+        path = Path(path)
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+
+def _time_runs(compiled, seed: int, repeats: int) -> tuple[float, ...]:
+    keys = jax.random.split(jax.random.key(seed), repeats + 1)
+    jax.block_until_ready(compiled(keys[0]))  # warm-up run (allocations), not timed
+    times = []
+    for k in keys[1:]:
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(k))
+        times.append(time.perf_counter() - t0)
+    return tuple(times)
+
+
+def _check_counts(name: str, values: Sequence[int]) -> tuple[int, ...]:
+    values = tuple(values)
+    if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in values):
+        raise ValueError(f"{name} must be a non-empty sequence of ints >= 1, got {values!r}")
+    return tuple(sorted(set(values)))
+
+
+def profile(
+    env_or_id: Environment | str,
+    num_envs: Sequence[int] = DEFAULT_NUM_ENVS,
+    num_steps: int | None = None,
+    repeats: int = 3,
+    layers: bool = True,
+    layer_num_envs: int | None = None,
+    params: Any = None,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    **make_kwargs: Any,
+) -> ProfileReport:
+    """Profile an environment (see the module docstring for what each figure means).
+
+    ``env_or_id``: an :class:`~jaxenvs.Environment` or an id for :func:`jaxenvs.make` (with
+    ``make_kwargs``; ``"module:ns/Name-v0"`` imports ``module`` first). ``num_envs``: the batch
+    sizes of the sweep (default 1, 4, ..., 65,536). ``num_steps``: steps per timed run (default
+    :func:`auto_num_steps` of each batch size). ``repeats``: timed runs per point, the median
+    counts. ``layers``: also profile each wrapper layer, at ``layer_num_envs`` envs (default: the
+    sweep's largest size up to 1,024). ``progress``: called with a line of text as each
+    measurement ends (e.g. ``print``).
+    """
+    import jaxenvs
+
+    if isinstance(env_or_id, str):
+        env = jaxenvs.make(env_or_id, **make_kwargs)
+    elif isinstance(env_or_id, Environment):
+        if make_kwargs:
+            raise TypeError(f"keyword arguments {sorted(make_kwargs)} are for make(id); pass an id, not an env")
+        env = env_or_id
+    else:
+        raise TypeError(f"profile needs an Environment or an environment id, got {type(env_or_id).__name__}")
+    sizes = _check_counts("num_envs", num_envs)
+    if num_steps is not None:
+        _check_counts("num_steps", [num_steps])
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if layer_num_envs is None:
+        layer_num_envs = max([n for n in sizes if n <= 1024] or [min(sizes)])
+    _check_counts("layer_num_envs", [layer_num_envs])
+    params = check_params(env, params)
+    say = progress or (lambda line: None)
+    env_id = env.spec.id if getattr(env, "spec", None) is not None else type(env.unwrapped).__name__
+    steps_of = (lambda n: num_steps) if num_steps is not None else auto_num_steps
+
+    key = jax.random.key(seed)
+    with _no_persistent_cache():
+        jax.jit(lambda x: x + 1).lower(jnp.zeros(())).compile()  # the backend's one-time start, not counted
+        obs_shape, state_shape = jax.eval_shape(lambda k: env.reset(k, params), key)
+        action_shape = jax.eval_shape(lambda k: env.action_space(params).sample(
+            k, batch_shape=(env.num_agents,) if env.multi_agent else ()), key)
+        stages = {}
+        _, stages["reset"] = compile_stages(lambda k: env.reset(k, params), key)
+        _, stages["step"] = compile_stages(lambda k, s, a: env.step(k, s, a, params), key, state_shape, action_shape)
+        say(f"reset: {_stage_text(stages['reset'])}; step: {_stage_text(stages['step'])}")
+
+        sweep = []
+        for n in sizes:
+            for path in PATHS:
+                t = steps_of(n)
+                run = benchmark_program(env, n, t, params, batched_path=path == "VectorEnv")
+                compiled, st = compile_stages(run, key)
+                point = SweepPoint(path, n, t, _time_runs(compiled, seed, repeats), st, memory_bytes(compiled))
+                sweep.append(point)
+                mem = f", peak memory {point.memory['peak_bytes']:,} B" if point.memory else ""
+                say(f"{path:>9} {n:>7,} envs x {t} steps: {point.steps_per_s:.3g} steps/s, compile {st.total_s:.2f} s{mem}")
+        rollout_point = max((p for p in sweep if p.path == "vmap"), key=lambda p: p.num_envs)
+        stages["rollout"] = rollout_point.stages
+
+        layer_results = []
+        if layers:
+            for name, layer_env in wrapper_layers(env):
+                _, st = compile_stages(lambda k, s, a, e=layer_env: e.step(k, s, a, params), key,
+                                       jax.eval_shape(lambda k, e=layer_env: e.reset(k, params)[1], key), action_shape)
+                t = steps_of(layer_num_envs)
+                compiled = jax.jit(benchmark_program(layer_env, layer_num_envs, t, params)).lower(key).compile()
+                state_b = tree_bytes(jax.eval_shape(lambda k, e=layer_env: e.reset(k, params)[1], key))
+                layer = Layer(name, state_b, st, layer_num_envs, t, _time_runs(compiled, seed, repeats))
+                layer_results.append(layer)
+                say(f"layer {name}: {state_b} B/env, step compile {st.total_s:.2f} s, {layer.steps_per_s:.3g} steps/s")
+
+    dev = jax.devices()[0]
+    return ProfileReport(
+        env_id=env_id,
+        device=f"{dev.platform} ({getattr(dev, 'device_kind', '')})",
+        jax_version=jax.__version__,
+        state_bytes=tree_bytes(state_shape),
+        obs_bytes=tree_bytes(obs_shape),
+        stages=stages,
+        rollout_num_envs=rollout_point.num_envs,
+        sweep=tuple(sweep),
+        layers=tuple(layer_results),
+    )
+
+
+def _stage_text(s: Stages) -> str:
+    return f"trace {s.trace_s:.3f} s, lower {s.lower_s:.3f} s, compile {s.compile_s:.3f} s"

@@ -1,0 +1,224 @@
+"""``jaxenvs profile`` and :func:`jaxenvs.profile.profile`: what the report says is what it measured.
+
+One profile runs (module-scoped, through the command line, from a temporary directory that holds
+the environment's module and is not on ``sys.path``), on a tiny environment with a tiny sweep;
+the tests read its files and output. Timings are only checked to exist and be positive.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxenvs import cli
+from jaxenvs.profile import auto_num_steps, file_stem, tree_bytes, wrapper_layers
+
+MODULE = "tinyprof_mod"
+ENV_ID = "tinyprof/Counter-v0"
+SIZES = (1, 16)
+STEPS = 4
+SUMMARY = re.compile(
+    r"^(?P<id>\S+): compile (?P<compile>\d+\.\d\d) s, peak (?P<m>\d\.\d)e(?P<e>-?\d+) steps/s at "
+    r"(?P<n>[\d,]+) envs \((?P<path>vmap|VectorEnv)\), (?P<bytes>\d+) B/env$"
+)
+MODULE_SOURCE = textwrap.dedent(
+    '''
+    """A counter: int32 count and float32[3] position (16 bytes of state), 3 steps to terminate."""
+    import jax
+    import jax.numpy as jnp
+
+    import jaxenvs
+    from jaxenvs import spaces, struct
+    from jaxenvs.core import Environment, EnvParams
+
+
+    @struct.dataclass
+    class State:
+        count: jax.Array
+        pos: jax.Array
+
+
+    class Counter(Environment):
+        @property
+        def default_params(self):
+            return EnvParams()
+
+        def reset_env(self, key, params):
+            s = State(jnp.int32(0), jax.random.uniform(key, (3,)))
+            return s.pos, s
+
+        def step_env(self, key, state, action, params):
+            s = State(state.count + 1, state.pos + action)
+            return s.pos, s, jnp.float32(action), s.count >= 3, jnp.bool_(False), {}
+
+        def observation_space(self, params=None):
+            return spaces.Box(-jnp.inf, jnp.inf, (3,), jnp.float32)
+
+        def action_space(self, params=None):
+            return spaces.Discrete(2)
+
+
+    jaxenvs.register("tinyprof/Counter-v0", Counter, max_episode_steps=5)
+    '''
+)
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """``(folder, out folder, stdout lines, exit status)`` of ``jaxenvs profile tinyprof_mod:tinyprof/Counter-v0``
+    run from a folder that holds ``tinyprof_mod.py`` and is not on ``sys.path`` (as the console
+    script sees it)."""
+    work = tmp_path_factory.mktemp("profile_cwd")
+    (work / f"{MODULE}.py").write_text(MODULE_SOURCE)
+    mp = pytest.MonkeyPatch()
+    mp.chdir(work)
+    mp.setattr(sys, "path", [p for p in sys.path if p not in ("", str(work))])
+    from io import StringIO
+
+    buf = StringIO()
+    mp.setattr(sys, "stdout", buf)
+    try:
+        argv = ["profile", f"{MODULE}:{ENV_ID}", "--num-envs", *map(str, SIZES), "--steps", str(STEPS),
+                "--repeats", "1", "--out", "out"]
+        status = cli.main(argv)
+    finally:
+        mp.undo()
+        sys.modules.pop(MODULE, None)
+    return work, work / "out", buf.getvalue().splitlines(), status
+
+
+@pytest.fixture(scope="module")
+def report(profiled):
+    _, out, _, status = profiled
+    assert status == 0
+    return json.loads((out / f"{file_stem(ENV_ID)}.json").read_text())
+
+
+def test_module_id_from_a_folder_off_sys_path(profiled):
+    _, out, lines, status = profiled
+    assert status == 0, lines
+    assert sorted(p.name for p in out.iterdir()) == ["profile_tinyprof_Counter-v0.json", "profile_tinyprof_Counter-v0.png"]
+    png = (out / "profile_tinyprof_Counter-v0.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+def test_summary_line_says_what_the_json_holds(profiled, report):
+    _, _, lines, _ = profiled
+    m = SUMMARY.match(lines[-1])
+    assert m, lines[-1]
+    assert lines[-1] == report["summary"]
+    assert m["id"] == ENV_ID and int(m["bytes"]) == report["state_bytes_per_env"]
+    best = max(report["sweep"], key=lambda p: p["steps_per_s"])
+    assert int(m["n"].replace(",", "")) == best["num_envs"] and m["path"] == best["path"]
+    assert float(f"{m['m']}e{m['e']}") == pytest.approx(best["steps_per_s"], rel=0.06)  # 2 significant digits
+    assert float(m["compile"]) == pytest.approx(report["stages"]["rollout"]["total_s"], abs=0.006)
+
+
+def test_bytes_per_env_is_the_sum_of_one_states_leaf_nbytes(report):
+    import jaxenvs
+
+    env = jaxenvs.make(ENV_ID)  # registered by the profiled command's import of its module
+    obs, state = env.reset(jax.random.key(0))
+    assert report["state_bytes_per_env"] == sum(np.asarray(x).nbytes for x in jax.tree.leaves(state)) == 4 + 12 + 4
+    assert report["obs_bytes_per_env"] == np.asarray(obs).nbytes == 12
+
+
+def test_json_keys_units_and_stages(report):
+    assert set(report) >= {"env_id", "device", "jax_version", "summary", "state_bytes_per_env", "obs_bytes_per_env",
+                           "stages", "sweep", "layers", "units"}
+    assert set(report["stages"]) == {"reset", "step", "rollout"}
+    for name, st in report["stages"].items():
+        assert all(st[k] > 0 for k in ("trace_s", "lower_s", "compile_s")), (name, st)
+        assert st["total_s"] == pytest.approx(st["trace_s"] + st["lower_s"] + st["compile_s"], rel=1e-12)
+    assert report["stages"]["rollout"]["num_envs"] == max(SIZES)
+
+
+def test_sweep_covers_both_paths_and_every_size(report):
+    points = {(p["path"], p["num_envs"]): p for p in report["sweep"]}
+    assert set(points) == {(path, n) for path in ("vmap", "VectorEnv") for n in SIZES}
+    for (path, n), p in points.items():
+        assert p["num_steps"] == STEPS and len(p["run_s"]) == 1
+        assert p["steps_per_s"] == pytest.approx(n * STEPS / p["median_run_s"], rel=1e-12)
+        assert p["compile_s"] > 0 and p["trace_s"] > 0 and p["lower_s"] > 0
+        mem = p["memory"]  # XLA:CPU gives a memory analysis
+        assert set(mem) == {"argument_bytes", "output_bytes", "temp_bytes", "alias_bytes", "generated_code_bytes", "peak_bytes"}
+        assert mem["argument_bytes"] > 0 and mem["output_bytes"] == 4  # a key in, the float32 reward sum out
+        # the scan carries n states: the planned buffers hold at least those
+        assert mem["peak_bytes"] >= mem["argument_bytes"] + mem["output_bytes"] + mem["temp_bytes"] - mem["alias_bytes"]
+        assert mem["peak_bytes"] >= n * report["state_bytes_per_env"]
+    # the rollout stage is the vmap program at the largest size
+    big = points[("vmap", max(SIZES))]
+    assert report["stages"]["rollout"]["compile_s"] == big["compile_s"]
+
+
+def test_layers_are_the_wrapper_stack_and_what_each_adds(report):
+    layers = report["layers"]
+    assert [layer["name"] for layer in layers] == ["Counter", "TimeLimit", "AutoReset"]
+    # TimeLimit adds its int32 step counter; AutoReset keeps no state of its own
+    assert [layer["state_bytes_per_env"] for layer in layers] == [16, 20, 20]
+    for layer in layers:
+        assert layer["num_envs"] == max(SIZES) and layer["steps_per_s"] > 0 and layer["step_total_s"] > 0
+
+
+def test_helpers():
+    import jaxenvs
+
+    assert [n for n, _ in wrapper_layers(jaxenvs.make("GridWorld-v0"))] == ["GridWorld", "TimeLimit", "AutoReset"]
+    assert [n for n, _ in wrapper_layers(jaxenvs.make("GridWorld-v0", size=3, autoreset=False))] == [
+        "GridWorld", "WithParams", "TimeLimit"]
+    tree = {"k": jax.random.key(0), "x": jnp.zeros((3, 2), jnp.float16), "n": jnp.int32(1)}
+    assert tree_bytes(tree) == jax.random.key_data(tree["k"]).nbytes + 12 + 4
+    assert tree_bytes(jax.eval_shape(lambda: tree)) == tree_bytes(tree)
+    assert [auto_num_steps(n) for n in (1, 262, 1024, 65536)] == [1000, 1000, 256, 16]
+    assert file_stem("gymnax:ns/Env-v0") == "profile_gymnax_ns_Env-v0"
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxenvs: error:"), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, status, message",
+    [
+        (["profile", "GridWrold-v0"], 2, "GridWorld-v0"),
+        (["profile", "no_such_module_xyz:ns/Env-v0"], 2, "no_such_module_xyz"),
+        (["profile", "GridWorld-v0", "--num-envs", "0"], 2, "expected an integer >= 1, got '0'"),
+        (["profile", "GridWorld-v0", "--steps", "x"], 2, "--steps"),
+        (["profile", "GridWorld-v0", "-k", "size=-3", "--no-plot"], 2, "size"),
+    ],
+)
+def test_command_line_mistakes(argv, status, message, capsys):
+    assert cli.main(argv) == status
+    assert message in _one_error_line(capsys.readouterr().err)
+
+
+def test_out_naming_a_file_and_missing_matplotlib(tmp_path, monkeypatch, capsys):
+    f = tmp_path / "f.txt"
+    f.write_text("")
+    assert cli.main(["profile", "GridWorld-v0", "--out", str(f)]) == 2
+    assert "is a file" in _one_error_line(capsys.readouterr().err)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    assert cli.main(["profile", "GridWorld-v0", "--out", str(tmp_path / "o")]) == 1
+    line = _one_error_line(capsys.readouterr().err)
+    assert "jaxenvs[train]" in line and "--no-plot" in line
+    assert not (tmp_path / "o").exists()  # failed before any work
+
+
+def test_library_argument_checks():
+    from jaxenvs.profile import profile
+
+    with pytest.raises(ValueError, match="num_envs"):
+        profile("GridWorld-v0", num_envs=())
+    with pytest.raises(ValueError, match="repeats"):
+        profile("GridWorld-v0", num_envs=(1,), repeats=0)
+    with pytest.raises(TypeError, match="Environment or an environment id"):
+        profile(3)
