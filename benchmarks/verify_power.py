@@ -218,8 +218,8 @@ FAITHFUL = {
 
 # name: (env, port factory, its effect as a total-variation / KS distance, where it shows)
 MUTANTS = {
-    "slip 0.30": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.30), 1 / 30, "TV per (state, action)"),
-    "slip 0.35": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.35), 1 / 60, "TV per (state, action)"),
+    "slip 0.30": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.30), 1 / 15, "TV per (state, action)"),
+    "slip 0.35": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.35), 1 / 30, "TV per (state, action)"),
     "slip 0.40": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.40), 2 / 15, "TV per (state, action)"),
     "slip 0.50": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(slip=0.50), 1 / 3, "TV per (state, action)"),
     "goal reward 0.9": ("FrozenLake-v1 (slippery)", lambda: frozen_lake(goal_reward=0.9), 1 / 3, "TV at the goal's neighbours"),
