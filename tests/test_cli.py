@@ -258,7 +258,10 @@ def test_missing_extras_and_display(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if not installed
     assert main(["play", "GridWorld-v0", "--render", "mp4", "--out", str(tmp_path / "a.mp4")]) == 1
     err = capsys.readouterr().err
-    assert "saving MP4 needs the imageio-ffmpeg package: pip install imageio-ffmpeg" in one_error_line(err)
+    assert (
+        "saving an MP4 (or save a .gif) needs 'imageio_ffmpeg', which is not installed: "
+        'pip install "jaxenvs[render]"' in one_error_line(err)
+    )
     for var in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")

@@ -170,7 +170,7 @@ def test_play_human_errors(grid, monkeypatch):
     with pytest.raises(OSError, match="no display to open a window on"):
         play_human(grid, frames)
     monkeypatch.setitem(sys.modules, "pygame", None)  # as if pygame were not installed
-    with pytest.raises(ImportError, match=r"needs pygame: pip install 'jaxenvs\[render\]'"):
+    with pytest.raises(ImportError, match=r"showing frames in a window needs 'pygame', which is not installed: pip install \"jaxenvs\[render\]\""):
         play_human(grid, frames)
 
 
@@ -259,5 +259,5 @@ def test_legend_without_pillow_says_what_to_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "PIL", None)  # as if not installed
     env = jaxenvs.make("RockPaperScissors-v0")
-    with pytest.raises(ImportError, match=r"drawing a legend needs Pillow: pip install 'jaxenvs\[render\]'"):
+    with pytest.raises(ImportError, match=r"drawing a legend \(or leave the legend out\) needs 'PIL', which is not installed: pip install \"jaxenvs\[render\]\""):
         legend_strip(env, 257)  # a width not drawn before (legends are cached per width)
