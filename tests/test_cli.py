@@ -142,7 +142,10 @@ def test_check_passes_on_grid_world(run):
     assert m, p.stdout
     passed, skipped = m.group(2).split(", "), m.group(3).split(", ")
     assert len(passed) == int(m.group(1)) and set(passed) | set(skipped) == set(RULES)
-    assert skipped == ["key-sensitivity"]  # GridWorld is deterministic
+    from jaxenvs.checker import TURN_BASED_RULES
+
+    # GridWorld is deterministic, has no legal-action mask, no turns and no chance nodes
+    assert skipped == ["key-sensitivity"] + [r for r in RULES if r in TURN_BASED_RULES]
 
 
 def test_check_list_rules(capsys):
@@ -220,7 +223,7 @@ def test_unknown_id_in_a_process(run):
         (["play", "GridWorld-v0", "--sample"], 2, "--sample and --run-seed are for a trained policy"),
         (["check"], 2, "check needs an environment ID (or --list-rules)"),
         (["check", "no.such.mod:Foo-v0"], 2, "could not import module 'no.such.mod' named in the environment id"),
-        (["describe", "Foo-v0"], 2, "no environment registered as 'Foo-v0'; registered: ['GridWorld-v0',"),
+        (["describe", "Foo-v0"], 2, "no environment registered as 'Foo-v0'; registered: ['ConnectFour-v0', 'GridWorld-v0',"),
         (["describe", "gridworld-v0"], 2, "no environment registered as 'gridworld-v0'; did you mean 'GridWorld-v0'?"),
         (["play", "GridWorld-v0", "-k", "size=1"], 2, "GridWorld size must be an integer in [2, 46340], got 1"),
         (["play", "GridWorld-v0", "-k", "colour=1"], 2, "got unknown keyword argument(s) ['colour']; valid:"),

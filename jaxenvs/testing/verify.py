@@ -238,9 +238,10 @@ def _default_policy(space: spaces.Space, num_agents: int, multi: bool):
     def one(ek, sk, mask=None):
         k_mode, k_fav, k_p = jax.random.split(ek, 3)
         fav = space.sample(k_fav)
-        stick = jax.random.uniform(k_p, maxval=STICKINESS) * (jax.random.uniform(k_mode) < 0.5)
+        stick = jnp.where(jax.random.uniform(k_mode, dtype=jnp.float32) < 0.5,
+                          jax.random.uniform(k_p, maxval=STICKINESS, dtype=jnp.float32), jnp.float32(0))
         ku, kc = jax.random.split(sk)
-        use = jax.random.uniform(kc) < stick
+        use = jax.random.uniform(kc, dtype=jnp.float32) < stick
         if mask is None:
             uniform = space.sample(ku)
         else:
