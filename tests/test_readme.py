@@ -7,6 +7,7 @@ blocked, so an example that quietly needs flax or gymnasium fails here.
 
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -79,8 +80,8 @@ def test_readme_jaxenvs_commands_parse():
     """Each ``jaxenvs ...`` line of the README is a valid command line of today's ``jaxenvs``."""
     from jaxenvs.cli import build_parser
 
-    lines = [ln.split("  #")[0].split() for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) for ln in b.splitlines()]
-    commands = [ln[1:] for ln in lines if ln and ln[0] == "jaxenvs"]
+    lines = [ln.split("  #")[0] for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) for ln in b.splitlines()]
+    commands = [shlex.split(ln)[1:] for ln in lines if ln.startswith("jaxenvs ")]
     assert any(c[:1] == ["play"] and "--out" in c for c in commands)
     for argv in commands:
         args = build_parser().parse_args(argv)
