@@ -317,3 +317,47 @@ def test_a_run_setting_without_a_rule_is_an_error():
 
     with pytest.raises(TypeError, match=r"MoreSettings\.FIELD_RULES has no rule for field\(s\) \['workers'\]"):
         MoreSettings()
+
+
+# The import-order hang (jax 0.10.x, XLA:CPU's concurrency-optimized scheduler): JAX started before
+# jaxenvs.train is imported, then HurdleRace, 3 seeds, 60k steps in one chunk, which hung forever in
+# 3 of 3 runs while the package only set XLA_FLAGS at import. The trainer's programs now carry the
+# safe scheduler as a compiler option of their own, so the order does not matter.
+IMPORT_JAX_FIRST = """
+import sys, jax
+jax.numpy.zeros(1)  # JAX's CPU backend starts here, before jaxenvs.train is imported
+from jaxenvs.train import xla
+assert "concurrency_optimized" not in __import__("os").environ.get("XLA_FLAGS", "")  # nothing process-wide
+from jaxenvs.train.__main__ import main
+sys.exit(main(["--env", "HurdleRace-v0", "--seeds", "3", "--chunks", "1", "--no-gif", "--no-eval", "--out", sys.argv[1]]))
+"""
+
+
+def test_jax_started_first_then_seed_vmapped_training_finishes(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAXENVS_CACHE_DIR"] = ""  # compile here: the program that hung, not a cached one
+    p = subprocess.run([sys.executable, "-c", IMPORT_JAX_FIRST, str(tmp_path)], capture_output=True, text=True,
+                       timeout=400, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "steps 60,416/60,416 x3 seeds" in p.stdout
+
+
+def test_trainer_programs_carry_the_safe_scheduler_and_nest(monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    from jaxenvs.train import xla
+
+    assert xla.COMPILER_OPTIONS == {"xla_cpu_enable_concurrency_optimized_scheduler": False}
+    f = xla.jit(lambda x: x + 1)
+    assert float(f(1.0)) == 2.0  # top level: compiled with the option, which XLA accepts
+    np.testing.assert_array_equal(jax.vmap(f)(jnp.ones(2)), [2.0, 2.0])
+    assert float(jax.jit(lambda x: f(x) * 2)(1.0)) == 4.0  # nested in a user's jit: a plain function
+    # XLA refuses an unknown option when it compiles, so an unknown one shows where the options go:
+    # to every top-level program (a call, a vmapped call, .lower().compile()), never to a nested one
+    monkeypatch.setattr(xla, "COMPILER_OPTIONS", {"xla_no_such_option": False})
+    g = xla.jit(lambda x: x * 3)
+    for top_level in (lambda: g(1.0), lambda: jax.vmap(g)(jnp.ones(2)), lambda: g.lower(1.0).compile()):
+        with pytest.raises(Exception, match="xla_no_such_option"):
+            top_level()
+    assert float(jax.jit(lambda x: g(x) + 1)(1.0)) == 4.0

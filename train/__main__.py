@@ -84,6 +84,7 @@ from .configs import (  # noqa: E402
 )
 from .distributed import is_main_process, params_digest, place_runner, put_global, replicated, runner_shardings  # noqa: E402
 from .trainers import make_trainer  # noqa: E402
+from .xla import jit  # noqa: E402
 
 _T_IMPORTED = time.perf_counter()
 
@@ -530,7 +531,7 @@ class Run:
             keys = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
             template = runner_template(self.trainer, settings.num_seeds)
             shardings = runner_shardings(template, self.mesh) if self.mesh is not None else None
-            init = jax.jit(jax.vmap(self.trainer.init, in_axes=(0, None)), out_shardings=shardings)
+            init = jit(jax.vmap(self.trainer.init, in_axes=(0, None)), out_shardings=shardings)
             self.runner = init(keys, config.hparams())
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
@@ -596,10 +597,10 @@ class Run:
 
         body = jax.vmap(one_seed, in_axes=(0, None, None))
         if mesh is None:
-            chunk = jax.jit(body)
+            chunk = jit(body)
         else:  # the runner keeps its layout; metrics come back whole on every device
             shardings = runner_shardings(self.runner, mesh)
-            chunk = jax.jit(body, in_shardings=(shardings, replicated(mesh), replicated(mesh)),
+            chunk = jit(body, in_shardings=(shardings, replicated(mesh), replicated(mesh)),
                             out_shardings=(shardings, replicated(mesh)))
         n = jnp.int32(length) if mesh is None else put_global(np.int32(length), replicated(mesh))
         label = f"compiling the training program (chunks of {' or '.join(map(str, sorted(set(plan), reverse=True)))} update(s))"

@@ -44,6 +44,7 @@ import numpy as np
 import jaxenvs
 from jaxenvs.rollout import rollout
 from .ppo import Trainer
+from .xla import jit
 
 __all__ = [
     "EVALUATORS", "evaluate", "evaluate_params", "first_episodes", "progress_metrics", "format_table", "format_progress",
@@ -114,7 +115,7 @@ def _episode_fn(trainer: Trainer, versus_random: bool, num_episodes: int) -> Cal
                 policy = greedy
             return rollout(env, key, policy, steps, num_envs=num_episodes, record_states=False)
 
-        _EPISODE_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+        _EPISODE_FNS[cache_key] = (trainer, jit(run))  # the trainer is kept so its id stays unique
     return _EPISODE_FNS[cache_key][1]
 
 

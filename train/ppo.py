@@ -51,6 +51,7 @@ from jaxenvs.wrappers import RecordEpisodeStatistics
 from .configs import HParams, PPOConfig
 from .networks import ActorCritic, policy_head_for
 from .permutation import minibatch_permutation
+from .xla import jit
 
 __all__ = [
     "make_trainer", "Trainer", "RunnerState", "gae", "all_finite", "stack_hparams", "as_typed_key",
@@ -361,9 +362,9 @@ class Trainer:
         return self._run_updates(self._init(key, hp), hp, self.config.num_updates)
 
     def __post_init__(self):
-        self.init = jax.jit(self._init)
-        self.run_updates = jax.jit(self._run_updates, static_argnames="num_updates")
-        self.train = jax.jit(self._train)
+        self.init = jit(self._init)
+        self.run_updates = jit(self._run_updates, static_argnames="num_updates")
+        self.train = jit(self._train)
 
 
 def make_trainer(config: PPOConfig, mesh: Any = None) -> Trainer:
