@@ -1,4 +1,4 @@
-"""Run directories and checkpoints of ``python -m train``: resume on every environment, Ctrl-C,
+"""Run directories and checkpoints of ``jaxenvs-train``: resume on every environment, Ctrl-C,
 non-finite training, corrupt or mismatched files, atomic writes, colliding names.
 
 Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; the persistent
@@ -16,6 +16,7 @@ from flax import serialization
 
 import jaxenvs
 from jaxenvs.train import __main__ as cli
+from jaxenvs.train import run as run_module
 from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
 from jaxenvs.train.configs import RunSettings
 from jaxenvs.train.evaluate import main as evaluate_main
@@ -88,7 +89,7 @@ def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path,
     def interrupt(self, plan):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.Run, "compile_chunks", interrupt)
+    monkeypatch.setattr(run_module.Run, "compile_chunks", interrupt)
     code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and "--resume" in out
     run_dir = only_run(tmp_path)
@@ -196,7 +197,7 @@ def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "_run_stamp", lambda: "20250101-120000")
-    dirs = [cli.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
+    dirs = [run_module.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
     assert [d.name for d in dirs] == ["GridWorld-v0-20250101-120000", "GridWorld-v0-20250101-120000-2",
                                       "GridWorld-v0-20250101-120000-3"]
     assert all(d.is_dir() for d in dirs)

@@ -1,4 +1,4 @@
-"""``python -m train`` and ``python -m train.evaluate``: one tiny run through subprocesses (as a
+"""``jaxenvs-train`` and ``python -m jaxenvs.train.evaluate``: one tiny run through subprocesses (as a
 user runs it), and the command line's misuse cases in-process (they fail before compiling)."""
 
 import csv
@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxenvs.train.__main__ import build_parser, chunk_length, chunk_plan, first_nonfinite_update, main
+from jaxenvs.train.__main__ import main
+from jaxenvs.train.metrics_log import first_nonfinite_update
+from jaxenvs.train.parser import build_parser
+from jaxenvs.train.run import chunk_length, chunk_plan
 from jaxenvs.train.configs import (
     DEFAULTS, PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file, nest_run_settings,
     run_record, run_settings_from_dict,
@@ -79,7 +82,7 @@ def test_learning_curve_panels_hold_the_progress_measures(run_dir):
     stored = json.loads((run_dir / "metrics.json").read_text())
     ret = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_return"]])
     length = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_length"]])
-    panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"])
+    panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"], env_id="GridWorld-v0")
     assert [p["label"] for p in panels] == [
         "success rate (evaluation)", "length / optimal length (evaluation)",
         "mean episode length (training)",  # GridWorld's return is 1 in every episode: no panel
@@ -95,17 +98,17 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     """Each env's curve leads with its own progress measures (a flat return of 0 or 1 says nothing
     in HurdleRace, Rock-Paper-Scissors and GridWorld); rows as the trainer stores them, 2 seeds."""
     import jaxenvs
-    from jaxenvs.train.evaluate import PROGRESS
-    from jaxenvs.train.plotting import LABELS, curve_panels
+    from jaxenvs.train.plotting import _label, curve_panels
+    from jaxenvs.train.tuned import entry
 
-    names = PROGRESS[jaxenvs.spec(env_id).name]
+    names = entry(env_id).progress
     rng = np.random.default_rng(0)
     values = {n: rng.uniform(size=(3, 2)) for n in names}
     progress = [{"env_steps": 100 * (i + 1), **{n: list(values[n][i]) for n in names}} for i in range(3)]
     ret = np.array([[np.nan, np.nan], [0.5, np.nan], [1.0, 2.0]])  # no episode ended yet: carried forward
     length = np.array([[3.0, 5.0], [2.0, 4.0], [2.0, 2.0]])
-    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress)
-    assert [p["label"] for p in panels] == [f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in names] + [
+    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress, env_id=env_id)
+    assert [p["label"] for p in panels] == [f"{_label(n, env_id)} (evaluation)" for n in names] + [
         "mean episodic return (training)", "mean episode length (training)",
     ]
     for n, p in zip(names, panels):
@@ -319,45 +322,35 @@ def test_a_run_setting_without_a_rule_is_an_error():
         MoreSettings()
 
 
-# The import-order hang (jax 0.10.x, XLA:CPU's concurrency-optimized scheduler): JAX started before
-# jaxenvs.train is imported, then HurdleRace, 3 seeds, 60k steps in one chunk, which hung forever in
-# 3 of 3 runs while the package only set XLA_FLAGS at import. The trainer's programs now carry the
-# safe scheduler as a compiler option of their own, so the order does not matter.
-IMPORT_JAX_FIRST = """
+# The XLA:CPU hang (jax 0.10.x, the concurrency-optimized scheduler; see train/xla.py): the smallest
+# program found to hang, deterministically on a 2-core machine with the scheduler on, is the init of
+# 2 GridWorld seeds with 8 envs in one jitted vmap. With jaxenvs.train imported first (it sets
+# XLA_FLAGS before JAX starts) it finishes; with JAX started first, the import warns that it is late.
+SMALLEST_HANG = """
 import sys, jax
-jax.numpy.zeros(1)  # JAX's CPU backend starts here, before jaxenvs.train is imported
-from jaxenvs.train import xla
-assert "concurrency_optimized" not in __import__("os").environ.get("XLA_FLAGS", "")  # nothing process-wide
-from jaxenvs.train.__main__ import main
-sys.exit(main(["--env", "HurdleRace-v0", "--seeds", "3", "--chunks", "1", "--no-gif", "--no-eval", "--out", sys.argv[1]]))
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.trainers import make_trainer
+trainer = make_trainer(get_config("GridWorld-v0", num_envs=8, total_timesteps=1024))
+keys = jax.random.split(jax.random.key(0), 2)
+jax.block_until_ready(jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))(keys, trainer.config.hparams()))
+print("finished")
 """
 
 
-def test_jax_started_first_then_seed_vmapped_training_finishes(tmp_path):
+def test_seed_vmapped_init_finishes_with_the_package_imported_first(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["JAXENVS_CACHE_DIR"] = ""  # compile here: the program that hung, not a cached one
-    p = subprocess.run([sys.executable, "-c", IMPORT_JAX_FIRST, str(tmp_path)], capture_output=True, text=True,
-                       timeout=400, env=env, cwd=tmp_path)
+    env["JAXENVS_CACHE_DIR"] = ""  # compile here, with this process's flags
+    p = subprocess.run([sys.executable, "-c", SMALLEST_HANG], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=tmp_path)
+    assert p.returncode == 0 and "finished" in p.stdout, p.stderr
+
+
+def test_jax_started_first_warns_that_the_scheduler_flag_comes_too_late(tmp_path):
+    code = ("import warnings, jax; jax.numpy.zeros(1)\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always'); import jaxenvs.train\n"
+            "print([str(x.message) for x in w])")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert "steps 60,416/60,416 x3 seeds" in p.stdout
-
-
-def test_trainer_programs_carry_the_safe_scheduler_and_nest(monkeypatch):
-    import jax
-    import jax.numpy as jnp
-
-    from jaxenvs.train import xla
-
-    assert xla.COMPILER_OPTIONS == {"xla_cpu_enable_concurrency_optimized_scheduler": False}
-    f = xla.jit(lambda x: x + 1)
-    assert float(f(1.0)) == 2.0  # top level: compiled with the option, which XLA accepts
-    np.testing.assert_array_equal(jax.vmap(f)(jnp.ones(2)), [2.0, 2.0])
-    assert float(jax.jit(lambda x: f(x) * 2)(1.0)) == 4.0  # nested in a user's jit: a plain function
-    # XLA refuses an unknown option when it compiles, so an unknown one shows where the options go:
-    # to every top-level program (a call, a vmapped call, .lower().compile()), never to a nested one
-    monkeypatch.setattr(xla, "COMPILER_OPTIONS", {"xla_no_such_option": False})
-    g = xla.jit(lambda x: x * 3)
-    for top_level in (lambda: g(1.0), lambda: jax.vmap(g)(jnp.ones(2)), lambda: g.lower(1.0).compile()):
-        with pytest.raises(Exception, match="xla_no_such_option"):
-            top_level()
-    assert float(jax.jit(lambda x: g(x) + 1)(1.0)) == 4.0
+    assert "JAX started before jaxenvs.train was imported" in p.stdout and "XLA_FLAGS=" in p.stdout
