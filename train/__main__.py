@@ -64,9 +64,17 @@ _STARTED = time.perf_counter()  # the command's wall time is measured from here 
 
 def main(argv=None) -> int:
     """``jaxenvs-train``'s entry point (see the module docstring)."""
+    from jaxenvs._optional import MissingExtraError, require
+
+    try:
+        for module in ("flax", "optax"):
+            require(module, extra="train", purpose="jaxenvs-train")
+    except MissingExtraError as e:
+        print(f"jaxenvs-train: error: {e}", file=sys.stderr)
+        return 2
     from .command import main as run_command  # imported here, so the imports count in the wall time
 
-    return run_command(argv, started=_STARTED)
+    return run_command(argv, started=_STARTED if argv is None else None)  # in-process calls: from now
 
 
 # names scripts imported from here before the command was split into its modules

@@ -132,6 +132,7 @@ def save_checkpoint(path: str | os.PathLike, config: TrainConfig, runner: Any, s
     update = np.asarray(host.update).reshape(-1)
     payload = {
         "format_version": FORMAT_VERSION,
+        "jax": jax_settings(),
         "config": json.dumps(run_record(config, settings)),
         "update": int(update[0]),
         "env_steps": int(update[0]) * config.steps_per_update,
@@ -143,6 +144,32 @@ def save_checkpoint(path: str | os.PathLike, config: TrainConfig, runner: Any, s
     with atomic_write(path) as tmp:
         tmp.write_bytes(serialization.msgpack_serialize(payload))
     return path
+
+
+def jax_settings() -> dict:
+    """The JAX settings a run's numbers depend on: ``x64`` (``JAX_ENABLE_X64``) and ``prng_impl``
+    (``jax_default_prng_impl``), recorded in every checkpoint."""
+    return {"x64": bool(jax.config.jax_enable_x64), "prng_impl": str(jax.config.jax_default_prng_impl)}
+
+
+def check_jax_settings(path: Path, payload: dict) -> None:
+    """Refuse to resume a checkpoint written under other JAX settings (`jax_settings`): the same
+    keys draw other numbers, so the resumed run would silently be another run."""
+    stored = payload.get("jax")
+    if not isinstance(stored, dict):  # written before the settings were recorded
+        return
+    now = jax_settings()
+    if stored.get("x64", now["x64"]) != now["x64"]:
+        raise CheckpointError(
+            f"{path}: the run was trained with JAX_ENABLE_X64={int(stored['x64'])} (jax_enable_x64 {stored['x64']}), "
+            f"this process has {now['x64']}; set JAX_ENABLE_X64={int(stored['x64'])} to resume it"
+        )
+    if stored.get("prng_impl", now["prng_impl"]) != now["prng_impl"]:
+        raise CheckpointError(
+            f"{path}: the run was trained with the PRNG implementation {stored['prng_impl']!r} "
+            f"(jax_default_prng_impl), this process uses {now['prng_impl']!r}; set "
+            f"JAX_DEFAULT_PRNG_IMPL={stored['prng_impl']} to resume it"
+        )
 
 
 def _read_payload(path: Path) -> dict:
@@ -178,6 +205,7 @@ def load_checkpoint(
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     payload = _read_payload(path)
+    check_jax_settings(path, payload)
     try:
         stored = json.loads(payload["config"])
         config, stored_settings = config_from_dict(stored), run_settings_from_dict(stored)

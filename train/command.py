@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
+import threading
 import time
 
 import jax
@@ -15,10 +17,10 @@ from jaxenvs.parallel import initialize_distributed, to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_config_file
 from .configs import config_from_dict, run_record, run_settings_from_dict
 from .distributed import is_main_process
-from .envids import cwd_on_import_path
-from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_USAGE, Diverged, UsageError
+from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
+from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
-from .run import EVALUATE, Run, Say
+from .run import EVALUATE, Run, Say, outputs_complete
 from .xla import enable_compilation_cache
 
 __all__ = ["main"]
@@ -39,17 +41,46 @@ def main(argv=None, started: float | None = None) -> int:
     enable_compilation_cache()
     main_process = is_main_process()
     run = Run(args, Say(main_process), main_process)
+    in_main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
+    previous = {s: signal.signal(s, _interrupt) for s in _SIGNALS} if in_main_thread else {}  # SIGTERM/SIGHUP as Ctrl-C
     try:
         return _run(run, started, imported)
     except UsageError as e:
         return _fail(run, str(e), EXIT_USAGE)
-    except (KeyError, ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as e:
-        # bad ids, config fields, paths and checkpoints: one line naming what was wrong, no traceback
-        return _fail(run, e.args[0] if isinstance(e, KeyError) and e.args else str(e), EXIT_USAGE)
+    except StorageError as e:
+        return _fail(run, str(e), EXIT_STORAGE)
+    except ImportError as e:  # --env module:id whose module cannot be imported
+        return _fail(run, f"{e}; --env takes {ENV_ID_FORMS}", EXIT_USAGE)
+    except KeyError as e:  # an unknown id
+        message = e.args[0] if e.args else str(e)
+        if isinstance(message, str) and message.startswith("no environment registered"):
+            message += f"; --env takes {ENV_ID_FORMS}"
+        return _fail(run, message, EXIT_USAGE)
+    except (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        # bad config fields, paths and checkpoints: one line naming what was wrong, no traceback
+        return _fail(run, str(e), EXIT_USAGE)
+    except OSError as e:  # reading or writing files: permissions, a full or read-only file system
+        where = f"{e.filename}: " if e.filename else ""
+        return _fail(run, f"{where}{e.strerror or e}", EXIT_STORAGE)
     except Diverged as e:
         return _fail(run, str(e), EXIT_DIVERGED)
-    except KeyboardInterrupt:
-        return _interrupted(run)
+    except KeyboardInterrupt as e:
+        return _interrupted(run, e)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``kill``, ``timeout``, ``docker stop``, SLURM preemption, a closed
+    terminal), handled like Ctrl-C: the run saves its checkpoint and stops."""
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def _run(run: Run, started: float, imported: float) -> int:
@@ -66,17 +97,18 @@ def _run(run: Run, started: float, imported: float) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        curve, ckpt = run.run_dir / "learning_curve.png", run.run_dir / CHECKPOINT
-        outputs_current = curve.exists() and curve.stat().st_mtime >= ckpt.stat().st_mtime
+        missing = outputs_complete(run.run_dir, run.args.no_eval)
         steps = f"{run.resumed_at * run.config.steps_per_update:,} env steps"
         if run.resumed_at < run.config.num_updates:
             run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({steps})")
-        elif not outputs_current:  # stopped after training, before its curve (and evaluation, GIF) were written
-            run.say(f"{run.run_dir} is trained to the end ({steps}) but its outputs are older than its checkpoint; writing them")
+        elif missing:  # stopped after training, before every output was written
+            run.say(f"{run.run_dir} is trained to the end ({steps}) but {', '.join(missing)} "
+                    f"{'is' if len(missing) == 1 else 'are'} missing or older than its checkpoint; writing the outputs")
         else:
             run.say(
                 f"{run.run_dir} is complete: {run.resumed_at} updates ({steps} per seed) trained; nothing to do. "
-                f"Pass a larger --total-timesteps to train on, or evaluate it with  {EVALUATE} {run.run_dir.resolve()}"
+                f"Pass a larger --total-timesteps to train on, or evaluate it with  "
+                f"{from_here(run.config.env_id, f'{EVALUATE} {run.run_dir.resolve()}')}"
             )
             return 0
     else:
@@ -100,10 +132,10 @@ def _remove_unusable(run: Run) -> None:
         shutil.rmtree(run.run_dir, ignore_errors=True)
 
 
-def _interrupted(run: Run) -> int:
+def _interrupted(run: Run, why: BaseException | None = None) -> int:
     if run.run_dir is None or run.runner is None or run.log is None:
         _remove_unusable(run)
-        print(f"\ninterrupted before the run directory was written; nothing to resume", file=sys.stderr)
+        print(f"\ninterrupted{_by(why)} before the run directory was written; nothing to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     if jax.process_count() > 1:  # the other processes cannot join a gather now
         run.say(f"\ninterrupted: continue from the last checkpoint with  {PROG} --distributed --resume {run.run_dir.resolve()}")
@@ -112,5 +144,13 @@ def _interrupted(run: Run) -> int:
         run.save()
     except KeyboardInterrupt:
         pass  # a second Ctrl-C: the last checkpoint written stays (every write is atomic)
-    print(f"\ninterrupted: checkpoint saved; continue with  {PROG} --resume {run.run_dir.resolve()}", flush=True)
+    except StorageError as e:
+        print(f"\ninterrupted{_by(why)}; the checkpoint could not be saved: {e}", file=sys.stderr, flush=True)
+        return EXIT_STORAGE
+    resume = from_here(run.config.env_id, f"{PROG} --resume {run.run_dir.resolve()}")
+    print(f"\ninterrupted{_by(why)}: checkpoint saved; continue with  {resume}", flush=True)
     return EXIT_INTERRUPTED
+
+
+def _by(why: BaseException | None) -> str:
+    return f" by {why.args[0]}" if isinstance(why, Interrupted) and why.args else ""

@@ -31,20 +31,31 @@ class MetricsLog:
     """Per-update metrics of all seeds (float[num_updates, num_seeds] per name), the progress
     evaluations (one row per chunk) and their files."""
 
-    def __init__(self, run_dir: Path, steps_per_update: int, owner: bool = True, updates_done: int = 0):
+    def __init__(self, run_dir: Path, steps_per_update: int, owner: bool = True, updates_done: int = 0, num_seeds: int = 1):
         self.run_dir, self.steps_per_update, self.owner = run_dir, steps_per_update, owner  # owner: reads/writes files
+        self.num_seeds = num_seeds
         self.data: dict[str, list] = {k: [] for k in METRIC_KEYS}
         self.progress: list[dict] = []  # {"env_steps": n, name: [per seed]}
+        self.rebuilt = 0  # updates whose metrics were lost with a missing metrics.json (recorded without values)
         old = run_dir / METRICS_JSON
+        if owner and updates_done and not old.exists():
+            self.rebuilt = updates_done
         if owner and updates_done and old.exists():
-            stored = json.loads(old.read_text())
-            for k, rows in stored["per_seed"].items():  # null = no episode ended in that update
-                self.data[k] = [[math.nan if x is None else float(x) for x in row] for row in rows][:updates_done]
-            self.progress = [r for r in stored.get("progress", []) if r["env_steps"] <= updates_done * steps_per_update]
+            try:
+                stored = json.loads(old.read_text())
+                for k, rows in stored["per_seed"].items():  # null = no episode ended in that update
+                    self.data[k] = [[math.nan if x is None else float(x) for x in row] for row in rows][:updates_done]
+                self.progress = [r for r in stored.get("progress", []) if r["env_steps"] <= updates_done * steps_per_update]
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise ValueError(
+                    f"{old} is damaged ({type(e).__name__}: {e}); it holds the metrics of the {updates_done} updates "
+                    f"the checkpoint has done. Restore it, or delete it to resume with those updates recorded without values"
+                ) from None
+        if owner and updates_done:
             short = updates_done - len(self.data["episode_return"])
             if short > 0:  # metrics written before the checkpoint they belong to was lost: mark the gap
                 for k in self.data:
-                    width = len(self.data[k][0]) if self.data[k] else 1
+                    width = len(self.data[k][0]) if self.data[k] else self.num_seeds
                     self.data[k].extend([[math.nan] * width for _ in range(short)])
 
     def append(self, metrics: dict):

@@ -13,6 +13,8 @@ import dataclasses
 import datetime
 import json
 import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,8 +26,8 @@ from jaxenvs.parallel import env_mesh, to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
 from .distributed import params_digest, place_runner, put_global, replicated, runner_shardings
-from .envids import run_dir_stem
-from .exits import Diverged, UsageError
+from .envids import from_here, run_dir_stem
+from .exits import Diverged, StorageError, UsageError
 from .metrics_log import MetricsLog, first_nonfinite_update
 from .parser import PROG, config_overrides, flag_of, split_run_settings
 from .trainers import make_trainer
@@ -170,6 +172,44 @@ def make_run_dir(out: Path, env_id: str, main_process: bool = True) -> Path:
     return out / (base if k == 1 else f"{base}-{k}")
 
 
+def probe_run_dir(run_dir: Path, need_bytes: int) -> None:
+    """Check, before training, that ``run_dir`` takes a new file and has room for a checkpoint of
+    ``need_bytes`` (twice: the new one is written beside the old before replacing it); a
+    `StorageError` naming the directory otherwise."""
+    probe = run_dir / f".write-probe.{os.getpid()}"
+    try:
+        probe.write_bytes(b"x")
+        probe.unlink()
+    except OSError as e:
+        raise StorageError(f"cannot write into the run directory {run_dir} ({e.strerror or e}); "
+                           f"nothing was trained. Make it writable, or choose another --out") from None
+    free = shutil.disk_usage(run_dir).free
+    if free < 2 * need_bytes:
+        raise StorageError(f"the file system of {run_dir} has {free:,} bytes free, less than the {2 * need_bytes:,} a "
+                           f"checkpoint needs; nothing was trained. Free some space, or choose another --out")
+
+
+def outputs_complete(run_dir: Path, no_eval: bool) -> list[str]:
+    """The expected outputs of a finished run that are missing or older than its checkpoint
+    (``[]``: complete): the metrics files (written with every checkpoint, just before it), then what
+    is written after the last one (the learning curve, and the evaluation unless ``no_eval``).
+    ``policy.gif`` is left out: it is optional (``--no-gif``, environments without a render)."""
+    ckpt = (run_dir / CHECKPOINT).stat().st_mtime
+    after = ["learning_curve.png"] + ([] if no_eval else ["evaluation.json"])
+    missing = [n for n in ("metrics.json", "metrics.csv") if not (run_dir / n).exists()]
+    return missing + [n for n in after if not (run_dir / n).exists() or (run_dir / n).stat().st_mtime < ckpt]
+
+
+def _tree_bytes(tree) -> int:
+    """Bytes of the arrays of ``tree`` (PRNG keys as their key data): about a checkpoint's size."""
+    def nbytes(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize
+
+    return sum(nbytes(x) for x in jax.tree.leaves(tree))
+
+
 # ----------------------------------------------------------------------------------------------
 # The run, step by step
 
@@ -220,7 +260,9 @@ class Run:
             self.runner = init(keys, config.hparams())
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
-        self.log = MetricsLog(self.run_dir, config.steps_per_update, owner=self.main_process)
+        if self.main_process:
+            probe_run_dir(self.run_dir, _tree_bytes(self.runner))
+        self.log = MetricsLog(self.run_dir, config.steps_per_update, owner=self.main_process, num_seeds=settings.num_seeds)
         self.save()  # a run directory --resume can use from the start (update 0)
 
     def start_resume(self):
@@ -243,15 +285,24 @@ class Run:
                 f"--resume: the checkpoint has done {meta['env_steps']:,} env steps, more than total_timesteps "
                 f"{self.config.total_timesteps:,}; pass a larger --total-timesteps"
             )
-        self.log = MetricsLog(self.run_dir, self.config.steps_per_update, owner=self.main_process, updates_done=meta["update"])
+        if self.main_process:
+            probe_run_dir(self.run_dir, _tree_bytes(self.runner))
+        self.log = MetricsLog(self.run_dir, self.config.steps_per_update, owner=self.main_process,
+                              updates_done=meta["update"], num_seeds=self.settings.num_seeds)
+        if self.log.rebuilt:
+            self.say(f"warning: {self.run_dir / 'metrics.json'} was missing; the {self.log.rebuilt} update(s) the "
+                     "checkpoint has done are recorded without values (their env steps stay right)")
 
     def save(self):
         """Metrics, then checkpoint, then config: each file atomic; a resume truncates the
         metrics to the checkpoint's update, so a crash between them loses nothing that matters."""
-        self.log.write()
-        save_checkpoint(self.run_dir / CHECKPOINT, self.config, self.runner, self.settings)
-        if self.main_process:
-            write_text_atomic(self.run_dir / CONFIG, json.dumps(run_record(self.config, self.settings), indent=2) + "\n")
+        try:
+            self.log.write()
+            save_checkpoint(self.run_dir / CHECKPOINT, self.config, self.runner, self.settings)
+            if self.main_process:
+                write_text_atomic(self.run_dir / CONFIG, json.dumps(run_record(self.config, self.settings), indent=2) + "\n")
+        except OSError as e:
+            raise StorageError(f"cannot write {e.filename or self.run_dir}: {e.strerror or e}") from None
 
     # -- training ------------------------------------------------------------------------------
     def compile_chunks(self, plan: list[int]):
@@ -383,31 +434,47 @@ class Run:
             print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
         if not self.main_process:
             return
-        from .evaluate import NUM_EPISODES, evaluate, format_table
+        from .evaluate import NUM_EPISODES, evaluate, format_table, solved_hint
         from .plotting import plot_learning_curve, policy_gif
 
-        with say.phase("plotting learning_curve.png", "plot"):
-            curve = plot_learning_curve(
-                self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
-                run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
-            )
         params = to_host(self.runner.params)  # replicated: this process's own copy
         result = None
-        if not self.args.no_eval:
+        if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
             with say.phase(f"evaluating {NUM_EPISODES} episodes per seed", "evaluate"):
                 result = evaluate(trainer, params)
-        gif = None
+            self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
+        with say.phase("plotting learning_curve.png", "plot"):
+            try:
+                curve = plot_learning_curve(
+                    self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
+                    run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
+                )
+            except OSError as e:
+                raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+        gif, gif_note = None, "(not written: --no-gif)"
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 params0 = jax.tree.map(lambda x: x[0], params)
-                gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
+                try:
+                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
+                except OSError as e:
+                    raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
+            gif_note = f"(not written: {config.env_id} has no render)"
         if result is not None:
-            write_text_atomic(run_dir / "evaluation.json", json.dumps(result, indent=2) + "\n")
             print(format_table(result))
-        print(f"learning curve: {curve}")
-        print(f"policy GIF:     {gif if gif else '(not written)'}")
-        print(f"checkpoint:     {run_dir / CHECKPOINT}")
-        print(f"evaluate again: {EVALUATE} {run_dir.resolve()}")
+            hint = solved_hint(result, config)
+            if hint:
+                print(f"hint: {hint}")
+        print(f"learning curve: {curve.resolve()}")
+        print(f"policy GIF:     {gif.resolve() if gif else gif_note}")
+        print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
+        print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
+
+    def _write(self, name: str, text: str) -> None:
+        try:
+            write_text_atomic(self.run_dir / name, text)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.run_dir / name}: {e.strerror or e}") from None
 
     def wall_summary(self, started: float, imported: float) -> str:
         """The command's wall time from ``started`` (``time.perf_counter()`` when it began), with
