@@ -120,7 +120,7 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
     np.testing.assert_allclose(panels[-1]["mean"], [4.0, 3.0, 2.0])
     # constant by construction (zero-sum self-play's return 0, a one-step game's length 1): no panel
-    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
+    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress, env_id=env_id)
     assert [p["label"] for p in flat] == [p["label"] for p in panels[: len(names)]]
 
 
@@ -354,3 +354,59 @@ def test_jax_started_first_warns_that_the_scheduler_flag_comes_too_late(tmp_path
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "JAX started before jaxenvs.train was imported" in p.stdout and "XLA_FLAGS=" in p.stdout
+
+
+def test_the_printed_evaluate_hint_works_from_another_directory(run_dir, tmp_path):
+    run_dir, stdout, cache = run_dir
+    (hint,) = [line.split("evaluate again: ", 1)[1] for line in stdout.splitlines() if line.startswith("evaluate again: ")]
+    assert hint == f"python -m jaxenvs.train.evaluate {run_dir.resolve()}"
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache)}
+    p = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode in (0, 1) and "evaluation: GridWorld-v0" in p.stdout, p.stderr
+
+
+CUSTOM_MODULE = """
+import jaxenvs
+from jaxenvs.envs.grid_world import GridWorld
+jaxenvs.register("custom/Grid-v0", entry_point=lambda **kw: GridWorld(**kw), max_episode_steps=20)
+"""
+
+
+def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsewhere(tmp_path):
+    here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    (here / "my_module.py").write_text(CUSTOM_MODULE)
+    env = {**os.environ, "JAXENVS_CACHE_DIR": ""}
+    p = subprocess.run([sys.executable, "-m", "jaxenvs.train", "--env", "my_module:custom/Grid-v0", "--total-timesteps", "64",
+                        "--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1",
+                        "--hidden-sizes", "8", "--chunks", "1", "--no-gif"], cwd=here, capture_output=True, text=True,
+                       timeout=400, env=env)
+    assert p.returncode == 0, p.stderr
+    (run_dir,) = (here / "runs").iterdir()
+    assert run_dir.name.startswith("custom_Grid-v0-")  # no module part in the name
+    assert "solved when: no criterion for this environment" in p.stdout and "no verdict" in p.stdout
+    assert "hint: my_module:custom/Grid-v0 has no tuned training values" in p.stdout and "--total-timesteps 640" in p.stdout
+    assert "policy GIF:     (not written: --no-gif)" in p.stdout
+    (hint,) = [line.split("evaluate again: ", 1)[1] for line in p.stdout.splitlines() if line.startswith("evaluate again: ")]
+    assert hint.startswith(f"cd {here} && python -m jaxenvs.train.evaluate {run_dir.resolve()}")
+    q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
+
+
+@pytest.mark.parametrize("env_id, words", [
+    ("Foo-v0", "no environment registered as 'Foo-v0'"),
+    ("no_such_module:Foo-v0", "could not import module 'no_such_module'"),
+])
+def test_unknown_env_ids_fail_in_one_line_showing_the_module_form(env_id, words, tmp_path, capsys):
+    assert main(["--env", env_id, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "module:ns/Name-v0" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_the_train_extra_the_command_names_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "optax", None)  # as if optax were not installed
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxenvs-train: error:") and 'pip install "jaxenvs[train]"' in err and len(err.strip().splitlines()) == 1
