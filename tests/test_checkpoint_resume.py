@@ -53,7 +53,7 @@ def only_run(out):
 
 
 def files(run_dir):
-    return {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "_run_stamp", lambda: "20250101-120000")
+    monkeypatch.setattr(run_module, "_run_stamp", lambda: "20250101-120000")
     dirs = [run_module.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
     assert [d.name for d in dirs] == ["GridWorld-v0-20250101-120000", "GridWorld-v0-20250101-120000-2",
                                       "GridWorld-v0-20250101-120000-3"]
@@ -299,7 +299,7 @@ def test_evaluation_json_comes_before_the_plot_and_resume_writes_what_is_missing
     monkeypatch.undo()
     code, out, err = train(capsys, "--resume", str(run_dir), "--no-gif")
     assert code == 0, err
-    assert "learning_curve.png is missing or older than its checkpoint" in out
+    assert "learning_curve.png" in out and "missing or older than its checkpoint" in out
     assert (run_dir / "learning_curve.png").exists()
     code, out, _ = train(capsys, "--resume", str(run_dir), "--no-gif")
     assert code == 0 and "is complete" in out
