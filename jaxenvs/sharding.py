@@ -96,7 +96,9 @@ def initialize_distributed(
     Arguments default to ``JAXENVS_COORDINATOR`` (``host:port``), ``JAXENVS_NUM_PROCESSES`` and
     ``JAXENVS_PROCESS_ID``; when those are unset too, ``jax.distributed.initialize()`` detects the
     cluster itself (SLURM, Open MPI, Cloud TPU pod slices) or reads JAX's own variables.
-    Call it once, before anything else touches JAX's devices.
+    Call it once, before anything else touches JAX's devices. On CPU, Gloo prints a connection
+    banner to file descriptor 1 when the processes first talk; this function leaves the process's
+    output alone (``jaxenvs-train --distributed`` filters the banner out of its own output).
     """
     coordinator_address = coordinator_address or os.environ.get("JAXENVS_COORDINATOR")
     if num_processes is None and "JAXENVS_NUM_PROCESSES" in os.environ:
@@ -112,9 +114,6 @@ def initialize_distributed(
         )
     # CPU devices of different processes talk through Gloo (GPUs and TPUs use their own links)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    from jaxenvs._stdout_filter import drop_gloo_banner
-
-    drop_gloo_banner()  # Gloo prints a connection banner into stdout; keep it out of the output
     kwargs = {}
     if coordinator_address is not None:
         kwargs.update(coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id)

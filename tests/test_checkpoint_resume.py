@@ -1,4 +1,4 @@
-"""Run directories and checkpoints of ``python -m train``: resume on every environment, Ctrl-C,
+"""Run directories and checkpoints of ``jaxenvs-train``: resume on every environment, Ctrl-C,
 non-finite training, corrupt or mismatched files, atomic writes, colliding names.
 
 Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; the persistent
@@ -16,6 +16,7 @@ from flax import serialization
 
 import jaxenvs
 from jaxenvs.train import __main__ as cli
+from jaxenvs.train import run as run_module
 from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
 from jaxenvs.train.configs import RunSettings
 from jaxenvs.train.evaluate import main as evaluate_main
@@ -52,7 +53,7 @@ def only_run(out):
 
 
 def files(run_dir):
-    return {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    return {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_p
     assert meta["update"] == 2 and json.loads((run_dir / "config.json").read_text())["total_timesteps"] == 2 * STEPS
 
     before = files(run_dir)
-    code, out, _ = train(capsys, "--resume", str(run_dir))
+    code, out, _ = train(capsys, "--resume", str(run_dir), "--no-eval", "--no-gif")  # the outputs it was run with
     assert code == 0 and "is complete" in out and "nothing to do" in out
     assert files(run_dir) == before  # nothing rewritten
 
@@ -88,7 +89,7 @@ def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path,
     def interrupt(self, plan):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli.Run, "compile_chunks", interrupt)
+    monkeypatch.setattr(run_module.Run, "compile_chunks", interrupt)
     code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and "--resume" in out
     run_dir = only_run(tmp_path)
@@ -195,8 +196,8 @@ def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
 
 
 def test_runs_started_in_the_same_second_get_their_own_directories(tmp_path, monkeypatch):
-    monkeypatch.setattr(cli, "_run_stamp", lambda: "20250101-120000")
-    dirs = [cli.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
+    monkeypatch.setattr(run_module, "_run_stamp", lambda: "20250101-120000")
+    dirs = [run_module.make_run_dir(tmp_path, "GridWorld-v0") for _ in range(3)]
     assert [d.name for d in dirs] == ["GridWorld-v0-20250101-120000", "GridWorld-v0-20250101-120000-2",
                                       "GridWorld-v0-20250101-120000-3"]
     assert all(d.is_dir() for d in dirs)
@@ -233,3 +234,118 @@ def test_unequal_chunks_share_one_program_and_train_as_equal_chunks_do(tmp_path,
         params.append(runner.params)
     for a, b in zip(jax.tree.leaves(params[0]), jax.tree.leaves(params[1])):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+# ---- signals, storage, outputs and settings (issue 31) ---------------------------------------
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_save_a_checkpoint_like_ctrl_c(signame, tmp_path, capsys, monkeypatch):
+    import signal
+
+    def stop(self, plan):
+        os.kill(os.getpid(), getattr(signal, signame))  # what kill, timeout, docker stop or SLURM send
+        raise AssertionError("the signal did not stop the run")
+
+    monkeypatch.setattr(run_module.Run, "compile_chunks", stop)
+    before = signal.getsignal(getattr(signal, signame))
+    code, out, _ = train(capsys, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+    assert code == 130 and f"interrupted by {signame}: checkpoint saved" in out and "--resume" in out
+    assert load_run(only_run(tmp_path))[2]["update"] == 0
+    assert signal.getsignal(getattr(signal, signame)) == before  # the previous handler is put back
+
+
+def test_resume_into_an_unwritable_run_directory_fails_before_training_with_exit_3(grid_run, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    (run_dir / f".write-probe.{os.getpid()}").mkdir()  # the probe file cannot be created (as in a read-only dir)
+    before = files(run_dir)
+    code, out, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(3 * STEPS))
+    assert code == 3 and "cannot write into the run directory" in err and "nothing was trained" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "compiling" not in out and files(run_dir) == before
+
+
+def test_a_full_disk_is_refused_before_training(grid_run, tmp_path, capsys, monkeypatch):
+    import collections
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    monkeypatch.setattr(run_module.shutil, "disk_usage", lambda p: collections.namedtuple("u", "total used free")(1, 1, 10))
+    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(3 * STEPS))
+    assert code == 3 and "bytes free" in err and "checkpoint needs" in err
+
+
+def test_exit_statuses_are_documented():
+    from jaxenvs.train.exits import EXIT_STATUSES
+    from jaxenvs.train.parser import build_parser
+
+    assert "3 the run directory could not be written" in build_parser().epilog
+    assert "1 training diverged" in EXIT_STATUSES and "130 interrupted" in EXIT_STATUSES
+
+
+def test_evaluation_json_comes_before_the_plot_and_resume_writes_what_is_missing(tmp_path, capsys, monkeypatch):
+    from jaxenvs.train import plotting
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt  # a kill while the curve is drawn
+
+    monkeypatch.setattr(plotting, "plot_learning_curve", killed)
+    tiny_eval = [a for a in TINY if a != "--no-eval"]
+    code, _, _ = train(capsys, "--total-timesteps", str(STEPS), *tiny_eval, "--out", str(tmp_path))
+    assert code == 130
+    run_dir = only_run(tmp_path)
+    assert (run_dir / "evaluation.json").exists() and not (run_dir / "learning_curve.png").exists()
+    monkeypatch.undo()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--no-gif")
+    assert code == 0, err
+    assert "learning_curve.png" in out and "missing or older than its checkpoint" in out
+    assert (run_dir / "learning_curve.png").exists()
+    code, out, _ = train(capsys, "--resume", str(run_dir), "--no-gif")
+    assert code == 0 and "is complete" in out
+
+
+def test_a_deleted_metrics_json_is_rebuilt_with_its_updates_marked_not_relabelled(grid_run, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    (run_dir / "metrics.json").unlink()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
+    assert code == 0, err
+    assert f"{run_dir / 'metrics.json'} was missing" in out
+    stored = json.loads((run_dir / "metrics.json").read_text())
+    assert stored["env_steps"] == [STEPS, 2 * STEPS]  # update 2 stays at env step 16
+    assert stored["per_seed"]["pg_loss"][0] == [None] and stored["per_seed"]["pg_loss"][1][0] is not None
+
+
+def test_a_damaged_metrics_json_is_refused_naming_the_file(grid_run, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    text = (run_dir / "metrics.json").read_text()
+    (run_dir / "metrics.json").write_text(text[: len(text) // 2])
+    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
+    assert code == 2 and f"{run_dir / 'metrics.json'} is damaged" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("setting, value, words", [("x64", True, "JAX_ENABLE_X64=1"), ("prng_impl", "rbg", "JAX_DEFAULT_PRNG_IMPL=rbg")])
+def test_resume_refuses_other_jax_settings_naming_them(setting, value, words, grid_run, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    path = run_dir / "checkpoint.msgpack"
+    payload = serialization.msgpack_restore(path.read_bytes())
+    assert payload["jax"] == {"x64": False, "prng_impl": "threefry2x32"}  # recorded by the run
+    payload["jax"] = {**payload["jax"], setting: value}
+    path.write_bytes(serialization.msgpack_serialize(payload))
+    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+def test_training_runs_under_jax_debug_nans(tmp_path, capsys):
+    # PointEnv: no episode ends in a 4-step rollout, where the metrics once used NaN as "no value"
+    jax.config.update("jax_debug_nans", True)
+    try:
+        code, _, err = train(capsys, "--env", "PointEnv-v0", "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
+    finally:
+        jax.config.update("jax_debug_nans", False)
+    assert code == 0, err
+    stored = json.loads((only_run(tmp_path) / "metrics.json").read_text())
+    assert stored["per_seed"]["episode_return"] == [[None]] and stored["per_seed"]["episodes"] == [[0.0]]

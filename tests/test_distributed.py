@@ -1,4 +1,4 @@
-"""Multi-host training through jax.distributed: ``python -m train --distributed`` launched as two
+"""Multi-host training through jax.distributed: ``jaxenvs-train --distributed`` launched as two
 processes on this machine (loopback coordinator, Gloo CPU collectives, 2 CPU devices each)
 trains one data-parallel PPO run over the 4-device mesh. Both processes finish with identical
 parameters, process 0 alone writes the run directory, and its checkpoint holds exactly those

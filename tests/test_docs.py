@@ -144,6 +144,17 @@ def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
         gif = site / "generated" / "gallery" / f"{env_id}.gif"
         assert gif.is_file() and gif.stat().st_size > 0 and f"{env_id}.gif" in gallery, env_id
 
+    # the API reference renders Markdown: no raw Sphinx roles or reST literal markers reach a page
+    raw = re.compile(r":(?:py:)?(?:class|func|mod|meth|attr|data|exc|obj|const):`")
+    for html in sorted((site / "reference").rglob("*.html")):
+        text = html.read_text()
+        found = sorted(set(raw.findall(text)))
+        assert not found, f"{html.relative_to(site)} shows raw Sphinx roles {found}: write `name` in docstrings"
+    # the methods an environment author implements are documented on Environment
+    reference = (site / "reference" / "jaxenvs" / "index.html").read_text()
+    for method in ("reset_env", "step_env", "observation_space", "action_space", "default_params"):
+        assert f"jaxenvs.core.Environment.{method}" in reference, f"Environment.{method} is missing from the reference"
+
     left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
     if left_out:
         pytest.skip(f"every page ran and the site built; blocks left out for want of {missing}: {left_out}")

@@ -1,7 +1,6 @@
 """GAE with truncation bootstrapping (train.ppo.gae) against an independent numpy reference, and
 the rollout's use of info["final_obs"]."""
 
-import jaxenvs.train  # noqa: F401  (sets XLA flags before JAX starts)
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +8,8 @@ import numpy as np
 import pytest
 
 from jaxenvs.train.configs import get_config
-from jaxenvs.train.ppo import gae, make_trainer
+from jaxenvs.train.base import gae
+from jaxenvs.train.trainers import make_trainer
 
 GAMMA, LAM = 0.9, 0.8
 

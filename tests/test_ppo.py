@@ -1,7 +1,6 @@
 """PPO (train.ppo): one compilation, determinism per key, vmap over seeds and hyperparameters,
 learning on small budgets, Box-bounded continuous actions, checkpoints and resuming."""
 
-import jaxenvs.train  # noqa: F401  (sets XLA flags before JAX starts)
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +9,11 @@ import pytest
 
 from jaxenvs.train.checkpoint import load_checkpoint, save_checkpoint
 from jaxenvs.train.configs import PPOConfig, RunSettings, get_config
-from jaxenvs.train.evaluate import _payoff_matrix, evaluate_params
+from jaxenvs.train.episodes import payoff_matrix
+from jaxenvs.train.evaluate import evaluate_params
 from jaxenvs.train.networks import Gaussian
-from jaxenvs.train.ppo import make_trainer, stack_hparams
+from jaxenvs.train.base import stack_hparams
+from jaxenvs.train.trainers import make_trainer
 
 # GridWorld, 16 envs x 16 steps per update, 48 updates (12,288 env steps)
 GRID = dict(num_envs=16, num_steps=16, total_timesteps=12_288, lr=1e-3)
@@ -105,7 +106,7 @@ def test_payoff_matrix_is_read_off_the_environment():
     trainer = make_trainer(get_config("RockPaperScissors-v0", num_envs=2))
     from jaxenvs import make
 
-    payoff = _payoff_matrix(make("RockPaperScissors-v0", autoreset=False), jax.random.key(0))
+    payoff = payoff_matrix(make("RockPaperScissors-v0", autoreset=False), jax.random.key(0))
     np.testing.assert_array_equal(payoff, [[0, -1, 1], [1, 0, -1], [-1, 1, 0]])  # Rock, Paper, Scissors
     assert trainer.num_agents == 2 and trainer.batch_size == 4
 

@@ -1,7 +1,8 @@
-"""``python -m train`` and ``python -m train.evaluate``: one tiny run through subprocesses (as a
+"""``jaxenvs-train`` and ``python -m jaxenvs.train.evaluate``: one tiny run through subprocesses (as a
 user runs it), and the command line's misuse cases in-process (they fail before compiling)."""
 
 import csv
+import dataclasses
 import json
 import re
 import os
@@ -12,7 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxenvs.train.__main__ import build_parser, chunk_length, chunk_plan, first_nonfinite_update, main
+from jaxenvs.train.__main__ import main
+from jaxenvs.train.metrics_log import first_nonfinite_update
+from jaxenvs.train.parser import build_parser
+from jaxenvs.train.run import chunk_length, chunk_plan
 from jaxenvs.train.configs import (
     DEFAULTS, PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file, nest_run_settings,
     run_record, run_settings_from_dict,
@@ -79,7 +83,7 @@ def test_learning_curve_panels_hold_the_progress_measures(run_dir):
     stored = json.loads((run_dir / "metrics.json").read_text())
     ret = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_return"]])
     length = np.array([[np.nan if x is None else x for x in r] for r in stored["per_seed"]["episode_length"]])
-    panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"])
+    panels = curve_panels(np.array(stored["env_steps"]), ret, length, stored["progress"], env_id="GridWorld-v0")
     assert [p["label"] for p in panels] == [
         "success rate (evaluation)", "length / optimal length (evaluation)",
         "mean episode length (training)",  # GridWorld's return is 1 in every episode: no panel
@@ -95,17 +99,17 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     """Each env's curve leads with its own progress measures (a flat return of 0 or 1 says nothing
     in HurdleRace, Rock-Paper-Scissors and GridWorld); rows as the trainer stores them, 2 seeds."""
     import jaxenvs
-    from jaxenvs.train.evaluate import PROGRESS
-    from jaxenvs.train.plotting import LABELS, curve_panels
+    from jaxenvs.train.plotting import _label, curve_panels
+    from jaxenvs.train.tuned import entry
 
-    names = PROGRESS[jaxenvs.spec(env_id).name]
+    names = entry(env_id).progress
     rng = np.random.default_rng(0)
     values = {n: rng.uniform(size=(3, 2)) for n in names}
     progress = [{"env_steps": 100 * (i + 1), **{n: list(values[n][i]) for n in names}} for i in range(3)]
     ret = np.array([[np.nan, np.nan], [0.5, np.nan], [1.0, 2.0]])  # no episode ended yet: carried forward
     length = np.array([[3.0, 5.0], [2.0, 4.0], [2.0, 2.0]])
-    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress)
-    assert [p["label"] for p in panels] == [f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in names] + [
+    panels = curve_panels(np.array([100, 200, 300]), ret, length, progress, env_id=env_id)
+    assert [p["label"] for p in panels] == [f"{_label(n, env_id)} (evaluation)" for n in names] + [
         "mean episodic return (training)", "mean episode length (training)",
     ]
     for n, p in zip(names, panels):
@@ -117,7 +121,7 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     np.testing.assert_allclose(panels[len(names)]["high"], [np.nan, 0.5, 2.0])
     np.testing.assert_allclose(panels[-1]["mean"], [4.0, 3.0, 2.0])
     # constant by construction (zero-sum self-play's return 0, a one-step game's length 1): no panel
-    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress)
+    flat = curve_panels(np.array([100, 200, 300]), np.zeros((3, 2)), np.ones((3, 2)), progress, env_id=env_id)
     assert [p["label"] for p in flat] == [p["label"] for p in panels[: len(names)]]
 
 
@@ -188,8 +192,10 @@ def test_every_config_field_is_checked_with_a_message_naming_it():
             with pytest.raises((ValueError, TypeError), match=rf"RunSettings\.{field} must be .*; got {re.escape(repr(v))}"):
                 RunSettings(**{field: v})
     for cls in (PPOConfig, TRPOConfig, RunSettings):
-        missing = set(f for f in cls.__dataclass_fields__) - set(cls.FIELD_RULES)
-        assert not missing, cls  # every field has a rule
+        from jaxenvs.train.fields import help_of, rule_of
+
+        missing = [f.name for f in dataclasses.fields(cls) if rule_of(f) is None or not help_of(f)]
+        assert not missing, cls  # every field has a rule and a help text
     with pytest.raises(ValueError, match="clip_eps"):
         get_config().replace(clip_eps=-1.0)
 
@@ -315,5 +321,95 @@ def test_a_run_setting_without_a_rule_is_an_error():
     class MoreSettings(RunSettings):
         workers: int = 1
 
-    with pytest.raises(TypeError, match=r"MoreSettings\.FIELD_RULES has no rule for field\(s\) \['workers'\]"):
+    with pytest.raises(TypeError, match=r"MoreSettings has no rule for field\(s\) \['workers'\]; declare them with train\.fields\.field"):
         MoreSettings()
+
+
+# The XLA:CPU hang (jax 0.10.x, the concurrency-optimized scheduler; see train/xla.py): the smallest
+# program found to hang, deterministically on a 2-core machine with the scheduler on, is the init of
+# 2 GridWorld seeds with 8 envs in one jitted vmap. With jaxenvs.train imported first (it sets
+# XLA_FLAGS before JAX starts) it finishes; with JAX started first, the import warns that it is late.
+SMALLEST_HANG = """
+import sys, jax
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.trainers import make_trainer
+trainer = make_trainer(get_config("GridWorld-v0", num_envs=8, total_timesteps=1024))
+keys = jax.random.split(jax.random.key(0), 2)
+jax.block_until_ready(jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))(keys, trainer.config.hparams()))
+print("finished")
+"""
+
+
+def test_seed_vmapped_init_finishes_with_the_package_imported_first(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAXENVS_CACHE_DIR"] = ""  # compile here, with this process's flags
+    p = subprocess.run([sys.executable, "-c", SMALLEST_HANG], capture_output=True, text=True, timeout=300, env=env,
+                       cwd=tmp_path)
+    assert p.returncode == 0 and "finished" in p.stdout, p.stderr
+
+
+def test_jax_started_first_warns_that_the_scheduler_flag_comes_too_late(tmp_path):
+    code = ("import warnings, jax; jax.numpy.zeros(1)\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always'); import jaxenvs.train\n"
+            "print([str(x.message) for x in w])")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "JAX started before jaxenvs.train was imported" in p.stdout and "XLA_FLAGS=" in p.stdout
+
+
+def test_the_printed_evaluate_hint_works_from_another_directory(run_dir, tmp_path):
+    run_dir, stdout, cache = run_dir
+    (hint,) = [line.split("evaluate again: ", 1)[1] for line in stdout.splitlines() if line.startswith("evaluate again: ")]
+    assert hint == f"python -m jaxenvs.train.evaluate {run_dir.resolve()}"
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache)}
+    p = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode in (0, 1) and "evaluation: GridWorld-v0" in p.stdout, p.stderr
+
+
+CUSTOM_MODULE = """
+import jaxenvs
+from jaxenvs.envs.grid_world import GridWorld
+jaxenvs.register("custom/Grid-v0", entry_point=lambda **kw: GridWorld(**kw), max_episode_steps=20)
+"""
+
+
+def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsewhere(tmp_path):
+    here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    here.mkdir(), elsewhere.mkdir()
+    (here / "my_module.py").write_text(CUSTOM_MODULE)
+    env = {**os.environ, "JAXENVS_CACHE_DIR": ""}
+    p = subprocess.run([sys.executable, "-m", "jaxenvs.train", "--env", "my_module:custom/Grid-v0", "--total-timesteps", "64",
+                        "--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1",
+                        "--hidden-sizes", "8", "--chunks", "1", "--no-gif"], cwd=here, capture_output=True, text=True,
+                       timeout=400, env=env)
+    assert p.returncode == 0, p.stderr
+    (run_dir,) = (here / "runs").iterdir()
+    assert run_dir.name.startswith("custom_Grid-v0-")  # no module part in the name
+    assert "solved when: no criterion for this environment" in p.stdout and "no verdict" in p.stdout
+    assert "hint: my_module:custom/Grid-v0 has no tuned training values" in p.stdout and "--total-timesteps 640" in p.stdout
+    assert "policy GIF:     (not written: --no-gif)" in p.stdout
+    (hint,) = [line.split("evaluate again: ", 1)[1] for line in p.stdout.splitlines() if line.startswith("evaluate again: ")]
+    assert hint.startswith(f"cd {here} && python -m jaxenvs.train.evaluate {run_dir.resolve()}")
+    q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
+
+
+@pytest.mark.parametrize("env_id, words", [
+    ("Foo-v0", "no environment registered as 'Foo-v0'"),
+    ("no_such_module:Foo-v0", "could not import module 'no_such_module'"),
+])
+def test_unknown_env_ids_fail_in_one_line_showing_the_module_form(env_id, words, tmp_path, capsys):
+    assert main(["--env", env_id, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "module:ns/Name-v0" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_without_the_train_extra_the_command_names_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "optax", None)  # as if optax were not installed
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxenvs-train: error:") and 'pip install "jaxenvs[train]"' in err and len(err.strip().splitlines()) == 1

@@ -27,7 +27,7 @@ _REG_GROWTH = 10.0 ** jnp.arange(5)  # reg, 10 reg, ..., 1e4 reg: garage's five 
 
 
 def num_linear_features(obs_dim: int) -> int:
-    """Length of :func:`linear_features` for observations of ``obs_dim`` dimensions."""
+    """Length of `linear_features` for observations of ``obs_dim`` dimensions."""
     return 2 * obs_dim + 4
 
 

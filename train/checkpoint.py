@@ -1,11 +1,11 @@
-"""Checkpoints of PPO runs: one msgpack file (``flax.serialization``) per run directory.
+"""Checkpoints of training runs (every algorithm): one msgpack file (``flax.serialization``) per run directory.
 
 The runner state is stored as a flat mapping from each leaf's pytree path (``jax.tree_util.keystr``)
 to its array, so any pytree (flax, jaxenvs.struct or plain dataclasses) round-trips.
 
-``checkpoint.msgpack`` holds the whole :class:`~train.ppo.RunnerState` of every seed (network
+``checkpoint.msgpack`` holds the whole runner state (`train.base.RunnerState` or an algorithm's own) of every seed (network
 params, Adam state, environment states and observations, PRNG keys, update counter), the config
-with its run settings (as ``config.json`` holds them: :func:`~train.configs.run_record`) and the
+with its run settings (as ``config.json`` holds them: `train.configs.run_record`) and the
 number of updates and env steps done, so a resumed run continues exactly where the
 saved one stopped. PRNG keys are stored as their raw ``key_data`` (uint32) and re-wrapped on load.
 """
@@ -23,11 +23,11 @@ import numpy as np
 from flax import serialization
 
 from jaxenvs.parallel import to_host
+from .base import Trainer
 from .configs import (
-    RUN_FIELDS, RUN_KEY, PPOConfig, RunSettings, config_from_dict, load_config_file, nest_run_settings, run_record,
+    RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, nest_run_settings, run_record,
     run_settings_from_dict,
 )
-from .ppo import Trainer
 from .trainers import make_trainer
 
 __all__ = [
@@ -68,16 +68,16 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
 def check_run_dir(run_dir: str | os.PathLike) -> Path:
     """``run_dir`` as a Path when it is a run directory (holds ``config.json`` and
-    ``checkpoint.msgpack``); otherwise a :class:`CheckpointError` saying what is missing."""
+    ``checkpoint.msgpack``); otherwise a `CheckpointError` saying what is missing."""
     run_dir = Path(run_dir)
     if not run_dir.exists():
         raise CheckpointError(f"run directory {str(run_dir)!r} does not exist")
     if not run_dir.is_dir():
-        raise CheckpointError(f"{str(run_dir)!r} is a file, not a run directory written by python -m train")
+        raise CheckpointError(f"{str(run_dir)!r} is a file, not a run directory written by jaxenvs-train")
     missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
     if missing:
         raise CheckpointError(
-            f"{str(run_dir)!r} is not a run directory written by python -m train: it has no {' and no '.join(missing)}"
+            f"{str(run_dir)!r} is not a run directory written by jaxenvs-train: it has no {' and no '.join(missing)}"
         )
     return run_dir
 
@@ -95,7 +95,7 @@ def _flat(tree: Any) -> dict[str, np.ndarray]:
 
 
 def _unflat(template: Any, flat: dict, path: Path) -> Any:
-    """The pytree of ``template`` (``ShapeDtypeStruct`` leaves) filled from :func:`_flat`'s mapping."""
+    """The pytree of ``template`` (``ShapeDtypeStruct`` leaves) filled from `_flat`'s mapping."""
     leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
     out = []
     for p, t in leaves:
@@ -121,7 +121,7 @@ def runner_template(trainer: Trainer, num_seeds: int) -> Any:
     return jax.eval_shape(jax.vmap(trainer.init, in_axes=(0, None)), keys, trainer.config.hparams())
 
 
-def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any, settings: RunSettings) -> Path:
+def save_checkpoint(path: str | os.PathLike, config: TrainConfig, runner: Any, settings: RunSettings) -> Path:
     """Write ``runner`` (seed-batched: ``settings.num_seeds`` seeds), ``config`` and the run's
     ``settings`` to ``path`` (atomically: write, then rename).
 
@@ -132,6 +132,7 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any, set
     update = np.asarray(host.update).reshape(-1)
     payload = {
         "format_version": FORMAT_VERSION,
+        "jax": jax_settings(),
         "config": json.dumps(run_record(config, settings)),
         "update": int(update[0]),
         "env_steps": int(update[0]) * config.steps_per_update,
@@ -145,8 +146,34 @@ def save_checkpoint(path: str | os.PathLike, config: PPOConfig, runner: Any, set
     return path
 
 
+def jax_settings() -> dict:
+    """The JAX settings a run's numbers depend on: ``x64`` (``JAX_ENABLE_X64``) and ``prng_impl``
+    (``jax_default_prng_impl``), recorded in every checkpoint."""
+    return {"x64": bool(jax.config.jax_enable_x64), "prng_impl": str(jax.config.jax_default_prng_impl)}
+
+
+def check_jax_settings(path: Path, payload: dict) -> None:
+    """Refuse to resume a checkpoint written under other JAX settings (`jax_settings`): the same
+    keys draw other numbers, so the resumed run would silently be another run."""
+    stored = payload.get("jax")
+    if not isinstance(stored, dict):  # written before the settings were recorded
+        return
+    now = jax_settings()
+    if stored.get("x64", now["x64"]) != now["x64"]:
+        raise CheckpointError(
+            f"{path}: the run was trained with JAX_ENABLE_X64={int(stored['x64'])} (jax_enable_x64 {stored['x64']}), "
+            f"this process has {now['x64']}; set JAX_ENABLE_X64={int(stored['x64'])} to resume it"
+        )
+    if stored.get("prng_impl", now["prng_impl"]) != now["prng_impl"]:
+        raise CheckpointError(
+            f"{path}: the run was trained with the PRNG implementation {stored['prng_impl']!r} "
+            f"(jax_default_prng_impl), this process uses {now['prng_impl']!r}; set "
+            f"JAX_DEFAULT_PRNG_IMPL={stored['prng_impl']} to resume it"
+        )
+
+
 def _read_payload(path: Path) -> dict:
-    """The checkpoint's top-level mapping, or a :class:`CheckpointError` naming ``path`` and the fault."""
+    """The checkpoint's top-level mapping, or a `CheckpointError` naming ``path`` and the fault."""
     data = path.read_bytes()
     if not data:
         raise CheckpointError(f"{path}: the checkpoint file is empty (0 bytes); the run was stopped before it was written")
@@ -171,13 +198,14 @@ def load_checkpoint(
     path: str | os.PathLike, trainer: Trainer | None = None, settings: RunSettings | None = None,
 ) -> tuple[Trainer, Any, dict]:
     """``(trainer, runner, meta)`` from a checkpoint file; ``meta`` has ``update``, ``env_steps``,
-    ``config`` (a dict of the algorithm's config) and ``run`` (the :class:`~train.configs.RunSettings`).
+    ``config`` (a dict of the algorithm's config) and ``run`` (the `train.configs.RunSettings`).
     ``trainer`` and ``settings`` are the stored ones unless given (``settings.num_seeds`` must then
     be the checkpoint's). Checkpoints written before config.json had its ``"run"`` object load too."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {str(path)!r}")
     payload = _read_payload(path)
+    check_jax_settings(path, payload)
     try:
         stored = json.loads(payload["config"])
         config, stored_settings = config_from_dict(stored), run_settings_from_dict(stored)
@@ -193,7 +221,7 @@ def load_checkpoint(
 
 def _field_differences(stored: dict, written: dict) -> list[tuple[str, Any, Any]]:
     """``(name, stored value, written value)`` for each config field and run setting (named
-    ``run.<setting>``) in which two config.json-style dicts differ, except :data:`RESUMABLE_FIELDS`."""
+    ``run.<setting>``) in which two config.json-style dicts differ, except `RESUMABLE_FIELDS`."""
     stored, written = nest_run_settings(stored), nest_run_settings(written)
     pairs = [("", stored, written), (f"{RUN_KEY}.", stored.get(RUN_KEY, {}), written.get(RUN_KEY, {}))]
     return [
@@ -208,7 +236,7 @@ def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple
     """Load a run directory's checkpoint; ``overrides`` change config fields or run settings (e.g.
     a larger ``total_timesteps`` to train on) as long as the stored state still fits them. With a
     ``mesh`` the trainer trains over it (any device count: the checkpoint does not depend on it);
-    place the runner with :func:`train.distributed.place_runner`. ``meta["run"]`` holds the run
+    place the runner with `train.distributed.place_runner`. ``meta["run"]`` holds the run
     settings of config.json with the overrides applied."""
     run_dir = check_run_dir(run_dir)
     stored = load_config_file(str(run_dir / CONFIG))

@@ -1,14 +1,14 @@
 """Where a PPO run's arrays live when it spans several devices or processes.
 
-A seed-batched :class:`~train.ppo.RunnerState` on a mesh (:func:`jaxenvs.parallel.env_mesh`)
+A seed-batched runner state (`train.base.RunnerState`) on a mesh (`jaxenvs.parallel.env_mesh`)
 has its environment states and observations split over the mesh along the env axis (axis 1;
 axis 0 is the seed) and everything else (network params, optimizer state, keys, the update
-counter) replicated on every device. :func:`runner_shardings` spells that layout out, so the
-compiled programs of ``python -m train`` take and return it explicitly and their metrics come
+counter) replicated on every device. `runner_shardings` spells that layout out, so the
+compiled programs of ``jaxenvs-train`` take and return it explicitly and their metrics come
 back replicated (readable on every process without communication).
 
-In a multi-process run (``python -m train --distributed``) every process runs the same
-program on its own devices; :func:`jaxenvs.parallel.to_host` gathers a runner for a checkpoint
+In a multi-process run (``jaxenvs-train --distributed``) every process runs the same
+program on its own devices; `jaxenvs.parallel.to_host` gathers a runner for a checkpoint
 (a collective: every process calls it), and only process 0 writes files.
 """
 
@@ -60,7 +60,7 @@ def put_global(tree: Any, shardings: Any) -> Any:
 
 
 def place_runner(runner: Any, mesh: Mesh | None) -> Any:
-    """A seed-batched runner laid out on ``mesh`` as :func:`runner_shardings` says (e.g. one
+    """A seed-batched runner laid out on ``mesh`` as `runner_shardings` says (e.g. one
     loaded from a checkpoint); unchanged when ``mesh`` is None."""
     return runner if mesh is None else put_global(runner, runner_shardings(runner, mesh))
 

@@ -1,6 +1,6 @@
 """A faster ``jax.random.permutation`` for the trainers' minibatch shuffles on CPU.
 
-:func:`minibatch_permutation` returns exactly ``jax.random.permutation(key, n)``'s indices
+`minibatch_permutation` returns exactly ``jax.random.permutation(key, n)``'s indices
 (``tests/test_ppo.py`` checks it), with each of JAX's stable sorts done as two sorts of single
 uint32 arrays, which XLA:CPU runs several times faster than its key-value sort. Measured on a
 2-core x86_64 CPU (jitted, median of 7 rounds of 200 calls): 1.4x at 1024 indices (GridWorld's
@@ -38,7 +38,7 @@ def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
 
     JAX shuffles with ``ceil(3 ln n / ln(2**32 - 1))`` rounds of stable sorts by fresh random
     uint32 keys (``jax._src.random._shuffle``); this repeats those rounds with the same keys and
-    does each sort with :func:`_stable_argsort_uint32`. Sizes above ``2**16`` use
+    does each sort with `_stable_argsort_uint32`. Sizes above ``2**16`` use
     ``jax.random.permutation`` itself.
     """
     if n > 2**16:

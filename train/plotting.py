@@ -40,12 +40,12 @@ def _panel(ax, env_steps, values, label: str, num_seeds: int, legend: bool = Tru
     return mean, low, high
 
 
-def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
+def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None = None) -> list[dict]:
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
     progress measures of the environment first, from the evaluations after every chunk, then
     the mean episodic return and length of the training episodes)."""
     panels = []
-    for name, x, values in _series(env_steps, returns, lengths, progress)[0]:
+    for name, x, values, _ in _series(env_steps, returns, lengths, progress, env_id)[0]:
         v = _nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -54,19 +54,19 @@ def curve_panels(env_steps, returns, lengths, progress=None) -> list[dict]:
     return panels
 
 
-# axis labels of the progress measures (train.evaluate.PROGRESS); others get their name with spaces
-LABELS = {
-    "length_ratio": "length / optimal length",
-    "mean_final_distance": "final distance to origin",
-    "win_rate_vs_random": "win rate vs random",
-    "prob_right_action": "P(right action)",
-    "prob_power_rich": "P(buy PowerRich ticket)",
-    "exploitability": "exploitability (0 = equilibrium)",
-}
+def _label(name: str, env_id: str | None) -> str:
+    """The plot axis of metric ``name`` (its `train.tuned.Metric`'s label, else its name with spaces)."""
+    from .tuned import entry
+
+    metric = entry(env_id).metrics.get(name) if env_id else None
+    return (metric.label if metric is not None and metric.label else None) or name.replace("_", " ")
 
 
-# progress measures that are fractions or probabilities: drawn on [0, 1], so a flat one reads right
-UNIT_RANGE = ("success_rate", "win_rate_vs_random", "decision_accuracy", "prob_right_action", "prob_power_rich")
+def _unit_range(name: str, env_id: str | None) -> bool:
+    from .tuned import entry
+
+    metric = entry(env_id).metrics.get(name) if env_id else None
+    return bool(metric is not None and metric.unit_range)
 
 
 def _constant(values) -> float | None:
@@ -76,8 +76,8 @@ def _constant(values) -> float | None:
     return float(v[0]) if v.size and np.all(v == v[0]) else None
 
 
-def _series(env_steps, returns, lengths, progress):
-    """``(label, x, float[points, seeds])`` per panel, and notes on the training series left out:
+def _series(env_steps, returns, lengths, progress, env_id=None):
+    """``(label, x, float[points, seeds], unit range?)`` per panel, and notes on the training series left out:
     with progress measures, a training series that is constant by construction (the return of
     zero-sum self-play, GridWorld's return of 1, one-step games' length of 1) says nothing."""
     out, notes = [], []
@@ -85,19 +85,22 @@ def _series(env_steps, returns, lengths, progress):
         names = [k for k in progress[0] if k != "env_steps"]
         x = [row["env_steps"] for row in progress]
         for n in names:
-            out.append((f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)", x, np.array([row[n] for row in progress], np.float64)))
+            out.append((f"{_label(n, env_id)} (evaluation)", x, np.array([row[n] for row in progress], np.float64),
+                        _unit_range(n, env_id)))
     for label, values in (("mean episodic return (training)", returns), ("mean episode length (training)", lengths)):
         c = _constant(values)
         if progress and c is not None:
             notes.append(f"{label.replace(' (training)', '')} of the training episodes: {c:g} throughout (not shown)")
         else:
-            out.append((label, env_steps, values))
+            out.append((label, env_steps, values, False))
     return out, notes
 
 
-def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None) -> Path:
+def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None,
+                        env_id: str | None = None) -> Path:
     """Save the learning curve: one panel per progress measure of the environment (``progress``:
-    rows ``{"env_steps": n, name: [value per seed]}`` from :func:`train.evaluate.progress_metrics`),
+    rows ``{"env_steps": n, name: [value per seed]}`` from `train.evaluate.progress_metrics`; axis
+    labels and ranges from ``env_id``'s entry in `train.tuned`, default ``title``),
     then the mean episodic return and episode length of the training episodes, against env steps.
 
     ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
@@ -112,18 +115,18 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     from .checkpoint import atomic_write
 
-    series, notes = _series(env_steps, returns, lengths, progress)
+    series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None)
     num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
     width = max(4.2 * len(series), 6.4)  # wide enough for the notes under a single panel
     fig, axes = plt.subplots(1, len(series), figsize=(width, 3.6 + 0.2 * len(notes)), squeeze=False)
-    for i, (ax, (label, x, values)) in enumerate(zip(axes[0], series)):
+    for i, (ax, (label, x, values, unit_range)) in enumerate(zip(axes[0], series)):
         _panel(ax, x, values, label, num_seeds, legend=i == 0)
         ax.set_xlabel("env steps (per seed)")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.xaxis.set_major_locator(MaxNLocator(5))
         ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
         ax.grid(alpha=0.3)
-        if any(label == f"{LABELS.get(n, n.replace('_', ' '))} (evaluation)" for n in UNIT_RANGE):
+        if unit_range:
             ax.set_ylim(-0.03, 1.03)
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
@@ -141,9 +144,9 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     """Render ``num_episodes`` greedy episodes of ONE set of params into a GIF at ``path``.
 
     Each episode is a jitted rollout without auto-reset; its frames run from the initial state to
-    the state the episode ended in, at most ``max_frames`` frames in all. Environments whose
-    colours carry meaning (Lottery, Rock-Paper-Scissors) get the legend of ``jaxenvs play``
-    below each frame. Returns None when the environment has no ``render``.
+    the state the episode ended in, at most ``max_frames`` frames in all. Environments that declare
+    a ``legend`` (Lottery, Rock-Paper-Scissors) get it below each frame, as in ``jaxenvs play``.
+    Returns None when the environment has no ``render`` (nothing is written then).
     """
     cfg = trainer.config
     env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)

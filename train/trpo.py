@@ -1,31 +1,31 @@
 """Trust Region Policy Optimization (Schulman et al. 2015) as one compiled program, garage's recipe.
 
-    trainer = make_trainer(get_config("PointEnv-v0", algo="trpo"))
+    trainer = make_trainer(get_config("PointEnv-v0", algo="trpo"))  # train.trainers.make_trainer
     runner, metrics = trainer.train(jax.random.key(0))              # one jitted call
     runner, metrics = jax.vmap(trainer.train)(jax.random.split(key, 4))   # 4 seeds at once
 
 garage's PointEnv tutorial trains ``TRPO(env=normalize(PointEnv()), policy=GaussianMLPPolicy(...),
 baseline=LinearFeatureBaseline(...))``; this is that recipe, jitted end to end. One update:
 
-1. a rollout of ``num_steps`` steps in ``num_envs`` environments (PPO's :meth:`Trainer._rollout`:
-   the same observation preprocessing, policy heads, multi-agent self-play and auto-reset);
-2. baseline values and GAE with truncation bootstrapping (:func:`train.ppo.gae`); the baseline
-   is garage's linear feature baseline (:mod:`train.baselines`, refit every update on the
+1. a rollout of ``num_steps`` steps in ``num_envs`` environments (the trainer base's, `train.base`:
+   the same observation preprocessing, policy heads, multi-agent self-play and auto-reset as PPO);
+2. baseline values and GAE with truncation bootstrapping (`train.base.gae`); the baseline
+   is garage's linear feature baseline (`train.baselines`, refit every update on the
    discounted returns after predicting, as garage does) or a value network (``baseline="value"``,
    Adam on the same returns);
 3. the natural-gradient step: ``g`` the gradient of the surrogate ``-mean(ratio * advantage)``
    (minus ``ent_coef`` times the mean entropy, 0 by default),
    ``x ~ F^-1 g`` by ``cg_iters`` conjugate-gradient iterations on Fisher-vector products
-   (:func:`fisher_vector_product`: ``J^T M J v`` through ``jax.jvp``/``jax.vjp`` of the policy's
+   (`fisher_vector_product`: ``J^T M J v`` through ``jax.jvp``/``jax.vjp`` of the policy's
    outputs, no Fisher matrix is built), the step ``sqrt(2 max_kl / x^T F x) * x``;
-4. the backtracking line search (:func:`line_search`): step fractions ``1, r, r^2, ...``
+4. the backtracking line search (`line_search`): step fractions ``1, r, r^2, ...``
    (``max_backtracks`` of them) until the surrogate improves and the mean KL(old || new) over the
    batch is at most ``max_kl``; if none does, the policy stays as it was (garage's
    ``ConjugateGradientOptimizer`` with ``accept_violation=False``). A ``lax.while_loop``: under
    ``vmap`` over seeds it runs until every seed is done, masked.
 
 Actions: with ``normalize_env`` the trainer's environment is ``jaxenvs.wrappers.normalize`` of the
-registered one (Box actions in ``[-1, 1]``); :meth:`TRPOTrainer.act` maps them back to the
+registered one (Box actions in ``[-1, 1]``); `TRPOTrainer.act` maps them back to the
 registered env's actions, so ``train.evaluate`` and the GIF run on the plain environment.
 """
 
@@ -40,16 +40,15 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-import jaxenvs
-from jaxenvs.wrappers import RecordEpisodeStatistics, RescaleAction, normalize
+from jaxenvs.wrappers import RescaleAction, normalize
+from .base import Trainer, all_finite, as_typed_key, episode_metrics, gae
 from .baselines import fit_linear_baseline, linear_features, num_linear_features, predict_linear_baseline
 from .configs import TRPOConfig, TRPOHParams
 from .networks import ActorCritic
 from .permutation import minibatch_permutation
-from .ppo import Trainer, all_finite, as_typed_key, episode_metrics, gae, trainer_parts
 
 __all__ = [
-    "make_trainer", "TRPOTrainer", "TRPORunnerState", "conjugate_gradient", "fisher_vector_product", "line_search",
+    "TRPOTrainer", "TRPORunnerState", "conjugate_gradient", "fisher_vector_product", "line_search",
     "natural_gradient_step",
 ]
 
@@ -175,7 +174,7 @@ def natural_gradient_step(apply_fn, dist_fn, theta, actions, old_log_prob, advan
 
     ``apply_fn(theta)`` gives the batch's policy outputs; ``actions``/``old_log_prob`` are what the
     rollout sampled, ``advantages`` float32[N] (already standardised if wanted). ``info`` holds
-    :func:`line_search`'s entries plus ``loss_before``, ``entropy`` and ``finite`` (bool: the
+    `line_search`'s entries plus ``loss_before``, ``entropy`` and ``finite`` (bool: the
     gradient, the search direction and the new params are finite).
     """
     old_out = jax.lax.stop_gradient(apply_fn(theta))
@@ -201,13 +200,35 @@ def natural_gradient_step(apply_fn, dist_fn, theta, actions, old_log_prob, advan
 
 @dataclasses.dataclass
 class TRPOTrainer(Trainer):
-    """The pure functions of one TRPO configuration (build it with :func:`make_trainer`).
+    """TRPO's update on the trainer base (`train.base.Trainer`): the environment is
+    ``normalize``-d when ``config.normalize_env``, and the value network exists only with
+    ``baseline="value"``."""
 
-    Shares PPO's :class:`~train.ppo.Trainer` for everything but the update: environment
-    interaction, batching, the rollout, ``init``/``run_updates``/``train`` jitting, ``act``.
-    """
+    config: TRPOConfig
 
-    action_wrapper: Any = None  # normalize's RescaleAction: policy actions in [-1, 1] -> the env's
+    @classmethod
+    def make_env(cls, config):
+        env = super().make_env(config)
+        if config.normalize_env:
+            return normalize(env, normalize_reward=config.normalize_reward, gamma=config.gamma)
+        if config.normalize_reward:
+            raise ValueError("TRPOConfig.normalize_reward needs normalize_env=True")
+        return env
+
+    @classmethod
+    def make_network(cls, config, action_dim, continuous) -> ActorCritic:
+        return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation,
+                           log_std_init=config.log_std_init, critic=config.baseline == "value")
+
+    def check(self) -> None:
+        rows = self.batch_size * self.config.num_steps
+        if self.config.baseline == "value" and rows < self.config.vf_minibatches:
+            raise ValueError(f"vf_minibatches = {self.config.vf_minibatches} exceeds the batch of {rows} rows")
+
+    @property
+    def action_wrapper(self):
+        """normalize's RescaleAction (policy actions in [-1, 1] -> the env's), or None."""
+        return self.env if isinstance(self.env, RescaleAction) else None
 
     def act(self, params, obs, key=None):
         """Actions of the registered (un-normalized) environment for a batch of its raw
@@ -217,9 +238,8 @@ class TRPOTrainer(Trainer):
 
     def _init(self, key, hp: TRPOHParams | None = None) -> TRPORunnerState:
         hp = self.config.hparams() if hp is None else hp
-        key = as_typed_key(key)
-        key, k_net, k_env = jax.random.split(key, 3)
-        obs, env_state = self.env_reset(jax.random.split(k_env, self.config.num_envs))
+        key, k_net, k_env = jax.random.split(as_typed_key(key), 3)
+        obs, env_state = self._reset_all(k_env)
         x = self.flat_obs(obs)
         params = self.network.init(k_net, x)
         return TRPORunnerState(
@@ -314,7 +334,6 @@ class TRPOTrainer(Trainer):
             vf_loss=vf_loss,
             entropy=info["entropy"],
             approx_kl=info["kl"],  # mean KL(old || new) of the accepted step (0 if rejected)
-            clip_frac=jnp.float32(jnp.nan),  # PPO's clipping: not part of TRPO
             accepted=info["accepted"].astype(jnp.float32),
             backtracks=info["backtracks"].astype(jnp.float32),
             step_fraction=info["step_fraction"],
@@ -324,26 +343,3 @@ class TRPOTrainer(Trainer):
             nonfinite=~(info["finite"] & vf_finite & all_finite(params)),
         )
         return runner, metrics
-
-
-def make_trainer(config: TRPOConfig, mesh: Any = None) -> TRPOTrainer:
-    """Build the environment (``normalize``-d when ``config.normalize_env``) and the policy (and,
-    with ``baseline="value"``, the value network) for ``config``; see :func:`train.ppo.make_trainer`
-    for ``mesh``."""
-    if not isinstance(config, TRPOConfig):
-        raise TypeError(f"train.trpo.make_trainer needs a TRPOConfig, got {type(config).__name__}")
-    env = RecordEpisodeStatistics(jaxenvs.make(config.env_id, **config.env_kwargs))
-    if config.normalize_env:
-        env = normalize(env, normalize_reward=config.normalize_reward, gamma=config.gamma)
-    elif config.normalize_reward:
-        raise ValueError("TRPOConfig.normalize_reward needs normalize_env=True")
-    parts = trainer_parts(config, env)
-    if config.baseline == "value" and (parts["batch_size"] * config.num_steps) < config.vf_minibatches:
-        raise ValueError(f"vf_minibatches = {config.vf_minibatches} exceeds the batch of {parts['batch_size'] * config.num_steps} rows")
-    network = ActorCritic(
-        parts.pop("action_dim"), parts.pop("continuous"), config.hidden_sizes, config.activation,
-        log_std_init=config.log_std_init, critic=config.baseline == "value",
-    )
-    return TRPOTrainer(
-        config=config, network=network, mesh=mesh, action_wrapper=env if isinstance(env, RescaleAction) else None, **parts
-    )

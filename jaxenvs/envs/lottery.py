@@ -64,6 +64,13 @@ class Lottery(Environment):
     traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="terminal")
     render_fps = 2
     ACTION_NAMES = ACTION_NAMES
+    # what the frame's colours mean: rows of (rgb or None, text), drawn under frames by
+    # jaxenvs.rendering.legend (jaxenvs play, policy GIFs)
+    legend = (
+        ((None, "tickets (chosen one framed):"),),
+        tuple((tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)),
+        ((None, "bar:"), (draw.GREEN, "won"), (draw.RED, "lost"), (draw.GREY, "no ticket")),
+    )
 
     @property
     def default_params(self) -> EnvParams:

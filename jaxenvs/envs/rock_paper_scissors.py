@@ -66,6 +66,14 @@ class RockPaperScissors(Environment):
     )
     render_fps = 2
     ACTION_NAMES = ACTION_NAMES
+    # what the frame's colours mean: rows of (rgb or None, text), drawn under frames by
+    # jaxenvs.rendering.legend (jaxenvs play, policy GIFs)
+    legend = (
+        ((None, "left: agent 0   right: agent 1"),),
+        tuple((tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)),
+        ((None, "bar:"), (tuple(OUTCOME_COLORS[1].tolist()), "win"), (tuple(OUTCOME_COLORS[2].tolist()), "loss"),
+         (tuple(OUTCOME_COLORS[3].tolist()), "draw")),
+    )
 
     @property
     def default_params(self) -> EnvParams:

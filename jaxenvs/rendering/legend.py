@@ -1,11 +1,12 @@
-"""Legends for frames whose colours and shapes carry meaning (Lottery, Rock-Paper-Scissors).
+"""Legends for frames whose colours and shapes carry meaning (declared by the environment's class
+attribute ``legend``: Lottery and Rock-Paper-Scissors have one).
 
 A legend is a strip of text with colour swatches, drawn on the host once per environment (with
 Pillow, which GIF writing already needs) and appended below every frame::
 
     frames = add_legend(env, render_frames(env, traj.state))   # uint8[T, H + h, W, 3]
 
-Environments without a legend entry get their frames back unchanged.
+Environments without a ``legend`` get their frames back unchanged.
 """
 
 from __future__ import annotations
@@ -18,41 +19,18 @@ import numpy as np
 from jaxenvs._optional import require
 from jaxenvs.rendering import draw
 
-__all__ = ["LEGENDS", "legend_rows", "legend_strip", "add_legend"]
+__all__ = ["legend_rows", "legend_strip", "add_legend"]
 
 Entry = tuple  # (rgb colour or None, text)
 
 
-def _lottery() -> list[list[Entry]]:
-    from jaxenvs.envs.lottery import ACTION_NAMES, CHOICE_COLORS
-
-    return [
-        [(None, "tickets (chosen one framed):")],
-        [(tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)],
-        [(None, "bar:"), (draw.GREEN, "won"), (draw.RED, "lost"), (draw.GREY, "no ticket")],
-    ]
-
-
-def _rock_paper_scissors() -> list[list[Entry]]:
-    from jaxenvs.envs.rock_paper_scissors import ACTION_NAMES, CHOICE_COLORS, OUTCOME_COLORS
-
-    return [
-        [(None, "left: agent 0   right: agent 1")],
-        [(tuple(c), name) for c, name in zip(CHOICE_COLORS.tolist(), ACTION_NAMES)],
-        [(None, "bar:"), (tuple(OUTCOME_COLORS[1]), "win"), (tuple(OUTCOME_COLORS[2]), "loss"),
-         (tuple(OUTCOME_COLORS[3]), "draw")],
-    ]
-
-
-# base environment class name -> rows of (colour, text) entries
-LEGENDS = {"Lottery": _lottery, "RockPaperScissors": _rock_paper_scissors}
-
-
 def legend_rows(env) -> list[list[Entry]] | None:
-    """The legend of ``env`` (wrappers are looked through) as rows of ``(colour, text)``, or None."""
-    base = getattr(env, "unwrapped", env)
-    make_rows = LEGENDS.get(type(base).__name__)
-    return None if make_rows is None else make_rows()
+    """The legend of ``env`` (wrappers are looked through) as rows of ``(colour, text)``, or None.
+
+    An environment declares its legend as a class attribute ``legend``: a sequence of rows, each a
+    sequence of ``(rgb or None, text)`` entries (an entry without a colour is plain text)."""
+    rows = getattr(getattr(env, "unwrapped", env), "legend", None)
+    return None if rows is None else [list(row) for row in rows]
 
 
 def _pil():

@@ -1,0 +1,330 @@
+"""What every on-policy algorithm here shares: the trainer base class (environment interaction,
+batching, the rollout, the jitted ``init``/``run_updates``/``train``), GAE, episode metrics,
+finiteness checks and PRNG-key handling. An algorithm (`train.ppo`, `train.trpo`) subclasses
+`Trainer` and writes only its own parts: its runner state (``_init``), its update (``_update``),
+and, where it differs, its environment and network (``make_env``, ``make_network``).
+
+    trainer = make_trainer(get_config("GridWorld-v0"))              # train.trainers.make_trainer
+    runner, metrics = trainer.train(jax.random.key(0))               # one jitted call
+    runner, metrics = jax.vmap(trainer.train)(jax.random.split(key, 8))   # 8 seeds at once
+
+Details every algorithm inherits:
+
+* **Truncation is not termination.** The environment comes from ``jaxenvs.make`` (AutoReset and
+  TimeLimit). Every step records ``final_obs = info["final_obs"]``, the observation the step led to
+  *before* any auto-reset, so `gae` bootstraps a truncated episode from where it was cut and a
+  terminated one from 0, and cuts the trace at every episode end.
+* **Multi-agent environments** train one shared policy (self-play): the agent axis folds into the
+  batch, so a batch row is one agent in one environment. Rewards are per agent; episode boundaries
+  are shared.
+* **Observations** of any space (Dict, Tuple, Discrete, ...) are flattened with
+  `jaxenvs.spaces.flatten`; bounded dimensions are rescaled to [-1, 1].
+* **The policy** is read in one place, `Trainer.policy` (observation rows -> action distribution
+  and value): the rollout, the losses and `Trainer.act` all call it, so a per-step action mask
+  (and, for turn-based self-play, a flag saying which rows act) enters there and in `Transition`
+  once, for every algorithm.
+* **Traced hyperparameters**: the config's ``HPARAMS`` are arguments of the compiled program, so
+  ``jax.vmap`` over them sweeps e.g. the learning rate in one call (`stack_hparams`).
+* **Chunks**: ``run_updates`` runs any number of updates from a runner state; ``jaxenvs-train``
+  calls it repeatedly (one compiled program) and prints progress between calls.
+* **Metrics without sentinels**: ``episodes`` counts the episodes that ended in an update and
+  ``episode_return``/``episode_length`` are their means (0 when none ended: read them with
+  ``episodes``); every update also carries ``nonfinite`` (bool), True when a loss, a gradient or a
+  new parameter of that update was NaN or infinite, for the caller to check between chunks. No NaN
+  is ever made on purpose, so training runs under ``JAX_DEBUG_NANS=1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import jaxenvs
+from jaxenvs import spaces
+from jaxenvs.parallel import constrain_batch
+from jaxenvs.wrappers import RecordEpisodeStatistics
+from .networks import ActorCritic, policy_head_for
+
+
+__all__ = [
+    "Trainer", "RunnerState", "Transition", "gae", "all_finite", "as_typed_key", "episode_metrics", "stack_hparams",
+    "observation_preprocessor",
+]
+
+
+def as_typed_key(key) -> jax.Array:
+    """A typed PRNG key from a typed key or a raw ``jax.random.PRNGKey`` (uint32[..., 2])."""
+    key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return key
+    return jax.random.wrap_key_data(key)
+
+
+def all_finite(tree) -> jax.Array:
+    """bool scalar: every element of every leaf of ``tree`` is finite."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def episode_metrics(done, ep_return, ep_length) -> dict:
+    """``episodes`` (count), ``episode_return`` and ``episode_length`` (means over the episodes that
+    ended in a rollout; 0 when none did, which ``episodes == 0`` tells) from the rollout's statistics."""
+    n_done = done.sum()
+    denom = jnp.maximum(n_done, 1).astype(jnp.float32)
+    return dict(
+        episodes=n_done.astype(jnp.float32),
+        episode_return=jnp.sum(jnp.where(done, ep_return, 0.0)) / denom,
+        episode_length=jnp.sum(jnp.where(done, ep_length, 0)).astype(jnp.float32) / denom,
+    )
+
+
+def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
+    """Generalised advantage estimation over a rollout that may cross episode ends.
+
+    All arrays are ``[T, B]`` (time first). ``values[t] = V(obs_t)``; ``next_values[t]`` is the
+    value of the observation step ``t`` led to before any reset (``V(info["final_obs"])``), so
+    truncated steps bootstrap from it and terminated ones from 0:
+    ``delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t`` and
+    ``A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}`` with ``done = terminated | truncated``
+    (``A_T = 0``). Returns ``(advantages, value_targets = advantages + values)``, float32[T, B].
+    """
+    not_term = 1.0 - terminated.astype(jnp.float32)
+    not_done = 1.0 - (terminated | truncated).astype(jnp.float32)
+    deltas = rewards + gamma * not_term * next_values - values
+
+    def backward(adv_next, xs):
+        delta, cont = xs
+        adv = delta + gamma * lam * cont * adv_next
+        return adv, adv
+
+    _, adv = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True)
+    return adv, adv + values
+
+
+def stack_hparams(config, n: int, **values):
+    """The config's hyperparameters with a leading axis of ``n``: ``values`` (each of length ``n``)
+    override its scalars, which are repeated, e.g. ``stack_hparams(cfg, 3, lr=[1e-4, 3e-4, 1e-3])``."""
+    hp = jax.tree.map(lambda x: jnp.full((n,), x, jnp.float32), config.hparams())
+    for name, v in values.items():
+        v = jnp.asarray(v, jnp.float32)
+        if v.shape != (n,):
+            raise ValueError(f"stack_hparams: {name} has shape {v.shape}, expected ({n},)")
+        hp = hp.replace(**{name: v})
+    return hp
+
+
+@struct.dataclass
+class RunnerState:
+    """Everything a run carries from one update to the next (one seed; vmap adds a seed axis):
+    network params, optimizer state, the ``num_envs`` environments' states and observations, the
+    PRNG key and ``update`` (int32, updates done so far). Algorithms that carry more subclass it."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: Any
+    key: jax.Array
+    update: jax.Array
+
+
+class Transition(NamedTuple):
+    obs: jax.Array  # float32[B, obs_dim] (flattened)
+    action: jax.Array  # the policy's sample (int32[B] or float32[B, d], before mapping to the env)
+    log_prob: jax.Array  # float32[B]
+    value: jax.Array  # float32[B]
+    reward: jax.Array  # float32[B], scaled by reward_scale
+    terminated: jax.Array  # bool[B]
+    truncated: jax.Array  # bool[B]
+    final_obs: jax.Array  # float32[B, obs_dim]: info["final_obs"], flattened
+
+
+def observation_preprocessor(space: spaces.Space) -> Callable:
+    """``f(obs) -> float32[flatdim]`` for one agent's observation: flatten, then map each bounded
+    dimension from ``[low, high]`` to ``[-1, 1]`` (unbounded ones pass unchanged)."""
+    box = spaces.flatten_space(space)
+    finite = np.isfinite(box.low) & np.isfinite(box.high) & (box.high > box.low)
+    low = np.where(finite, box.low, 0.0).astype(np.float32)
+    scale = np.where(finite, 2.0 / np.where(finite, box.high - box.low, 1.0), 1.0).astype(np.float32)
+    shift = np.where(finite, -1.0, 0.0).astype(np.float32)
+
+    def preprocess(obs):
+        return (spaces.flatten(space, obs) - low) * scale + shift
+
+    return preprocess
+
+
+@dataclasses.dataclass
+class Trainer:
+    """The pure functions of one configuration (build it with `train.trainers.make_trainer`, or
+    ``SomeTrainer.build(config)``). ``train``, ``init`` and ``run_updates`` are jitted (with the
+    safe CPU scheduler, `train.xla`); ``num_traces`` counts how often ``train`` has been traced."""
+
+    config: Any
+    env: Any
+    env_params: Any
+    network: ActorCritic
+    num_agents: int  # 1 for single-agent envs
+    batch_size: int  # num_envs * num_agents rows per step
+    preprocess: Callable  # one agent's raw observation -> float32[obs_dim]
+    dist_fn: Callable
+    to_env_action: Callable
+    num_traces: int = 0
+    mesh: Any = None  # jaxenvs.parallel.env_mesh(...): split the env batch over devices
+
+    # ---- building ---------------------------------------------------------------------------
+    @classmethod
+    def make_env(cls, config):
+        """The environment the trainer steps (episode statistics recorded for the metrics)."""
+        return RecordEpisodeStatistics(jaxenvs.make(config.env_id, **config.env_kwargs))
+
+    @classmethod
+    def make_network(cls, config, action_dim: int, continuous: bool) -> ActorCritic:
+        return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation)
+
+    @classmethod
+    def build(cls, config, mesh: Any = None, **extra):
+        """The trainer of ``config``: its environment, network and policy head. ``mesh``
+        (`jaxenvs.parallel.env_mesh`) trains data-parallel over its devices, hosts included after
+        `jaxenvs.parallel.initialize_distributed`; ``num_envs`` must be a multiple of its size. The
+        updates equal the single-device ones up to float summation order."""
+        env = cls.make_env(config)
+        params = env.default_params
+        num_agents = env.num_agents if env.multi_agent else 1
+        act_dim, continuous, dist_fn, to_env_action = policy_head_for(env.action_space(params))
+        if env.multi_agent:
+            obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
+            if {leaf.shape[:1] for leaf in jax.tree.leaves(obs)} != {(num_agents,)}:
+                raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
+        trainer = cls(
+            config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous),
+            num_agents=num_agents, batch_size=config.num_envs * num_agents,
+            preprocess=observation_preprocessor(env.observation_space(params)), dist_fn=dist_fn,
+            to_env_action=to_env_action, mesh=mesh, **extra,
+        )
+        trainer.check()
+        return trainer
+
+    def check(self) -> None:
+        """Host-side checks of the config against the environment (an algorithm adds its own)."""
+
+    # ---- environment interaction (the one place that touches the env) ---------------------
+    def env_reset(self, keys):
+        """Reset ``num_envs`` environments, one key each."""
+        out = jax.vmap(self.env.reset, in_axes=(0, None))(constrain_batch(keys, self.mesh), self.env_params)
+        return constrain_batch(out, self.mesh)
+
+    def env_step(self, keys, states, actions):
+        """Step ``num_envs`` environments, one key each; returns Gymnasium's 6-tuple, batched.
+
+        With a ``mesh`` the env batch is split over its devices (data parallel: the network's
+        params stay replicated, and XLA averages the gradients across devices)."""
+        step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
+        return constrain_batch(step(constrain_batch(keys, self.mesh), states, actions, self.env_params), self.mesh)
+
+    # ---- batching: (num_envs[, num_agents], ...) <-> (batch_size, ...) -----------------------
+    def flat_obs(self, obs) -> jax.Array:
+        """float32[batch_size, obs_dim] from a batch of raw observations."""
+        f = jax.vmap(self.preprocess)
+        if self.env.multi_agent:
+            f = jax.vmap(f)
+        x = f(obs)
+        return x.reshape((-1, x.shape[-1]))
+
+    def _to_rows(self, x):
+        """Agent-axis arrays [E, A, ...] -> [E*A, ...]; episode-level [E] -> repeated per agent."""
+        if self.env.multi_agent and x.ndim == 1:
+            x = jnp.repeat(x[:, None], self.num_agents, axis=1)
+        return x.reshape((-1,) + x.shape[(2 if self.env.multi_agent else 1) :])
+
+    def _to_env(self, x):
+        """Rows [E*A, ...] -> [E, A, ...] (multi-agent); unchanged for single-agent envs."""
+        return x.reshape((-1, self.num_agents) + x.shape[1:]) if self.env.multi_agent else x
+
+    # ---- policy -------------------------------------------------------------------------------
+    def policy(self, params, x):
+        """``(action distribution, value)`` of observation rows ``x`` float32[N, obs_dim]."""
+        out, value = self.network.apply(params, x)
+        return self.dist_fn(out), value
+
+    def act(self, params, obs, key=None):
+        """Env actions for a batch of raw observations (any leading batch size): sampled with
+        ``key``, or greedy (mode of the policy) when ``key`` is None."""
+        dist, _ = self.policy(params, self.flat_obs(obs))
+        a = dist.mode() if key is None else dist.sample(key)
+        return self._to_env(self.to_env_action(a))
+
+    # ---- one rollout --------------------------------------------------------------------------
+    def _reset_all(self, key):
+        """``(obs, env_state)`` of ``num_envs`` freshly reset environments."""
+        return self.env_reset(jax.random.split(key, self.config.num_envs))
+
+    def _rollout(self, runner, hp):
+        """``num_steps`` steps in every env; returns the new runner, the `Transition` batch
+        [T, B, ...] and, per step and env, (episode ended, its return averaged over agents, its
+        length) from `jaxenvs.wrappers.RecordEpisodeStatistics`."""
+
+        def step(r, _):
+            key, k_act, k_env = jax.random.split(r.key, 3)
+            x = self.flat_obs(r.obs)
+            dist, value = self.policy(r.params, x)
+            sample = dist.sample(k_act)
+            log_prob = dist.log_prob(sample)
+            env_keys = jax.random.split(k_env, self.config.num_envs)
+            obs, env_state, reward, terminated, truncated, info = self.env_step(
+                env_keys, r.env_state, self._to_env(self.to_env_action(sample))
+            )
+            ep_return = info["episode_return"]
+            stats = (
+                info["returned_episode"],
+                ep_return.mean(axis=-1) if self.env.multi_agent else ep_return,
+                info["episode_length"],
+            )
+            r = r.replace(env_state=env_state, obs=obs, key=key)
+            t = Transition(
+                obs=x,
+                action=sample,
+                log_prob=log_prob,
+                value=value,
+                reward=self._to_rows(reward) * hp.reward_scale,
+                terminated=self._to_rows(terminated),
+                truncated=self._to_rows(truncated),
+                final_obs=self.flat_obs(info["final_obs"]),
+            )
+            return r, (t, stats)
+
+        return jax.lax.scan(step, runner, None, length=self.config.num_steps)
+
+    def _next_values(self, params, traj: Transition) -> jax.Array:
+        """``V(final_obs)``, float32[T, B]: one critic pass over every step's pre-reset next
+        observation (`gae` bootstraps from it wherever a step did not terminate)."""
+        _, values = self.network.apply(params, traj.final_obs)
+        return values
+
+    # ---- the algorithm's parts ------------------------------------------------------------------
+    def _init(self, key, hp=None):
+        """The runner state of one seed at update 0."""
+        raise NotImplementedError
+
+    def _update(self, runner, hp):
+        """One update: ``(runner, {metric: scalar}, with "nonfinite")``."""
+        raise NotImplementedError
+
+    # ---- updates and training ---------------------------------------------------------------------
+    def _run_updates(self, runner, hp=None, num_updates: int = 1):
+        """``num_updates`` updates (a ``lax.scan``); metrics get a leading [num_updates] axis."""
+        hp = self.config.hparams() if hp is None else hp
+        return jax.lax.scan(lambda r, _: self._update(r, hp), runner, None, length=num_updates)
+
+    def _train(self, key, hp=None):
+        self.num_traces += 1
+        hp = self.config.hparams() if hp is None else hp
+        return self._run_updates(self._init(key, hp), hp, self.config.num_updates)
+
+    def __post_init__(self):
+        self.init = jax.jit(self._init)
+        self.run_updates = jax.jit(self._run_updates, static_argnames="num_updates")
+        self.train = jax.jit(self._train)

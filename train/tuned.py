@@ -1,0 +1,306 @@
+"""What the trainer knows about each built-in environment, in one entry per environment (THE
+table to touch for a new environment, beside its own file): the tuned training defaults per
+algorithm, how a trained policy is evaluated, when it counts as solved, which metrics measure
+progress while training, and what each metric means and how its plot axis is labelled.
+
+    entry("GridWorld-v0").training["ppo"]      # {"total_timesteps": 60000, ...}
+    entry("my_module:ns/MyEnv-v0")              # no entry: the generic one (below)
+
+An environment without an entry (a custom one included, nothing to register) gets the generic
+entry: the config classes' defaults, the mean undiscounted return over the evaluation episodes,
+and "solved" when that reaches the spec's ``reward_threshold`` (no verdict without one).
+
+Evaluations act greedily (the mode of the policy) unless a metric is about the mixed strategy
+itself; each returns a dict of metrics and ``solved`` (bool, or None without a criterion), and the
+entry's ``solved_when`` states the same criterion in words: one source of truth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxenvs
+from .episodes import NUM_EPISODES, episodes, eval_env, initial_probs, payoff_matrix
+
+__all__ = ["Metric", "TunedEnv", "ENTRIES", "entry", "training_defaults", "evaluate_generic"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """What an evaluation metric means; ``label`` is its plot axis (default: its name with spaces),
+    ``unit_range`` draws it on [0, 1] (fractions and probabilities)."""
+
+    meaning: str
+    label: str | None = None
+    unit_range: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class TunedEnv:
+    """One environment's entry (see the module docstring)."""
+
+    training: dict = dataclasses.field(default_factory=dict)  # algorithm -> config field overrides
+    evaluate: Callable | None = None  # (trainer, params, key, num_episodes) -> {metric: value, "solved": bool}
+    solved_when: str | None = None  # the criterion evaluate's "solved" applies, in words
+    progress: tuple = ("mean_return",)  # metrics followed after every chunk of training
+    metrics: dict = dataclasses.field(default_factory=dict)  # metric name -> Metric
+
+
+GENERIC_METRICS = {
+    "mean_return": Metric("mean undiscounted return"),
+    "mean_length": Metric("mean episode length (steps)"),
+}
+
+
+def evaluate_generic(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    _, ep = episodes(trainer, params, key, num_episodes=num_episodes)
+    mean_return = float(np.mean(ep["returns"]))
+    threshold = jaxenvs.spec(trainer.config.env_id).reward_threshold
+    solved = None if threshold is None else bool(mean_return >= threshold)
+    return dict(mean_return=mean_return, mean_length=float(ep["length"].mean()), solved=solved)
+
+
+# ---- GridWorld: 1000 episodes; every one reaches the target, and the mean length is at most 1.1 x
+# the mean Manhattan distance of the initial states (the optimal mean length).
+def evaluate_grid_world(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    traj, ep = episodes(trainer, params, key, num_episodes=num_episodes)
+    start = jax.tree.map(lambda x: np.asarray(x[0]), traj.obs)
+    manhattan = np.abs(start["agent"] - start["target"]).sum(axis=-1)
+    success = ep["terminated"].mean()
+    ratio = ep["length"].mean() / manhattan.mean()
+    return dict(
+        success_rate=float(success),
+        mean_length=float(ep["length"].mean()),
+        mean_manhattan_distance=float(manhattan.mean()),
+        length_ratio=float(ratio),
+        solved=bool(success == 1.0 and ratio <= 1.1),
+    )
+
+
+# ---- PointEnv: 1000 episodes; at least 95% reach the goal region within the time limit.
+def evaluate_point_env(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    traj, ep = episodes(trainer, params, key, num_episodes=num_episodes)
+    success = float(ep["terminated"].mean())
+    distance = np.asarray(traj.info["distance"])  # after each step
+    final = distance[ep["length"] - 1, np.arange(distance.shape[1])]
+    return dict(
+        success_rate=success,
+        mean_final_distance=float(final.mean()),
+        mean_length=float(ep["length"].mean()),
+        solved=success >= 0.95,
+    )
+
+
+# ---- HurdleRace: 1000 self-play episodes, the fraction of decisions (every agent, every step until
+# the race ends) that JUMP exactly when a hurdle is ahead must be >= 0.95; and 1000 episodes with the
+# policy as agent 0 against a uniformly random agent 1 must be won >= 90% of the time.
+def evaluate_hurdle_race(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    from jaxenvs.envs.hurdle_race import HURDLE, JUMP, NOHURDLE, RUN
+
+    k_self, k_random = jax.random.split(key)
+    traj, ep = episodes(trainer, params, k_self, num_episodes=num_episodes)
+    obs, action = np.asarray(traj.obs), np.asarray(traj.action)  # int32[T, n, 2]
+    correct = action == np.where(obs == HURDLE, JUMP, RUN)
+    decisions = ep["alive"][..., None] & np.ones_like(correct)
+    accuracy = float(correct[decisions].mean())
+
+    _, ep_r = episodes(trainer, params, k_random, versus_random=True, num_episodes=num_episodes)
+    win_rate = float((ep_r["returns"][:, 0] > 0).mean())
+    # the policy itself (greedy play can be right from the start): runner 0 sees no hurdle, runner 1 one
+    see = jnp.array([[NOHURDLE, HURDLE]], jnp.int32)
+    out, _ = trainer.network.apply(params, trainer.flat_obs(see))
+    probs = np.asarray(trainer.dist_fn(out).probs(), np.float64)  # [2 runners, 2 actions]
+    return dict(
+        decision_accuracy=accuracy,
+        win_rate_vs_random=win_rate,
+        mean_length_self_play=float(ep["length"].mean()),
+        prob_right_action=float((probs[0, RUN] + probs[1, JUMP]) / 2),
+        solved=accuracy >= 0.95 and win_rate >= 0.90,
+    )
+
+
+# ---- Lottery: the greedy choice must be PowerRich (the highest expected value: 0.01 * 1e8 - 0.99 * 10).
+def evaluate_lottery(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    del num_episodes  # read off the policy itself
+    from jaxenvs.envs.lottery import ACTION_NAMES as names
+
+    probs = initial_probs(trainer, params, key)
+    best = names.index("PowerRich")
+    return dict(
+        prob_power_rich=float(probs[best]),
+        prob_mega_haul=float(probs[names.index("MegaHaul")]),
+        prob_no_ticket=float(probs[names.index("NoTicket")]),
+        greedy_action=int(probs.argmax()),
+        solved=bool(probs.argmax() == best),
+    )
+
+
+# ---- RockPaperScissors: the exploitability of the learned mixed strategy, i.e. the expected payoff of
+# the best response against it (payoffs read off the environment's step), must be <= 0.1.
+def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    del num_episodes  # read off the policy itself
+    probs = initial_probs(trainer, params, key)  # [agents, 3]; both agents share the policy
+    payoff = payoff_matrix(eval_env(trainer), key)
+    exploitability = max(float((payoff @ p).max()) for p in probs)
+    return dict(
+        exploitability=exploitability,
+        max_abs_deviation_from_uniform=float(np.abs(probs - 1.0 / probs.shape[-1]).max()),
+        probs_agent0=probs[0].round(4).tolist(),
+        solved=exploitability <= 0.1,
+    )
+
+
+# THE table: registered id -> entry. The training defaults' comments say why they are what they
+# are; with a quarter of these PPO budgets, 4 of 4 seeds already met the evaluation's bar on every
+# env (the defaults keep a 4x margin).
+ENTRIES: dict[str, TunedEnv] = {
+    "GridWorld-v0": TunedEnv(
+        training=dict(
+            ppo=dict(total_timesteps=60_000, num_envs=32, num_steps=32, lr=1e-3),
+            # A value network and GAE lambda 0.95: with the linear baseline and Monte-Carlo returns over
+            # episodes of up to 300 steps, every full-size trust-region step follows mostly noise and the
+            # policy collapses onto walls (0 of 4 seeds solved; 4 of 4 with these settings).
+            trpo=dict(total_timesteps=100_000, num_envs=32, num_steps=32, max_kl=0.02, baseline="value", gae_lambda=0.95),
+        ),
+        evaluate=evaluate_grid_world,
+        solved_when="success_rate = 1 and length_ratio <= 1.1",
+        progress=("success_rate", "length_ratio"),
+        metrics={
+            "success_rate": Metric("fraction of episodes that reach the goal within the time limit", unit_range=True),
+            "mean_length": Metric("mean episode length (steps)"),
+            "mean_manhattan_distance": Metric("mean Manhattan distance of the start to the target (optimal length)"),
+            "length_ratio": Metric("mean length / optimal mean length (1 = optimal)", label="length / optimal length"),
+        },
+    ),
+    "PointEnv-v0": TunedEnv(
+        training=dict(
+            ppo=dict(total_timesteps=200_000, num_envs=32, num_steps=64, lr=1e-3, ent_coef=0.0),
+            # garage's recipe (normalize, Gaussian MLP (32, 32), linear feature baseline, GAE lambda 1)
+            # with discount 0.9: the greedy policy must stop within 0.01 of the origin, and at 0.99 the
+            # Monte-Carlo returns over 100 noisy steps drown that signal; 0.9 keeps the same optimal
+            # policy (straight to the goal). Smaller batches (1000 steps) give 4x the trust-region steps.
+            trpo=dict(total_timesteps=200_000, num_envs=10, num_steps=100, gamma=0.9, max_kl=0.05),
+        ),
+        evaluate=evaluate_point_env,
+        solved_when="success_rate >= 0.95",
+        progress=("mean_final_distance", "success_rate"),
+        metrics={
+            "success_rate": Metric("fraction of episodes that reach the goal within the time limit", unit_range=True),
+            "mean_final_distance": Metric("mean distance to the origin where the episode ended",
+                                          label="final distance to origin"),
+            "mean_length": Metric("mean episode length (steps)"),
+        },
+    ),
+    "HurdleRace-v0": TunedEnv(
+        training=dict(
+            ppo=dict(total_timesteps=60_000, num_envs=16, num_steps=32, lr=1e-3),
+            # Self-play; the linear baseline left 2 of 4 seeds in "always RUN"/"always JUMP" (4 of 4
+            # solved with a value network and GAE lambda 0.95).
+            trpo=dict(total_timesteps=60_000, num_envs=16, num_steps=32, max_kl=0.02, baseline="value", gae_lambda=0.95),
+        ),
+        evaluate=evaluate_hurdle_race,
+        solved_when="decision_accuracy >= 0.95 and win_rate_vs_random >= 0.9",
+        progress=("win_rate_vs_random", "decision_accuracy", "prob_right_action"),
+        metrics={
+            "decision_accuracy": Metric("fraction of decisions that jump exactly when a hurdle is ahead (self-play)",
+                                        unit_range=True),
+            "win_rate_vs_random": Metric("fraction of races won as agent 0 against a uniformly random agent 1",
+                                         label="win rate vs random", unit_range=True),
+            "mean_length_self_play": Metric("mean race length in self-play (steps)"),
+            "prob_right_action": Metric("the policy's mean probability of RUN with no hurdle ahead and of JUMP before one",
+                                        label="P(right action)", unit_range=True),
+        },
+    ),
+    "Lottery-v0": TunedEnv(
+        training=dict(
+            # Rewards in units of the jackpot (1e8): PowerRich pays 1 w.p. 0.01, MegaHaul 0.01 w.p. 0.05.
+            # Plain policy gradient (one epoch, one minibatch, raw advantages): per-minibatch
+            # standardisation and repeated clipped epochs both weigh the frequent small MegaHaul wins
+            # like the rare jackpot and settle on MegaHaul.
+            ppo=dict(total_timesteps=100_000, num_envs=64, num_steps=16, update_epochs=1, num_minibatches=1, lr=1e-3,
+                     ent_coef=0.0, gamma=0.0, reward_scale=1e-8, normalize_advantages=False),
+            # One-shot (gamma 0), raw advantages as in PPO's entry; rewards in units of 1e6 (the jackpot is
+            # 100): the step is scale-free, but conjugate gradient stops at garage's absolute residual
+            # tolerance, which gradients of rewards in units of the jackpot (1e8) fall below.
+            trpo=dict(total_timesteps=100_000, num_envs=64, num_steps=16, gamma=0.0, reward_scale=1e-6,
+                      normalize_advantages=False),
+        ),
+        evaluate=evaluate_lottery,
+        solved_when="greedy action is PowerRich",
+        progress=("prob_power_rich",),
+        metrics={
+            "prob_power_rich": Metric("probability of buying PowerRich (the best expected value)",
+                                      label="P(buy PowerRich ticket)", unit_range=True),
+            "prob_mega_haul": Metric("probability of buying MegaHaul"),
+            "prob_no_ticket": Metric("probability of buying no ticket"),
+            "greedy_action": Metric("the most probable action (0 PowerRich, 1 MegaHaul, 2 NoTicket)"),
+        },
+    ),
+    "RockPaperScissors-v0": TunedEnv(
+        training=dict(
+            # Self-play of a one-shot zero-sum game: simultaneous policy gradient cycles around the
+            # uniform equilibrium; a strong entropy bonus (whose regularised equilibrium is still uniform)
+            # damps the cycles, and raw advantages keep the sampling noise from being scaled up.
+            ppo=dict(total_timesteps=50_000, num_envs=64, num_steps=8, lr=3e-4, ent_coef=0.2, gamma=0.0,
+                     normalize_advantages=False),
+            # an entropy bonus and a small trust region damp the cycles (ent_coef 0.2 with max_kl 0.01
+            # left 4 of 4 seeds at exploitability 0.10-0.13).
+            trpo=dict(total_timesteps=50_000, num_envs=64, num_steps=8, gamma=0.0, normalize_advantages=False,
+                      ent_coef=0.5, max_kl=0.003),
+        ),
+        evaluate=evaluate_rock_paper_scissors,
+        solved_when="exploitability <= 0.1",
+        progress=("exploitability",),
+        metrics={
+            "exploitability": Metric("best response's expected payoff against the policy (0 at the uniform equilibrium)",
+                                     label="exploitability (0 = equilibrium)"),
+            "max_abs_deviation_from_uniform": Metric("largest |probability - 1/3| of the mixed strategy"),
+            "probs_agent0": Metric("rock, paper, scissors probabilities"),
+        },
+    ),
+    # gymnax's classic-control ids (pip install "jaxenvs[gymnax]"): evaluated generically against the
+    # specs' reward_threshold (Gymnasium's): CartPole mean return >= 475, Acrobot >= -100.
+    # 4 of 4 seeds at 500 (greedy, 1000 episodes) with these; at 500k steps 3 of 4
+    "gymnax/CartPole-v1": TunedEnv(training=dict(ppo=dict(total_timesteps=1_000_000, num_envs=16, num_steps=128, lr=2.5e-4))),
+    # 4 of 4 seeds between -84.1 and -82.1 (greedy, 1000 episodes); at 500k steps with 16 x 128 and
+    # no entropy bonus only 1 of 4 learned
+    "gymnax/Acrobot-v1": TunedEnv(
+        training=dict(ppo=dict(total_timesteps=1_000_000, num_envs=32, num_steps=64, lr=1e-3, ent_coef=0.01))
+    ),
+}
+
+
+def _canonical_id(env_id: str) -> str:
+    """The registered id of ``env_id`` (a ``module:`` prefix dropped, an unversioned id resolved)."""
+    if env_id in ENTRIES:
+        return env_id
+    try:
+        return jaxenvs.spec(env_id).id
+    except (KeyError, ValueError, ImportError):
+        return env_id.rpartition(":")[2]
+
+
+def entry(env_id: str) -> TunedEnv:
+    """The entry of ``env_id``: its own, filled in with the generic evaluation where it has none,
+    or the generic entry (see the module docstring)."""
+    own = ENTRIES.get(_canonical_id(env_id), TunedEnv())
+    if own.evaluate is not None:
+        return own
+    threshold = None
+    try:
+        threshold = jaxenvs.spec(env_id).reward_threshold
+    except (KeyError, ValueError, ImportError):
+        pass
+    solved_when = None if threshold is None else f"mean_return >= {threshold:g} (the spec's reward_threshold)"
+    return dataclasses.replace(own, evaluate=evaluate_generic, solved_when=solved_when, progress=("mean_return",),
+                               metrics=GENERIC_METRICS)
+
+
+def training_defaults(algo: str) -> dict[str, dict]:
+    """``{env id: tuned config overrides}`` of one algorithm (a view of `ENTRIES`)."""
+    return {env_id: e.training[algo] for env_id, e in ENTRIES.items() if algo in e.training}
