@@ -46,7 +46,8 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
-from jaxenvs.parallel import constrain_batch
+from jaxenvs.core import is_prng_key
+from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
 from .networks import ActorCritic, policy_head_for
 
@@ -60,7 +61,7 @@ __all__ = [
 def as_typed_key(key) -> jax.Array:
     """A typed PRNG key from a typed key or a raw ``jax.random.PRNGKey`` (uint32[..., 2])."""
     key = jnp.asarray(key) if not isinstance(key, jax.Array) else key
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    if is_prng_key(key):
         return key
     return jax.random.wrap_key_data(key)
 
@@ -173,7 +174,7 @@ class Trainer:
     dist_fn: Callable
     to_env_action: Callable
     num_traces: int = 0
-    mesh: Any = None  # jaxenvs.parallel.env_mesh(...): split the env batch over devices
+    mesh: Any = None  # jaxenvs.sharding.env_mesh(...): split the env batch over devices
 
     # ---- building ---------------------------------------------------------------------------
     @classmethod
@@ -188,8 +189,8 @@ class Trainer:
     @classmethod
     def build(cls, config, mesh: Any = None, **extra):
         """The trainer of ``config``: its environment, network and policy head. ``mesh``
-        (`jaxenvs.parallel.env_mesh`) trains data-parallel over its devices, hosts included after
-        `jaxenvs.parallel.initialize_distributed`; ``num_envs`` must be a multiple of its size. The
+        (`jaxenvs.sharding.env_mesh`) trains data-parallel over its devices, hosts included after
+        `jaxenvs.sharding.initialize_distributed`; ``num_envs`` must be a multiple of its size. The
         updates equal the single-device ones up to float summation order."""
         env = cls.make_env(config)
         params = env.default_params

@@ -22,7 +22,8 @@ import jax
 import numpy as np
 from flax import serialization
 
-from jaxenvs.parallel import to_host
+from jaxenvs.core import is_prng_key
+from jaxenvs.sharding import to_host
 from .base import Trainer
 from .configs import (
     RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, nest_run_settings, run_record,
@@ -82,15 +83,11 @@ def check_run_dir(run_dir: str | os.PathLike) -> Path:
     return run_dir
 
 
-def _is_key(x) -> bool:
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 def _flat(tree: Any) -> dict[str, np.ndarray]:
     """``{path: array}`` of every leaf (PRNG keys as their ``key_data``)."""
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     return {
-        jax.tree_util.keystr(p): np.asarray(jax.random.key_data(x) if _is_key(x) else x) for p, x in leaves
+        jax.tree_util.keystr(p): np.asarray(jax.random.key_data(x) if is_prng_key(x) else x) for p, x in leaves
     }
 
 
@@ -103,7 +100,7 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
         if k not in flat:
             raise CheckpointError(f"{path}: the checkpoint has no entry {k}; it was written for another config")
         x = np.asarray(flat[k])
-        if _is_key(t):
+        if is_prng_key(t):
             want = tuple(t.shape) + tuple(jax.eval_shape(jax.random.key_data, t).shape[len(t.shape):])
         else:
             want = tuple(t.shape)
@@ -111,7 +108,7 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
             raise CheckpointError(
                 f"{path}: entry {k} has shape {x.shape}, the config expects {want}; it was written for another config"
             )
-        out.append(jax.random.wrap_key_data(jax.numpy.asarray(x)) if _is_key(t) else jax.numpy.asarray(x, t.dtype))
+        out.append(jax.random.wrap_key_data(jax.numpy.asarray(x)) if is_prng_key(t) else jax.numpy.asarray(x, t.dtype))
     return jax.tree_util.tree_unflatten(treedef, out)
 
 

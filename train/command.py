@@ -13,7 +13,7 @@ import time
 
 import jax
 
-from jaxenvs.parallel import initialize_distributed, to_host
+from jaxenvs.sharding import initialize_distributed, to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_config_file
 from .configs import config_from_dict, run_record, run_settings_from_dict
 from .distributed import is_main_process

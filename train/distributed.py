@@ -1,6 +1,6 @@
 """Where a PPO run's arrays live when it spans several devices or processes.
 
-A seed-batched runner state (`train.base.RunnerState`) on a mesh (`jaxenvs.parallel.env_mesh`)
+A seed-batched runner state (`train.base.RunnerState`) on a mesh (`jaxenvs.sharding.env_mesh`)
 has its environment states and observations split over the mesh along the env axis (axis 1;
 axis 0 is the seed) and everything else (network params, optimizer state, keys, the update
 counter) replicated on every device. `runner_shardings` spells that layout out, so the
@@ -8,7 +8,7 @@ compiled programs of ``jaxenvs-train`` take and return it explicitly and their m
 back replicated (readable on every process without communication).
 
 In a multi-process run (``jaxenvs-train --distributed``) every process runs the same
-program on its own devices; `jaxenvs.parallel.to_host` gathers a runner for a checkpoint
+program on its own devices; `jaxenvs.sharding.to_host` gathers a runner for a checkpoint
 (a collective: every process calls it), and only process 0 writes files.
 """
 
@@ -21,7 +21,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxenvs.parallel import ENV_AXIS
+from jaxenvs.core import is_prng_key
+from jaxenvs.sharding import ENV_AXIS
 
 __all__ = ["runner_shardings", "put_global", "place_runner", "replicated", "params_digest", "is_main_process"]
 
@@ -47,7 +48,7 @@ def put_global(tree: Any, shardings: Any) -> Any:
     ``shardings`` says (one sharding, or a matching tree of them); PRNG keys stay keys."""
 
     def put(x, sharding):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        if is_prng_key(x):
             return jax.random.wrap_key_data(put(jax.random.key_data(x), sharding), impl=jax.random.key_impl(x))
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
             return jax.device_put(x, sharding)  # already spans processes: reshard

@@ -22,7 +22,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxenvs.parallel import env_mesh, to_host
+from jaxenvs.sharding import env_mesh, to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
 from .distributed import params_digest, place_runner, put_global, replicated, runner_shardings

@@ -12,7 +12,7 @@ __all__ = ["make_trainer"]
 
 def make_trainer(config, mesh: Any = None):
     """The trainer of ``config``'s algorithm (its class's ``ALGO``, a key of `ALGORITHMS`);
-    ``mesh`` (`jaxenvs.parallel.env_mesh`) trains data-parallel over its devices."""
+    ``mesh`` (`jaxenvs.sharding.env_mesh`) trains data-parallel over its devices."""
     algo = ALGORITHMS.get(getattr(type(config), "ALGO", None))
     if algo is None or type(config) is not algo.config:
         raise TypeError(
