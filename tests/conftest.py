@@ -1,14 +1,18 @@
 """Test-session setup, run before any test module imports JAX.
 
-Importing :mod:`jaxenvs.train` first applies its XLA:CPU scheduler workaround (see its docstring)
-to every test process, xdist workers included, whatever imports first.
+Every test process (xdist workers included) turns XLA:CPU's concurrency-optimized scheduler off
+before JAX starts, as ``jaxenvs-train`` does (`jaxenvs.train.xla`: seed-vmapped LAPACK calls could
+hang under it). The trainer does not depend on it: tests/test_train_cli.py checks seed-vmapped
+training with JAX started first, in a process of its own without the flag.
 """
 
 import os
 import sys
 import types
 
-import jaxenvs.train  # noqa: F401  (before any JAX computation)
+from jaxenvs.train.xla import use_safe_cpu_scheduler
+
+use_safe_cpu_scheduler()  # before any JAX computation
 import pytest  # noqa: E402
 
 # Test modules import each other as ``tests.<module>``. Pgx's wheel (the bench extra) installs a

@@ -64,6 +64,9 @@ _STARTED = time.perf_counter()  # the command's wall time is measured from here 
 
 def main(argv=None) -> int:
     """``jaxenvs-train``'s entry point (see the module docstring)."""
+    from .xla import use_safe_cpu_scheduler
+
+    use_safe_cpu_scheduler()  # the command owns its process: XLA:CPU's safe scheduler (train.xla) costs nothing
     from jaxenvs._optional import MissingExtraError, require
 
     try:

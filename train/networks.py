@@ -77,6 +77,39 @@ class Gaussian:
         return jnp.sum(other.log_std - self.log_std + 0.5 * (var_ratio + z**2 - 1.0), axis=-1)
 
 
+def orthogonal(scale: float = 1.0):
+    """Orthogonal kernel initialiser (flax's ``nn.initializers.orthogonal``) without a QR call.
+
+    The same draw as JAX's: a standard normal matrix ``A`` of shape (rows, cols), or its transpose
+    when rows < cols, whose QR factor ``Q`` (signs fixed so that ``R``'s diagonal is positive) is
+    returned times ``scale``. Here ``Q`` comes from Gram-Schmidt, applied twice per column for
+    float32 accuracy: the same matrix up to rounding. The reason is XLA:CPU (jax 0.10.x): a
+    seed-vmapped program that runs LAPACK's QR beside the network's first forward pass hangs forever
+    under the concurrency-optimized scheduler, whatever `compiler_options` say, so the trainer's
+    programs must not contain one (see `jaxenvs.train.xla`).
+    """
+
+    def init(key, shape, dtype=jnp.float32):
+        if len(shape) != 2:
+            raise ValueError(f"orthogonal: a 2-d kernel shape is needed, got {shape}")
+        rows, cols = shape
+        transpose = rows < cols
+        m, k = (cols, rows) if transpose else (rows, cols)
+        a = jax.random.normal(key, (m, k), jnp.float32)
+
+        def column(j, q):
+            v = a[:, j]
+            for _ in range(2):  # classical Gram-Schmidt, twice ("CGS2")
+                v = v - q @ (q.T @ v)
+            return q.at[:, j].set(v / jnp.linalg.norm(v))
+
+        q = jax.lax.fori_loop(0, k, column, jnp.zeros((m, k), jnp.float32))
+        q = q.T if transpose else q
+        return (scale * q).astype(dtype)
+
+    return init
+
+
 class _MLP(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
@@ -85,7 +118,7 @@ class _MLP(nn.Module):
     def __call__(self, x):
         act = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
         for h in self.hidden_sizes:
-            x = act(nn.Dense(h, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            x = act(nn.Dense(h, kernel_init=orthogonal(np.sqrt(2)))(x))
         return x
 
 
@@ -109,10 +142,10 @@ class ActorCritic(nn.Module):
     @nn.compact
     def __call__(self, x):
         h = _MLP(self.hidden_sizes, self.activation, name="actor")(x)
-        out = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01), name="policy_head")(h)
+        out = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), name="policy_head")(h)
         if self.critic:
             v = _MLP(self.hidden_sizes, self.activation, name="critic")(x)
-            v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0), name="value_head")(v)[..., 0]
+            v = nn.Dense(1, kernel_init=orthogonal(1.0), name="value_head")(v)[..., 0]
         else:
             v = jnp.zeros(x.shape[:-1], jnp.float32)
         if self.continuous:

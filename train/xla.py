@@ -1,21 +1,28 @@
 """XLA settings of the trainer's commands: the safe XLA:CPU scheduler and the compilation cache.
 
-**The XLA:CPU hang.** With jax/jaxlib 0.10.2 on CPU, seed-vmapped programs can hang forever inside
-the XLA runtime (every thread idle, the caller waiting for a result) while XLA:CPU's
-concurrency-optimized scheduler is on. The smallest case found (deterministic on the project's
-2-core machine): ``jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))`` over 2 seeds of GridWorld
-with 8 environments, i.e. resetting the environments and initialising the network of two seeds in
-one program. With ``--xla_cpu_enable_concurrency_optimized_scheduler=false`` in ``XLA_FLAGS`` it
-finishes. The same setting given per program (``jax.jit(f, compiler_options=
-{"xla_cpu_enable_concurrency_optimized_scheduler": False})``) does NOT help: XLA:CPU reads it from
-the process's flags, which it parses once, when JAX starts its CPU backend.
+**The XLA:CPU hang.** With jax/jaxlib 0.10.x on CPU, seed-vmapped programs could hang forever
+inside the XLA runtime (every thread idle, the caller waiting for a result) while XLA:CPU's
+concurrency-optimized scheduler is on, its default. The smallest case found (deterministic on the
+project's 2-core machine): ``jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))`` over 2 seeds of
+GridWorld with 8 environments. Bisected: the environments' reset alone finishes; the network's
+initialisation hangs, and finishes when its orthogonal kernels are drawn without QR. So it is
+LAPACK's QR custom call (``jax.nn.initializers.orthogonal``), batched over seeds, beside the first
+forward pass. A single vmapped QR, or six of them alone, finished.
 
-So the setting must be in ``XLA_FLAGS`` before JAX starts: `use_safe_cpu_scheduler` puts it there
-(importing ``jaxenvs.train`` calls it; ``jaxenvs-train`` and ``python -m jaxenvs.train.evaluate``
-import it before JAX starts). A script or notebook that ran JAX first cannot get it any more:
-`use_safe_cpu_scheduler` then warns, naming the fix (set ``XLA_FLAGS`` in the shell, or import
-``jaxenvs.train`` first). Users' own jitted, vmapped programs over jaxenvs environments are
-affected the same way (the smallest case above is one): they are protected by the same flag.
+What does not help: the per-program option (``jax.jit(f).lower(...).compile(compiler_options=
+{"xla_cpu_enable_concurrency_optimized_scheduler": False})``) -- XLA:CPU takes this flag from the
+process's flags, parsed once when JAX starts -- nor ``xla_cpu_multi_thread_eigen=False``,
+``xla_cpu_parallel_codegen_split_count=1`` or ``xla_backend_optimization_level=0``, each tried on
+the smallest case. ``--xla_cpu_enable_concurrency_optimized_scheduler=false`` in ``XLA_FLAGS``
+before JAX starts does help, but a notebook that imported jax first cannot get it any more.
+
+So the trainer's programs hold no LAPACK call: `jaxenvs.train.networks.orthogonal` draws the same
+kernels (equal to JAX's initialiser within 1e-5) with Gram-Schmidt, and a test checks that the
+lowered init has no LAPACK custom call and that seed-vmapped PPO on GridWorld (2 seeds) and
+HurdleRace (3 seeds) finishes with JAX started first. Importing ``jaxenvs.train`` no longer touches
+``XLA_FLAGS``. Your own seed-vmapped programs can still hit the hang if they run a QR (or, untested,
+other LAPACK calls such as ``lstsq``, which TRPO's linear baseline uses); for them,
+`use_safe_cpu_scheduler` sets the flag in ``XLA_FLAGS`` -- call it before JAX starts.
 """
 
 from __future__ import annotations
@@ -40,17 +47,19 @@ def jax_started() -> bool:
 
 def use_safe_cpu_scheduler() -> bool:
     """Turn XLA:CPU's concurrency-optimized scheduler off for this process through ``XLA_FLAGS``
-    (unless the flag is set there already, e.g. by you to override). Returns whether ``XLA_FLAGS``
-    was changed; warns when JAX had already started, so the change cannot apply."""
+    (unless the flag is set there already, e.g. by you to override), for programs of your own
+    that vmap LAPACK calls (see the module docstring; the trainer's programs do not need it).
+    Returns whether ``XLA_FLAGS`` was changed; warns when JAX had already started, so the change
+    cannot apply."""
     flags = os.environ.get("XLA_FLAGS", "")
     if CPU_SCHEDULER_FLAG in flags:
         return False
     os.environ["XLA_FLAGS"] = f"{flags} {CPU_SCHEDULER_FLAG}=false".strip()
     if jax_started():
         warnings.warn(
-            f"JAX started before jaxenvs.train was imported, so {CPU_SCHEDULER_FLAG}=false (set in XLA_FLAGS) does "
-            "not apply to this process: on CPU, seed-vmapped programs may hang (jax 0.10.x). Import jaxenvs.train "
-            f"before the first JAX computation, or start Python with XLA_FLAGS={CPU_SCHEDULER_FLAG}=false.",
+            f"JAX has already started, so {CPU_SCHEDULER_FLAG}=false (set in XLA_FLAGS) does not apply to this "
+            "process: call use_safe_cpu_scheduler() before the first JAX computation, or start Python with "
+            f"XLA_FLAGS={CPU_SCHEDULER_FLAG}=false (jaxenvs.train's own programs do not need it).",
             RuntimeWarning,
             stacklevel=3,
         )
