@@ -21,7 +21,7 @@ output), paired in one run: each repeat runs, in this order,
   ``algo.train(rng)``), cold and warm as above, with each program's trace / lower / compile
   split (``jax.jit(f).trace(...)``, ``.lower()``, ``.compile()``), the imports and the run itself.
   Both import ``jaxenvs.train`` first (the same XLA flags) and use the cache as the trainer does
-  (:func:`jaxenvs._cache.enable_compilation_cache` with no minimum compile time).
+  (`jaxenvs._cache.enable_compilation_cache` with no minimum compile time).
 
 Medians over ``--repeats`` processes of each kind (>= 5 for a result worth committing). Also
 measured once per run: the floor (``import jax`` and one tiny computation, a fresh process) and

@@ -4,7 +4,7 @@ For each environment and batch size, in one run:
 
 * ``jaxenvs vmap``: the plain path, ``jax.vmap(env.step)`` with one key per env per step, on
   ``jaxenvs.make(id)`` (TimeLimit + AutoReset), inside ``jit`` + ``lax.scan``;
-* ``jaxenvs VectorEnv``: the batched path (:class:`jaxenvs.VectorEnv`, one key per batch step);
+* ``jaxenvs VectorEnv``: the batched path (`jaxenvs.VectorEnv`, one key per batch step);
 * ``jaxenvs VectorEnv, reset pool``: the same with optimistic resets (``reset_pool``: one fresh
   episode per 16 envs per step, shared by the envs that finish in that step);
 * ``lean JAX`` (GridWorld only): a hand-written JAX GridWorld with no API, the ceiling;
@@ -27,8 +27,8 @@ paired in the same rounds with:
 
 Compile time is excluded from steps/s and reported apart; every timing is the median of
 ``--repeats`` runs, each ending in ``block_until_ready``. The JAX programs of one env and batch
-size run in turn, round after round (:func:`time_in_turn`), and each ratio against the lean loop
-is the median of the per-round ratios (:func:`paired_ratios`), so that a slow spell of a shared
+size run in turn, round after round (`time_in_turn`), and each ratio against the lean loop
+is the median of the per-round ratios (`paired_ratios`), so that a slow spell of a shared
 machine slows both sides of a ratio rather than one. Writes a JSON file and a log-log PNG
 under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
 ``benchmarks/results/steps_per_sec`` only takes a full run.
@@ -160,7 +160,7 @@ def time_in_turn(programs: dict, rounds: int) -> dict:
 
 def paired_ratios(timings: dict, baseline: str) -> dict:
     """``{method: median over rounds of (baseline's time / method's time)}`` for each method of
-    :func:`time_in_turn`'s ``timings`` other than ``baseline``."""
+    `time_in_turn`'s ``timings`` other than ``baseline``."""
     base = np.asarray(timings[baseline][1])
     return {m: float(np.median(base / np.asarray(t))) for m, (_, t) in timings.items() if m != baseline}
 
@@ -328,7 +328,7 @@ def print_rows(rows):
 
 def summary(rows) -> str:
     """A markdown table: steps/s per (env, num_envs) and ratios against the lean ceiling at the
-    same batch size (the paired ratio of :func:`paired_ratios` where the row has one) and the
+    same batch size (the paired ratio of `paired_ratios` where the row has one) and the
     Python loop."""
     lines = [
         "| env | num_envs | method | steps/s | vs lean JAX | vs python loop |",
@@ -385,7 +385,7 @@ def plot(rows, dev, path=None):
 
 def method_colors(methods) -> dict:
     """``{method: colour}`` for the methods in ``methods`` (first-seen order): the fixed colours of
-    :data:`METHOD_COLORS`, and shades of blue for the scaling rows by device count."""
+    `METHOD_COLORS`, and shades of blue for the scaling rows by device count."""
     import matplotlib
 
     methods = list(dict.fromkeys(methods))

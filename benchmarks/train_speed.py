@@ -12,7 +12,7 @@ For each environment:
   one seed, measured as ``jaxenvs PPO`` is (``--no-trpo`` skips it).
 * ``SB3 PPO, same settings`` (single-agent envs, when stable-baselines3 is installed): SB3's PPO
   with the same rollout shape and hyperparameters on the same env through
-  :class:`jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with the same criterion every chunk, up to
+  `jaxenvs.adapters.sb3.SB3VecEnv`, evaluated with the same criterion every chunk, up to
   ``--sb3-timesteps``: what each trainer costs per env step for the same work.
 * ``SB3 PPO, its defaults``: ``PPO("MlpPolicy", env)`` on one env, as SB3 users start (2048
   steps per update, 10 epochs of 64-sample minibatches): what a user would otherwise run.
@@ -216,7 +216,7 @@ class _RejaxGreedy:
 
 def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
     """rejax's PPO at jaxenvs' tuned settings on ``to_gymnax(make(env_id))``, in the same chunks
-    as :func:`jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
+    as `jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
     try:
         from rejax import PPO
     except ImportError:

@@ -4,7 +4,7 @@ Compiled programs are kept on disk, so a second run of the same command skips mo
 compile time. The cache lives in a per-user folder: ``$JAXENVS_CACHE_DIR`` when set, else
 ``$XDG_CACHE_HOME/jaxenvs/jax`` (``~/.cache/jaxenvs/jax``). ``JAXENVS_CACHE_DIR=off`` (or an
 empty value) turns it off. Library imports never enable it: only the command lines call
-:func:`enable_compilation_cache`, before their first computation.
+`enable_compilation_cache`, before their first computation.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ MIN_COMPILE_S = 0.2
 
 
 def cache_dir() -> Path | None:
-    """The folder the cache uses (from :data:`ENV_VAR` or the per-user default), None when off."""
+    """The folder the cache uses (from `ENV_VAR` or the per-user default), None when off."""
     value = os.environ.get(ENV_VAR)
     if value is not None:
         return None if value.strip().lower() in _OFF else Path(value).expanduser()
@@ -29,7 +29,7 @@ def cache_dir() -> Path | None:
 
 
 def enable_compilation_cache(min_compile_s: float = MIN_COMPILE_S) -> Path | None:
-    """Point JAX's persistent compilation cache at :func:`cache_dir`; returns the folder in use.
+    """Point JAX's persistent compilation cache at `cache_dir`; returns the folder in use.
 
     Programs that took at least ``min_compile_s`` to compile are kept (unless
     ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise). An explicitly configured

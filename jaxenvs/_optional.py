@@ -25,7 +25,7 @@ def install_hint(extra: str) -> str:
 
 
 def require(module: str, *, extra: str, purpose: str) -> ModuleType:
-    """Import ``module`` and return it; raise :class:`MissingExtraError` naming ``extra`` if it is
+    """Import ``module`` and return it; raise `MissingExtraError` naming ``extra`` if it is
     missing.
 
     ``purpose`` says what needs it, e.g. ``"training"`` or ``"the PettingZoo adapter"``. Only a

@@ -5,7 +5,7 @@ Gloo, the library JAX uses for collectives between the CPU devices of several pr
 through C++'s ``std::cout`` (file descriptor 1) the first time processes talk, in the middle of
 whatever the program prints, and has no switch to turn it off.
 
-:func:`drop_gloo_banner` gives Python's ``sys.stdout`` a descriptor of its own for the real
+`drop_gloo_banner` gives Python's ``sys.stdout`` a descriptor of its own for the real
 output (so ``print`` and ``isatty()`` behave as before) and sends descriptor 1, which only native
 code writes to now, through a thread that forwards every line except the banner. What native code
 prints without a newline is forwarded at once, unless it could be the start of the banner.

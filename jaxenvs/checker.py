@@ -1,9 +1,9 @@
 """Conformance checker for functional environments: ``check_env(env)``.
 
 Runs an environment the way learners do (``jit``, ``vmap``, ``lax.scan``) and checks the contract
-of :mod:`jaxenvs.core` (after Stable-Baselines3's ``check_env``, Jumanji's smoke checks and Pgx's
-``api_test``). Every violation raises :class:`EnvCheckError`, whose message starts with a stable
-rule id and names the offending leaf (paths as :func:`jax.tree_util.keystr` writes them, rooted at
+of `jaxenvs.core` (after Stable-Baselines3's ``check_env``, Jumanji's smoke checks and Pgx's
+``api_test``). Every violation raises `EnvCheckError`, whose message starts with a stable
+rule id and names the offending leaf (paths as `jax.tree_util.keystr` writes them, rooted at
 ``obs``, ``state``, ``reward``, ``terminated``, ``truncated``, ``info``, ``action``)::
 
     [dtype-stable] state.t: int32 after reset but float32 after step; ...
@@ -14,7 +14,7 @@ this docstring (at its end), `jaxenvs check --list-rules` and the documentation'
 The rollouts of a ``full_action_set`` env take uniformly random legal actions (from
 ``obs["action_mask"]``); the others uniformly random actions of the action space.
 
-An environment made with ``checked=True`` only runs under :func:`jaxenvs.checked`; check it without.
+An environment made with ``checked=True`` only runs under `jaxenvs.checked`; check it without.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ RULE_DESCRIPTIONS: dict[str, str] = {
         "and 'action_mask' (uint8), equal to the returned state's mask after reset and after every step"
     ),
     "mask-autoreset": (
-        "after an auto-reset obs['action_mask'] is the new game's mask, and info['final_obs']['action_mask'] "
+        "after an auto-reset `obs['action_mask']` is the new game's mask, and `info['final_obs']['action_mask']` "
         "the ended game's"
     ),
     "current-player": "current_player is an int32 scalar in [0, num_agents) in every visited state",
@@ -143,7 +143,7 @@ _FAST_COMPILE = {"xla_backend_optimization_level": 0}
 class EnvCheckError(AssertionError):
     """A violated rule of the environment contract.
 
-    ``rule`` is the stable rule id (one of :data:`RULES`), ``path`` the offending leaf ("" when
+    ``rule`` is the stable rule id (one of `RULES`), ``path`` the offending leaf ("" when
     the rule concerns no single leaf). ``str(err)`` is ``"[rule] path: message"``.
     """
 
@@ -155,7 +155,7 @@ class EnvCheckError(AssertionError):
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """What :func:`check_env` ran: the rules it checked and what the random rollout saw."""
+    """What `check_env` ran: the rules it checked and what the random rollout saw."""
 
     env: str
     num_envs: int
@@ -175,12 +175,12 @@ def check_env(
     num_envs: int = 8,
     skip: Iterable[str] = (),
 ) -> CheckReport:
-    """Check that ``env`` keeps the jaxenvs environment contract; raise :class:`EnvCheckError` if not.
+    """Check that ``env`` keeps the jaxenvs environment contract; raise `EnvCheckError` if not.
 
     ``params`` defaults to ``env.default_params``; ``key`` (typed ``jax.random.key`` or raw
     ``PRNGKey``) to ``jax.random.key(0)``. A rollout of ``num_envs`` environments (vmapped) takes
     ``num_steps`` uniformly random actions inside one ``lax.scan``; raise both for environments
-    whose randomness or failures are rare. ``skip`` names rules of :data:`SKIPPABLE_RULES` to
+    whose randomness or failures are rare. ``skip`` names rules of `SKIPPABLE_RULES` to
     leave out. Takes about a second for a small environment (most of it compiling).
 
     The contract is about compiled programs (``jit``, ``retrace``, ``no-callbacks``), so the check

@@ -17,7 +17,7 @@ missing (an optional package, a display, a writable folder), 2 for a mistake in 
 (unknown flag or environment id, bad value or path). Mistakes are reported as one line on stderr.
 
 Run from a shell, the command keeps JAX's compiled programs in a per-user cache (see
-:mod:`jaxenvs._cache`; ``JAXENVS_CACHE_DIR`` moves it, ``JAXENVS_CACHE_DIR=off`` turns it off).
+`jaxenvs._cache`; ``JAXENVS_CACHE_DIR`` moves it, ``JAXENVS_CACHE_DIR=off`` turns it off).
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def cmd_list(args) -> None:
 
 
 def describe_env(env_id: str) -> str:
-    """What ``jaxenvs describe`` prints (:func:`jaxenvs.describe`), with a bad id as a usage error."""
+    """What ``jaxenvs describe`` prints (`jaxenvs.describe`), with a bad id as a usage error."""
     from jaxenvs.registration import describe
 
     return describe(_make(env_id, autoreset=False))  # a bad id or an unimportable module: UsageError
@@ -427,7 +427,7 @@ def _episode_states(traj, ep):
 
 def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_states: bool = True):
     """``(episodes, states)``: the first episode of each of ``episodes`` parallel non-resetting
-    envs (:class:`jaxenvs.rollout.Episode`), and per episode the host copies of its states from
+    envs (`jaxenvs.rollout.Episode`), and per episode the host copies of its states from
     the first to the one it ended in (None unless ``record_states``)."""
     import jax
 

@@ -1,6 +1,6 @@
 """The functional environment API.
 
-An :class:`Environment` is a stateless object; everything that changes lives in a pytree ``state``
+An `Environment` is a stateless object; everything that changes lives in a pytree ``state``
 and everything tunable that does not change array shapes lives in a pytree ``params``::
 
     obs, state = env.reset(key, params)
@@ -12,14 +12,14 @@ Subclasses implement ``reset_env``, ``step_env``, ``observation_space``, ``actio
 caught, once, before the dynamics run:
 
 * ``params=None`` becomes ``default_params`` (here, not in each environment);
-* params of another class raise :class:`ParamsError` naming the expected class; concrete params
+* params of another class raise `ParamsError` naming the expected class; concrete params
   (not traced: eager calls, or constants closed over by ``jit``) go through ``validate_params``;
-  traced params are the caller's responsibility, or :class:`~jaxenvs.wrappers.CheckedActions`'s;
-* the key must be a ``jax.random.key(seed)`` or a ``jax.random.PRNGKey(seed)`` (:class:`PRNGKeyError`
+  traced params are the caller's responsibility, or `jaxenvs.wrappers.CheckedActions`'s;
+* the key must be a ``jax.random.key(seed)`` or a ``jax.random.PRNGKey(seed)`` (`PRNGKeyError`
   is a ``TypeError``);
 * the state's tree structure, leaf shapes and dtypes must be those ``reset`` returns
-  (:class:`StateError`; a leading batch axis is reported as a missing ``jax.vmap``);
-* the action's shape and dtype must fit the action space (:class:`ActionError`); integer actions
+  (`StateError`; a leading batch axis is reported as a missing ``jax.vmap``);
+* the action's shape and dtype must fit the action space (`ActionError`); integer actions
   wider than int32 are clipped into the int32 range in their own dtype before narrowing.
 
 All of it runs on the host or when a function is traced: a jitted ``step`` pays nothing per call.
@@ -95,7 +95,7 @@ def is_concrete(tree: Any) -> bool:
 
 def check_params(env: "Environment", params: Any) -> Any:
     """``params`` made ready for ``env``: ``None`` becomes ``env.default_params``; params of
-    another class raise :class:`ParamsError` naming the expected class; concrete params (no leaf
+    another class raise `ParamsError` naming the expected class; concrete params (no leaf
     is a tracer) go through ``env.validate_params`` (a ValueError naming the field and its range).
 
     Host-side and at trace time only: traced params pass unchecked (``make(..., checked=True)``
@@ -223,10 +223,10 @@ def _default_params_for(fn):
 
 
 class Environment:
-    """Base class of all jaxenvs environments (and, through :class:`jaxenvs.wrappers.Wrapper`,
+    """Base class of all jaxenvs environments (and, through `jaxenvs.wrappers.Wrapper`,
     of all wrappers).
 
-    Class attributes a subclass may set: ``traits`` (:class:`Traits`), ``render_fps``, and for
+    Class attributes a subclass may set: ``traits`` (`Traits`), ``render_fps``, and for
     multi-agent environments ``num_agents`` (the traits' ``num_agents`` by default).
 
     ``params=None`` means ``default_params`` everywhere, filled here once: in ``reset``/``step``
@@ -253,19 +253,36 @@ class Environment:
     # ---- to implement -------------------------------------------------------------------------
     @property
     def default_params(self) -> Any:
+        """The params used when `reset`/`step` get ``params=None``: a pytree dataclass (e.g.
+        `jaxenvs.struct.dataclass`) of values that do not change shapes, so `jax.vmap` over params
+        works. Override it in an env that has params; the default is an empty params object."""
         return _NoParams()
 
     def reset_env(self, key: jax.Array, params: Any) -> tuple[Obs, Any]:
+        """Implement this: the start of an episode, ``(obs, state)``, for a typed PRNG ``key`` and
+        concrete or traced ``params`` (never None here: `reset` fills them in and checks them).
+        Pure and jittable: no Python control flow on traced values, no host callbacks. ``state``
+        is a pytree whose leaves keep their dtypes and shapes in `step_env`."""
         raise NotImplementedError
 
     def step_env(self, key: jax.Array, state: Any, action: Any, params: Any) -> StepResult:
+        """Implement this: one transition, ``(obs, state, reward, terminated, truncated, info)``.
+        ``reward`` is float32 (float32[num_agents] for multi-agent envs), the flags bool scalars;
+        ``terminated`` means the MDP reached a terminal state (a time limit belongs to
+        `jaxenvs.wrappers.TimeLimit`, which sets ``truncated``); ``info`` is a flat dict of arrays
+        with the same keys every step. `step` checks the state's and action's structure at trace
+        time and calls this."""
         raise NotImplementedError
 
     def observation_space(self, params: Any = None) -> spaces.Space:
+        """Implement this: the `jaxenvs.spaces` space of ONE agent's observation (multi-agent
+        observations add a leading agent axis). ``params=None`` means `default_params`."""
         raise NotImplementedError
 
     def action_space(self, params: Any = None) -> spaces.Space:
-        """The action space of ONE agent (all agents share it)."""
+        """Implement this: the `jaxenvs.spaces` space of ONE agent's action (all agents share it;
+        `step` takes a leading agent axis for multi-agent envs). ``params=None`` means
+        `default_params`."""
         raise NotImplementedError
 
     def render(self, state: Any, params: Any = None) -> jax.Array:
@@ -279,15 +296,15 @@ class Environment:
     def validate_params(self, params: Any) -> None:
         """Raise ValueError for params that make no sense (host-side, on concrete values).
 
-        Called by ``make``, by ``reset``/``step`` on concrete params, and by :func:`check_params`
-        wherever params enter. Use :func:`require_param`; it accepts stacked params too.
+        Called by ``make``, by ``reset``/``step`` on concrete params, and by `check_params`
+        wherever params enter. Use `require_param`; it accepts stacked params too.
         """
 
     # ---- public API ---------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Obs, Any]:
         """Initial ``(obs, state)`` drawn with ``key``.
 
-        ``params=None`` means ``default_params``. Raises :class:`ParamsError`, ValueError (from
+        ``params=None`` means ``default_params``. Raises `ParamsError`, ValueError (from
         ``validate_params``, for concrete params) or a TypeError for a key that is not a JAX PRNG
         key, when called or traced.
         """
@@ -301,13 +318,13 @@ class Environment:
 
         Params, key, state and action are checked when the function is called eagerly or traced
         (never per step of a compiled program): see the module docstring. A mismatch raises
-        :class:`ParamsError`, :class:`StateError`, :class:`ActionError` or a TypeError for the key.
+        `ParamsError`, `StateError`, `ActionError` or a TypeError for the key.
         Out-of-range values follow each environment's documented behaviour; use
-        :func:`jaxenvs.checked` to make them raise.
+        `jaxenvs.checked` to make them raise.
 
         Integer actions beyond int32 are clipped, not wrapped, when ``step`` sees them; ``jax.jit``
         converts host arguments at its boundary first (wrapping int64 into int32 while x64 is off),
-        so pass int32 to a jitted step (:func:`jaxenvs.checked` refuses such arguments).
+        so pass int32 to a jitted step (`jaxenvs.checked` refuses such arguments).
 
         For multi-agent environments the action is ``(num_agents, ...)``; a batch of them under
         ``vmap`` is ``(num_envs, num_agents, ...)``. When ``num_envs == num_agents`` a transposed
@@ -404,7 +421,7 @@ class Environment:
         return lead + tuple(space.shape)
 
     def _check_state_structure(self, key, state, params):
-        """Raise :class:`StateError` unless ``state`` has the tree structure, leaf shapes and dtypes
+        """Raise `StateError` unless ``state`` has the tree structure, leaf shapes and dtypes
         of the state ``reset`` returns (``jax.eval_shape``, cached per params and key signature)."""
         expected = _reset_state_shape(self, key, params)
         got_def = jax.tree.structure(state)

@@ -9,12 +9,12 @@ What is measured, all in this process, on JAX's default device:
 
 * **stages**: ``jax.jit(f).trace(...)``, ``.lower()`` and ``.compile()`` timed apart for
   ``reset``, ``step`` (one environment each) and ``rollout`` (the random-policy ``jit(vmap)`` +
-  ``lax.scan`` program of :func:`jaxenvs.rollout.benchmark_program` at the sweep's largest
+  ``lax.scan`` program of `jaxenvs.rollout.benchmark_program` at the sweep's largest
   ``num_envs``). Tracing runs the Python code of the env (and of its wrappers); lowering turns
   the traced program into StableHLO; compiling is XLA's work. JAX's persistent compilation cache
   is switched off while the profile runs, so compile times are those of a first (cold) run;
 * **sweep**: environment steps per second against ``num_envs`` for the plain path
-  (``jax.vmap(env.step)``, one key per env per step) and :class:`jaxenvs.VectorEnv` (one key per
+  (``jax.vmap(env.step)``, one key per env per step) and `jaxenvs.VectorEnv` (one key per
   batch step, batch-level auto-reset), the median of ``repeats`` timed runs after one untimed run
   (compile time excluded; each program's stages are recorded too);
 * **memory**: bytes of one environment's state (the sum over the state pytree's leaves of
@@ -228,7 +228,7 @@ def _scientific(x: float) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class ProfileReport:
-    """What :func:`profile` measured; ``to_dict`` is the JSON file's content (keys ending in
+    """What `profile` measured; ``to_dict`` is the JSON file's content (keys ending in
     ``_s`` are seconds, ``_bytes`` and ``bytes_per_env`` bytes, ``steps_per_s`` env steps per
     second)."""
 
@@ -277,7 +277,7 @@ class ProfileReport:
         }
 
     def save_json(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`to_dict` as JSON to ``path``; returns the path."""
+        """Write `to_dict` as JSON to ``path``; returns the path."""
         path = Path(path)
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         return path
@@ -363,10 +363,10 @@ def profile(
 ) -> ProfileReport:
     """Profile an environment (see the module docstring for what each figure means).
 
-    ``env_or_id``: an :class:`~jaxenvs.Environment` or an id for :func:`jaxenvs.make` (with
+    ``env_or_id``: an `jaxenvs.Environment` or an id for `jaxenvs.make` (with
     ``make_kwargs``; ``"module:ns/Name-v0"`` imports ``module`` first). ``num_envs``: the batch
     sizes of the sweep (default 1, 4, ..., 65,536). ``num_steps``: steps per timed run (default
-    :func:`auto_num_steps` of each batch size). ``repeats``: timed runs per point, the median
+    `auto_num_steps` of each batch size). ``repeats``: timed runs per point, the median
     counts. ``layers``: also profile each wrapper layer, at ``layer_num_envs`` envs (default: the
     sweep's largest size up to 1,024). ``progress``: called with a line of text as each
     measurement ends (e.g. ``print``).

@@ -162,7 +162,7 @@ def _resolve(env_id: str) -> EnvSpec:
 
 
 def spec(env_id: str) -> EnvSpec:
-    """The :class:`EnvSpec` of ``env_id`` (unversioned ids resolve to the latest version)."""
+    """The `EnvSpec` of ``env_id`` (unversioned ids resolve to the latest version)."""
     return _resolve(env_id)
 
 
@@ -182,8 +182,8 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     ``kwargs`` that name fields of the environment's params override ``env.default_params``; the
     others go to the constructor. ``TimeLimit(max_episode_steps)`` is applied when the spec (or a
     ``max_episode_steps`` kwarg) has one, then ``AutoReset`` unless ``autoreset=False``.
-    ``checked=True`` adds :class:`jaxenvs.wrappers.CheckedActions` so out-of-range actions raise
-    under :func:`jaxenvs.checked`.
+    ``checked=True`` adds `jaxenvs.wrappers.CheckedActions` so out-of-range actions raise
+    under `jaxenvs.checked`.
     """
     for flag, value in (("autoreset", autoreset), ("checked", checked)):
         if not isinstance(value, (bool, np.bool_)):
@@ -298,7 +298,7 @@ def _action_lines(base, space) -> list[str]:
 def describe(env_id: str | Environment) -> str:
     """A human-readable description of ``env_id`` (what ``jaxenvs describe`` prints): spec,
     spaces, what the actions mean, params with their defaults, traits. An environment built by
-    :func:`make` may be passed instead of its id."""
+    `make` may be passed instead of its id."""
     env = make(env_id, autoreset=False) if isinstance(env_id, str) else env_id
     base = env.unwrapped
     params = env.default_params

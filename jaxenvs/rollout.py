@@ -114,7 +114,7 @@ def _vmap_if(fn, num_envs, in_axes):
 
 def _env_step(env, num_envs, mesh, batched_path):
     """``step(key, state, action, params)`` for one env (``num_envs=None``) or a batch: through
-    :class:`jaxenvs.VectorEnv` (``batched_path``: one key per batch step; an outermost AutoReset
+    `jaxenvs.VectorEnv` (``batched_path``: one key per batch step; an outermost AutoReset
     becomes the batch-level one, same semantics), or ``jax.vmap(env.step)`` with one key per env
     (the plain path)."""
     if num_envs is None:
@@ -149,7 +149,7 @@ _TRACES = TraceCounter()  # times _rollout's body ran, i.e. was traced (see trac
 
 
 def trace_count() -> int:
-    """How many times :func:`rollout`'s jitted program has been traced in this process.
+    """How many times `rollout`'s jitted program has been traced in this process.
 
     A repeated call with the same env, policy, shapes and static options compiles nothing, so the
     count stays put; tests use it to prove that (the count is process-wide, compare differences).
@@ -183,15 +183,15 @@ def rollout(
     record_states: bool = True,
     mesh: Any = None,
 ) -> Trajectory:
-    """Run ``policy`` for ``num_steps`` steps in one jitted ``lax.scan``; see :class:`Trajectory`.
+    """Run ``policy`` for ``num_steps`` steps in one jitted ``lax.scan``; see `Trajectory`.
 
     ``num_envs=None`` runs one environment; an int runs that many in parallel through
-    :class:`jaxenvs.VectorEnv` (one key per batch step, batch-level auto-reset for an env whose
-    outermost wrapper is :class:`~jaxenvs.wrappers.AutoReset`; all share ``params``); the policy
+    `jaxenvs.VectorEnv` (one key per batch step, batch-level auto-reset for an env whose
+    outermost wrapper is `jaxenvs.wrappers.AutoReset`; all share ``params``); the policy
     is vmapped with one key per env. The episode starts from ``env.reset`` unless ``initial=(obs, state)`` (e.g. a
     previous trajectory's ``last_obs, last_state``) is given. ``key`` may be a typed key or a raw
     ``PRNGKey``. The compiled function is cached per ``(env, policy, num_steps, num_envs)``: keep
-    the same policy object to avoid recompiling. ``mesh`` (:func:`jaxenvs.sharding.env_mesh`)
+    the same policy object to avoid recompiling. ``mesh`` (`jaxenvs.sharding.env_mesh`)
     splits the env batch over its devices; the result equals the single-device one.
     """
     if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 1:
@@ -237,7 +237,7 @@ def episode_stats(traj: Trajectory, include_unfinished: bool = False) -> list[Ep
 
 @dataclasses.dataclass(frozen=True)
 class BenchResult:
-    """Timings of :func:`benchmark` in seconds; ``steps_per_s`` uses the median run."""
+    """Timings of `benchmark` in seconds; ``steps_per_s`` uses the median run."""
 
     num_envs: int
     num_steps: int
@@ -262,7 +262,7 @@ def benchmark(
     """Environment steps per second under ``jit(vmap)`` + ``scan`` with a random policy.
 
     Reset and step of ``num_envs`` envs for ``num_steps`` steps run as one compiled function that
-    records nothing but a reward sum (:func:`benchmark_program`); compile time is measured apart
+    records nothing but a reward sum (`benchmark_program`); compile time is measured apart
     and excluded. Each of the ``repeats`` runs uses a fresh key and waits for the result
     (``block_until_ready``). ``mesh`` splits the env batch over its devices.
     """
@@ -283,12 +283,12 @@ def benchmark_program(
     mesh: Any = None,
     batched_path: bool = False,
 ) -> Callable[[jax.Array], jax.Array]:
-    """What :func:`benchmark` times: ``run(key) -> total reward`` (not jitted), ``num_envs`` envs
+    """What `benchmark` times: ``run(key) -> total reward`` (not jitted), ``num_envs`` envs
     reset and stepped ``num_steps`` times by ``jax.vmap(env.step)`` with one key per env per step
     and a random (or the given) policy. ``params`` are constants of the program, as in a training
     run on one configuration (passed as traced arguments instead, GridWorld's integer arithmetic
     on ``size`` cannot be specialised and runs about 1.4x slower). ``batched_path=True`` steps
-    through :class:`jaxenvs.VectorEnv` instead (one key per batch step, batch-level auto-reset)."""
+    through `jaxenvs.VectorEnv` instead (one key per batch step, batch-level auto-reset)."""
     for name, v in (("num_envs", num_envs), ("num_steps", num_steps)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")

@@ -6,7 +6,7 @@ a leading ``num_envs`` axis are split evenly across devices, and ``jit`` partiti
 same as on one device, so results are identical for the same keys (random bits too:
 ``jax_threefry_partitionable`` is on by default).
 
-Across hosts, :func:`initialize_distributed` starts ``jax.distributed`` from the usual
+Across hosts, `initialize_distributed` starts ``jax.distributed`` from the usual
 environment variables; afterwards ``jax.devices()`` lists every process's devices and the same
 mesh spans them all. (Formerly `jaxenvs.parallel`, a deprecated alias for one release.)
 

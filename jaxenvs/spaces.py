@@ -2,7 +2,7 @@
 
 Every space is an immutable host-side description. ``sample(key)`` and ``contains(x)`` are pure
 JAX functions (jittable, vmappable); ``contains`` returns a scalar bool array. Spaces convert to
-and from Gymnasium spaces with :func:`to_gymnasium` / :func:`from_gymnasium`.
+and from Gymnasium spaces with `to_gymnasium` / `from_gymnasium`.
 
 ``Dict`` keeps its keys sorted, as Gymnasium's ``Dict`` and JAX's pytree flattening both do, so
 ``flatten`` orders the leaves the way Gymnasium's ``flatten`` does.
@@ -57,7 +57,7 @@ def is_prng_key(x) -> bool:
 
 
 def check_key(key, where: str) -> None:
-    """Raise :class:`PRNGKeyError` unless ``key`` is one PRNG key: a typed key
+    """Raise `PRNGKeyError` unless ``key`` is one PRNG key: a typed key
     (``jax.random.key(seed)``, shape ``()``) or a raw one (``jax.random.PRNGKey(seed)``, uint32[2];
     uint32[4] for the ``rbg`` implementations). Reads only shape and dtype, so it costs nothing
     inside ``jit`` (it runs when the function is traced); a batch of keys gets a ``jax.vmap`` hint."""
@@ -507,7 +507,7 @@ class Tuple(Space):
 
 
 def flatdim(space: Space) -> int:
-    """Length of the float32 vector :func:`flatten` produces for an element of ``space``."""
+    """Length of the float32 vector `flatten` produces for an element of ``space``."""
     if isinstance(space, Discrete):
         return space.n
     if isinstance(space, MultiDiscrete):
@@ -546,7 +546,7 @@ def flatten(space: Space, x) -> jax.Array:
 
 
 def unflatten(space: Space, v) -> Any:
-    """Inverse of :func:`flatten` (one-hots are decoded with argmax)."""
+    """Inverse of `flatten` (one-hots are decoded with argmax)."""
     v = jnp.asarray(v)
     if isinstance(space, Discrete):
         return (jnp.argmax(v) + space.start).astype(jnp.int32)
@@ -570,7 +570,7 @@ def unflatten(space: Space, v) -> Any:
 
 
 def flatten_space(space: Space) -> Box:
-    """The Box that :func:`flatten` maps ``space`` into."""
+    """The Box that `flatten` maps ``space`` into."""
     if isinstance(space, Box):
         return Box(space.low.reshape(-1), space.high.reshape(-1), (flatdim(space),), np.float32)
     if isinstance(space, (Discrete, MultiDiscrete, MultiBinary)):

@@ -10,7 +10,7 @@
     params = EnvParams().replace(size=8)
 
 The same spelling as ``flax.struct`` (``dataclass``, ``field(pytree_node=...)``, ``.replace``),
-built on JAX's public :func:`jax.tree_util.register_dataclass`, so the library needs no flax.
+built on JAX's public `jax.tree_util.register_dataclass`, so the library needs no flax.
 Classes made with ``flax.struct.dataclass`` (or any other pytree) work as params and state too.
 """
 

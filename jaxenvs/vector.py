@@ -1,13 +1,13 @@
 """Batched vector path: ``num_envs`` copies of an environment stepped with ONE key per batch step.
 
-``jax.vmap(env.step)`` with one key per env is the plain path. :class:`VectorEnv` gives the same
+``jax.vmap(env.step)`` with one key per env is the plain path. `VectorEnv` gives the same
 semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through the one rule
-:func:`jaxenvs.wrappers.base.same_step_reset`) with less RNG work:
+`jaxenvs.wrappers.base.same_step_reset`) with less RNG work:
 
 * one batched draw of keys per step: ``jax.random.split(key, num_envs + 1)`` gives the reset key
   and, only when the wrapper stack draws randomness in ``step``
-  (:func:`jaxenvs.wrappers.base.step_draws_randomness`), one step key per env. A deterministic
-  step (``traits.chance == "deterministic"``, verified by :func:`jaxenvs.check_env`) gets the
+  (`jaxenvs.wrappers.base.step_draws_randomness`), one step key per env. A deterministic
+  step (``traits.chance == "deterministic"``, verified by `jaxenvs.check_env`) gets the
   batch key itself and no split at all;
 * auto-reset happens at the batch level, from one vmapped ``reset_env`` over per-env reset keys;
 * optionally (``reset_pool=k``, opt-in), *optimistic resets* as in Brax and Craftax: each step

@@ -36,7 +36,7 @@ MODULE_SOURCE = textwrap.dedent(
 
     import jaxenvs
     from jaxenvs import spaces, struct
-    from jaxenvs.core import Environment, EnvParams
+    from jaxenvs.core import Environment
 
 
     @struct.dataclass
@@ -46,10 +46,6 @@ MODULE_SOURCE = textwrap.dedent(
 
 
     class Counter(Environment):
-        @property
-        def default_params(self):
-            return EnvParams()
-
         def reset_env(self, key, params):
             s = State(jnp.int32(0), jax.random.uniform(key, (3,)))
             return s.pos, s

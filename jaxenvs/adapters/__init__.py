@@ -103,7 +103,7 @@ def reset_keys(current, seeds: list, draw_seeds) -> jax.Array:
 
 
 def _strip_autoreset(env: Environment) -> Environment:
-    """``env`` without an outermost :class:`AutoReset`; ValueError if one sits deeper."""
+    """``env`` without an outermost `AutoReset`; ValueError if one sits deeper."""
     env = strip_autoreset(env)
     if has_wrapper(env, AutoReset):
         raise ValueError(

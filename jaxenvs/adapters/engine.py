@@ -36,7 +36,7 @@ def _pack_order(leaves) -> list[int]:
 def pack(tree: Any) -> jax.Array:
     """All leaves of ``tree`` as one uint8 buffer (jittable): one device -> host transfer for all.
 
-    Bool leaves become one byte each, other leaves their raw bytes; :class:`Unpacker` inverts it.
+    Bool leaves become one byte each, other leaves their raw bytes; `Unpacker` inverts it.
     """
     leaves = jax.tree.leaves(tree)
     parts = []
@@ -48,7 +48,7 @@ def pack(tree: Any) -> jax.Array:
 
 
 class Unpacker:
-    """Host-side inverse of :func:`pack` for trees shaped like ``shape_tree`` (``jax.eval_shape``
+    """Host-side inverse of `pack` for trees shaped like ``shape_tree`` (``jax.eval_shape``
     output); returns numpy views into the buffer (copy before handing them out)."""
 
     def __init__(self, shape_tree: Any):
@@ -89,7 +89,7 @@ def compiled(env: Environment, batched: bool) -> Compiled:
     """Jitted functions driving ``env`` (one copy, or copies on a leading axis when ``batched``).
 
     Each returns ``(device, packed)``: what stays on the device (advanced keys first) and the
-    results the host needs, packed by :func:`pack` (unpack with ``unpacker(name, *args)``). All take
+    results the host needs, packed by `pack` (unpack with ``unpacker(name, *args)``). All take
     ``params`` last, shared by every copy:
 
     * ``reset(keys, params)``: device ``(keys, obs, state)``, host ``obs``;
@@ -154,7 +154,7 @@ def compiled(env: Environment, batched: bool) -> Compiled:
     unpackers: dict = {}
 
     def unpacker(name: str, *args) -> Unpacker:
-        """The :class:`Unpacker` of ``name``'s host results for arguments shaped like ``args``."""
+        """The `Unpacker` of ``name``'s host results for arguments shaped like ``args``."""
         leaves = jax.tree.leaves(args)
         sig = (name, jax.tree.structure(args), tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves))
         if sig not in unpackers:

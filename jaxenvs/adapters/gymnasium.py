@@ -1,8 +1,8 @@
-"""Gymnasium adapters: :class:`GymnasiumEnv` (a ``gymnasium.Env``) and :class:`GymnasiumVectorEnv`
+"""Gymnasium adapters: `GymnasiumEnv` (a ``gymnasium.Env``) and `GymnasiumVectorEnv`
 (a ``gymnasium.vector.VectorEnv`` stepping all copies in one jitted, vmapped call).
 
 Importing this module registers every single-agent jaxenvs id with Gymnasium under the
-``jaxenvs`` namespace (:func:`register_gymnasium_envs`)::
+``jaxenvs`` namespace (`register_gymnasium_envs`)::
 
     import gymnasium, jaxenvs.adapters.gymnasium
     env = gymnasium.make("jaxenvs/GridWorld-v0")
@@ -74,7 +74,7 @@ def register_gymnasium_envs() -> list[str]:
     """Register every single-agent jaxenvs id with Gymnasium; returns the Gymnasium ids added.
 
     ``gymnasium.make(gymnasium_id(id), **kwargs)`` builds ``GymnasiumEnv(id, **kwargs)`` and
-    ``gymnasium.make_vec`` a :class:`GymnasiumVectorEnv`. Ids already registered are skipped,
+    ``gymnasium.make_vec`` a `GymnasiumVectorEnv`. Ids already registered are skipped,
     so calling this again picks up environments registered since; ids whose entry point cannot
     be imported are skipped too. An entry point with a ``traits`` attribute tells whether the
     env is multi-agent without building it; others are built once (those that cannot be built
@@ -278,7 +278,7 @@ class GymnasiumVectorEnv(VectorEnv):
     of the actions and one device -> host transfer of the results per step.
 
     Args:
-        env_or_id, params, render_mode, **make_kwargs: as :class:`GymnasiumEnv` (render modes
+        env_or_id, params, render_mode, **make_kwargs: as `GymnasiumEnv` (render modes
             rgb_array and ansi return a tuple with one frame per copy).
         num_envs: number of copies (>= 1).
         autoreset_mode: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default: the step after an
@@ -290,7 +290,7 @@ class GymnasiumVectorEnv(VectorEnv):
 
     Seeds follow ``SyncVectorEnv``: ``reset(seed=s)`` seeds copy ``i`` with ``s + i`` (a list gives
     one seed per copy, None entries continue that copy's chain), so the trajectories are those of
-    ``SyncVectorEnv`` over :class:`GymnasiumEnv` copies. ``reset(options={"reset_mask": m})``
+    ``SyncVectorEnv`` over `GymnasiumEnv` copies. ``reset(options={"reset_mask": m})``
     resets only the copies where the bool[num_envs] ``m`` is set. Rewards are float64, flags bool.
 
     Envs with legal actions (``traits.action_style == "full_action_set"``) add

@@ -1,4 +1,4 @@
-"""jaxenvs environments behind gymnax's ``Environment`` API: :func:`to_gymnax`.
+"""jaxenvs environments behind gymnax's ``Environment`` API: `to_gymnax`.
 
 PureJaxRL's single-file algorithms, rejax, Stoix and purejaxql are written against gymnax's API.
 ``to_gymnax(env)`` gives any single-agent jaxenvs environment (any wrappers) that API::
@@ -19,7 +19,7 @@ Two step signatures, because gymnax's changed and its consumers did not all foll
   the episode ended on, before the reset) and ``info["discount"]``, as gymnax 1.0's ``step`` gives.
 
 Both auto-reset the way gymnax does: when an episode ends, ``obs``/``state`` are those of a fresh
-episode drawn with a split of the step key. An :class:`~jaxenvs.wrappers.AutoReset` on the
+episode drawn with a split of the step key. An `jaxenvs.wrappers.AutoReset` on the
 outside of ``env`` is removed first (gymnax resets itself). The time limit is
 ``params.max_steps_in_episode`` (gymnax consumers read it, e.g. rejax's evaluation loop), counted in
 the adapter's state: by default the ``max_episode_steps`` of ``env``'s ``TimeLimit`` or spec; pass
@@ -27,11 +27,11 @@ the adapter's state: by default the ``max_episode_steps`` of ``env``'s ``TimeLim
 
 Spaces are gymnax ``spaces`` objects (so ``isinstance(space, gymnax.environments.spaces.Discrete)``
 holds, as rejax checks). An observation that is not a single array (GridWorld's dict) is flattened
-with :func:`jaxenvs.spaces.flatten` into a float32 vector (Box parts reshaped, Discrete parts
+with `jaxenvs.spaces.flatten` into a float32 vector (Box parts reshaped, Discrete parts
 one-hot) and the observation space is the matching Box; ``flatten_obs=True`` flattens Box
 observations too. Actions must be ``Discrete`` (``start`` is added back) or ``Box``.
 
-Multi-agent environments are refused: gymnax's API has one agent. :class:`SingleAgentView` turns
+Multi-agent environments are refused: gymnax's API has one agent. `SingleAgentView` turns
 one into a single-agent environment by fixing the other agents' policy (e.g. HurdleRace's
 runner 0 against a random or scripted runner 1).
 
@@ -102,7 +102,7 @@ def _time_limit_of(env: Environment) -> int | None:
 class GymnaxAdapter:
     """gymnax's ``Environment`` API over a single-agent jaxenvs environment (see the module docs).
 
-    Build it with :func:`to_gymnax`. ``reset`` and ``step`` are jitted with the adapter static,
+    Build it with `to_gymnax`. ``reset`` and ``step`` are jitted with the adapter static,
     as gymnax's are; they also work inside the caller's ``jit``/``vmap``/``scan``.
     """
 
@@ -238,7 +238,7 @@ def to_gymnax(
     ``api="legacy"`` returns gymnax 0.0.x's 5-tuple from ``step`` (PureJaxRL, rejax 0.1.x),
     ``api="v1"`` gymnax 1.0's 6-tuple; see the module docstring for ``info``, the time limit and how
     observations are flattened. Raises ValueError for multi-agent environments (see
-    :class:`SingleAgentView`) and environments without a time limit unless ``max_steps_in_episode``
+    `SingleAgentView`) and environments without a time limit unless ``max_steps_in_episode``
     is given.
     """
     return GymnaxAdapter(env, api=api, max_steps_in_episode=max_steps_in_episode, flatten_obs=flatten_obs)

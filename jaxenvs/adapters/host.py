@@ -1,7 +1,7 @@
 """Host-side helpers shared by the Gymnasium, SB3 and PettingZoo adapters: numpy conversion of
 observations and infos, action checks against Gymnasium spaces, render modes and the
 ``render_mode="human"`` window. Importing it registers nothing with Gymnasium (only
-:mod:`jaxenvs.adapters.gymnasium` does that)."""
+`jaxenvs.adapters.gymnasium` does that)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def obs_to_numpy(space: gs.Space, x: Any) -> Any:
 
 def obs_rows(space: gs.Space, x: Any, rows) -> list:
     """The observations ``x[i]`` for ``i`` in ``rows`` (``x``: host arrays with a leading axis), each
-    as :func:`obs_to_numpy` makes it; arrays are non-overlapping rows of fresh arrays."""
+    as `obs_to_numpy` makes it; arrays are non-overlapping rows of fresh arrays."""
     if isinstance(space, gs.Dict):
         per_key = [obs_rows(s, x[k], rows) for k, s in space.spaces.items()]
         return [dict(zip(space.spaces.keys(), values)) for values in zip(*per_key)]
@@ -70,7 +70,7 @@ def host_value(x: Any) -> Any:
 
 
 def info_to_numpy(info: dict) -> dict:
-    """Info leaves converted by :func:`host_value` (nested dicts kept)."""
+    """Info leaves converted by `host_value` (nested dicts kept)."""
     return {k: info_to_numpy(v) if isinstance(v, dict) else host_value(v) for k, v in info.items()}
 
 
@@ -81,7 +81,7 @@ def tree_index(tree: Any, i: int) -> Any:
 def check_action(space: gs.Space, action: Any, lead: tuple = (), where: str = "step") -> np.ndarray:
     """``action`` (``lead + space.shape``) as the int32/float32 array the jaxenvs ``step`` takes.
 
-    Raises :class:`jaxenvs.ActionError` (a TypeError) for a wrong shape or dtype and ValueError for
+    Raises `jaxenvs.ActionError` (a TypeError) for a wrong shape or dtype and ValueError for
     a value outside a discrete space or a NaN, naming the action space. Out-of-bounds values of a
     float Box pass through (Gymnasium allows them; each environment documents what it does, e.g.
     clipping).
@@ -149,7 +149,7 @@ def check_render_mode(render_mode: str | None, modes: list[str], name: str) -> N
 
 
 class HumanWindow(Window):
-    """The adapters' ``render_mode="human"`` window (:class:`jaxenvs.rendering.window.Window`);
+    """The adapters' ``render_mode="human"`` window (`jaxenvs.rendering.window.Window`);
     a missing pygame raises Gymnasium's ``DependencyNotInstalled``."""
 
     def show(self, frame: np.ndarray) -> bool:

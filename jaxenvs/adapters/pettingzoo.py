@@ -1,5 +1,5 @@
-"""PettingZoo adapters: :class:`ParallelEnv`, a multi-agent jaxenvs environment as a
-``pettingzoo.ParallelEnv``, and :class:`AECEnv`, a turn-based (``dynamics="sequential"``) one as a
+"""PettingZoo adapters: `ParallelEnv`, a multi-agent jaxenvs environment as a
+``pettingzoo.ParallelEnv``, and `AECEnv`, a turn-based (``dynamics="sequential"``) one as a
 ``pettingzoo.AECEnv``::
 
     from jaxenvs.adapters.pettingzoo import AECEnv, ParallelEnv
@@ -100,7 +100,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     agents; the episode ends for all agents at once (jaxenvs flags are episode-level), after which
     ``agents`` is empty until ``reset``. ``step`` needs one action per live agent. Info leaves
     with a leading agent axis are split per agent, other leaves are given to every agent. Seeding
-    as :class:`~jaxenvs.adapters.gymnasium.GymnasiumEnv`: ``reset(seed=s)`` starts the key chain at
+    as `jaxenvs.adapters.gymnasium.GymnasiumEnv`: ``reset(seed=s)`` starts the key chain at
     ``jax.random.key(s)``, ``reset()`` continues it. Reset options are ignored.
 
     A turn-based environment (``traits.dynamics == "sequential"``, e.g. ``TicTacToe-v0``) follows
@@ -151,14 +151,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-            key = seed_to_key(seed)
-        elif self._key is None:
-            self.np_random, _ = seeding.np_random()
-            key = seed_to_key(int(self.np_random.integers(2**32)))
-        else:
-            key = self._key
+        key = _reset_key(self, seed)
         (self._key, _, self.state), obs = self._run("reset", key, self.params)
         self.agents = list(self.possible_agents)
         if self._window is not None:
@@ -357,14 +350,7 @@ class AECEnv(pettingzoo.AECEnv):
         return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
-            key = seed_to_key(seed)
-        elif self._key is None:
-            self.np_random, _ = seeding.np_random()
-            key = seed_to_key(int(self.np_random.integers(2**32)))
-        else:
-            key = self._key
+        key = _reset_key(self, seed)
         (self._key, self.state), host = self._reset_fn(key, self.params)
         self._obs, self._mask, player = jax.device_get(host)
         self.agents = list(self.possible_agents)
@@ -437,3 +423,16 @@ class AECEnv(pettingzoo.AECEnv):
 @functools.lru_cache(maxsize=64)
 def _render_fn(env):
     return jax.jit(env.render)
+
+
+def _reset_key(adapter, seed: int | None) -> jax.Array:
+    """The key a PettingZoo adapter's ``reset(seed)`` starts from: ``seed_to_key(seed)`` (and a
+    ``np_random`` seeded with it), else a fresh seed on the first reset, else the adapter's own
+    key chain."""
+    if seed is not None:
+        adapter.np_random, _ = seeding.np_random(seed)
+        return seed_to_key(seed)
+    if adapter._key is None:
+        adapter.np_random, _ = seeding.np_random()
+        return seed_to_key(int(adapter.np_random.integers(2**32)))
+    return adapter._key

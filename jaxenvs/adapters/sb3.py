@@ -1,4 +1,4 @@
-"""Stable-Baselines3 adapter: :class:`SB3VecEnv`, ``num_envs`` copies of a single-agent jaxenvs
+"""Stable-Baselines3 adapter: `SB3VecEnv`, ``num_envs`` copies of a single-agent jaxenvs
 environment as a ``stable_baselines3`` VecEnv, stepped by one jitted, vmapped call.
 
 SB3 takes its own VecEnv (not Gymnasium's VectorEnv)::
@@ -93,7 +93,7 @@ class SB3VecEnv(VecEnv):
     info values (numpy scalars). Observations are numpy arrays with a leading ``num_envs`` axis (a
     dict of them for Dict spaces), rewards float32, dones bool. A reset without pending seeds
     continues each copy's key chain (the very first one draws seeds from ``np.random``), so
-    results equal ``DummyVecEnv`` over :class:`~jaxenvs.adapters.gymnasium.GymnasiumEnv` copies
+    results equal ``DummyVecEnv`` over `jaxenvs.adapters.gymnasium.GymnasiumEnv` copies
     seeded the same way. Reset options are ignored (jaxenvs environments take none).
 
     Envs with legal actions (``traits.action_style == "full_action_set"``, e.g. a turn-based game

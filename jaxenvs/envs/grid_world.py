@@ -12,12 +12,12 @@ An agent walks on a ``size x size`` grid towards a target. Dynamics, as in the t
   Manhattan distance between them (int32).
 
 Out-of-range actions are clipped into ``[0, NUM_ACTIONS - 1] = [0, 3]`` (documented behaviour; ``make(...,
-checked=True)`` with :func:`jaxenvs.checked` raises instead). The step itself draws no randomness.
+checked=True)`` with `jaxenvs.checked` raises instead). The step itself draws no randomness.
 
 Stepping a state whose episode terminated (no auto-reset; Gymnasium leaves it undefined): the
 dynamics apply unchanged, so a move away from the target pays 0 and does not terminate, and a
 move into a wall that keeps the agent on the target pays 1 and terminates again. With ``make(...,
-checked=True)`` and :func:`jaxenvs.checked` such a step raises. ``params.size`` must be an integer
+checked=True)`` and `jaxenvs.checked` such a step raises. ``params.size`` must be an integer
 in ``[2, MAX_SIZE]`` with ``MAX_SIZE = 46340`` (``validate_params``: the cell index ``size**2`` is
 int32); a state from another ``size`` has the same shapes, so it is not caught
 when traced: its positions are clipped into the grid on the next step, and a target outside the

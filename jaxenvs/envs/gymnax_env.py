@@ -5,20 +5,20 @@ Every id in ``gymnax.registered_envs`` is available as ``"gymnax/<id>"`` once th
 The ids are registered lazily: the first lookup of a ``gymnax/`` id (or a registry listing)
 imports gymnax and registers them all, so ``import jaxenvs`` never imports gymnax.
 
-:class:`GymnaxEnv` wraps one gymnax ``Environment`` instance:
+`GymnaxEnv` wraps one gymnax ``Environment`` instance:
 
 * ``default_params`` are the gymnax env's own params (a flax dataclass), passed through unchanged,
   so ``make("gymnax/CartPole-v1", gravity=12.0)`` overrides a params field and ``jax.vmap`` over
   params works as for our own environments;
 * ``reset``/``step`` call gymnax's ``reset_env``/``step_env`` (gymnax's own auto-reset is not
-  used; ``make`` adds jaxenvs' :class:`~jaxenvs.wrappers.AutoReset`);
+  used; ``make`` adds jaxenvs' `jaxenvs.wrappers.AutoReset`);
 * ``terminated`` is gymnax's natural-terminal flag (gymnax 1.0's ``step_env`` no longer folds the
   time limit into it); ``truncated`` is gymnax's time limit, ``state.time >=
   params.max_steps_in_episode`` (``is_truncated``). A terminal state reached on the last allowed
   step sets both flags, as Gymnasium does. The registry also gives each id a
-  :class:`~jaxenvs.wrappers.TimeLimit` of the gymnax default ``max_steps_in_episode`` (so
+  `jaxenvs.wrappers.TimeLimit` of the gymnax default ``max_steps_in_episode`` (so
   ``spec.max_episode_steps`` is meaningful); when both limits apply, the smaller one ends the episode;
-* spaces are converted to :mod:`jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``)
+* spaces are converted to `jaxenvs.spaces` (``Discrete``, ``Box``, ``Dict``, ``Tuple``)
   with jaxenvs' dtypes: float boxes become float32, bool boxes uint8 in ``{0, 1}``, other integer
   boxes int32; every observation leaf is cast to its space's dtype (gymnax's observations and
   spaces disagree at times: MinAtar's bool image channels in a float32 Box come out float32);
@@ -78,7 +78,7 @@ def _canonical_dtype(dtype) -> np.dtype:
 
 
 def from_gymnax_space(space) -> spaces.Space:
-    """The :mod:`jaxenvs.spaces` equivalent of a gymnax space (Discrete, Box, Dict, Tuple).
+    """The `jaxenvs.spaces` equivalent of a gymnax space (Discrete, Box, Dict, Tuple).
 
     Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``;
     float bounds at ``+-finfo(float32).max`` (gymnax's "unbounded") become ``+-inf``.
@@ -124,7 +124,7 @@ def _space_dtypes(space: spaces.Space):
 
 
 class GymnaxEnv(Environment):
-    """A gymnax 1.0 ``Environment`` instance as a jaxenvs :class:`~jaxenvs.core.Environment`.
+    """A gymnax 1.0 ``Environment`` instance as a jaxenvs `jaxenvs.core.Environment`.
 
     ``GymnaxEnv(gymnax_env)`` wraps any gymnax environment, including one of your own; the
     registered ``"gymnax/<id>"`` ids build it from gymnax's registry. See the module docstring for

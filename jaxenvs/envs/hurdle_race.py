@@ -14,7 +14,7 @@ Dynamics, as in the tutorial's ``HurdleRaceModel``:
   - JUMP moves one cell (landing on the hurdle's cell when there is one), but when the next cell
     holds a hurdle it succeeds only with probability ``params.jump_success_rate`` (0.9); a failed
     jump leaves the runner in place. Each runner's jump draws its own uniform number
-    (:func:`jump_uniforms`), so the two runners' jumps are independent;
+    (`jump_uniforms`), so the two runners' jumps are independent;
 
 * observation per runner (int32, so ``obs`` is int32[2]): ``HURDLE = 1`` if the runner's next
   cell holds a hurdle, else ``NOHURDLE = 0``. A runner sees nothing of the other runner or of
@@ -25,13 +25,13 @@ Dynamics, as in the tutorial's ``HurdleRaceModel``:
 * ``info["pos"]`` (int32[2]) are the positions, ``info["outcome"]`` (int32[2]) each runner's
   outcome: ``WIN = 1``, ``LOSS = -1``, ``DRAW = 0`` (POSGGym's ``Outcome`` values) or
   ``NOT_FINISHED = 2`` (POSGGym's ``Outcome.NA``) while nobody has reached the end.
-  :meth:`HurdleRace.info` gives the same dict for a state from ``reset``.
+  `HurdleRace.info` gives the same dict for a state from ``reset``.
 
 Out-of-range actions are clipped into ``{0, 1}`` (documented behaviour; ``make(...,
-checked=True)`` with :func:`jaxenvs.checked` raises instead). Stepping a terminated state (no
+checked=True)`` with `jaxenvs.checked` raises instead). Stepping a terminated state (no
 auto-reset) is outside the tutorial: positions stay capped at ``track_length``, and reward and
 outcome are again read off the positions (with ``make(..., checked=True)`` and
-:func:`jaxenvs.checked` such a step raises). ``jump_success_rate`` must be a probability in
+`jaxenvs.checked` such a step raises). ``jump_success_rate`` must be a probability in
 ``[0, 1]`` (``validate_params``; a NaN rate would make every jump over a hurdle fail).
 """
 
@@ -86,7 +86,7 @@ def move(pos, hurdles, action, uniforms, jump_success_rate, track_length: int) -
     """int32[2]: the runners' next positions (pure, branch-free).
 
     ``pos`` int32[2], ``hurdles`` int32[H], ``action`` int32[2] (clipped into {RUN, JUMP}),
-    ``uniforms`` float32[2] in [0, 1) (see :func:`jump_uniforms`).
+    ``uniforms`` float32[2] in [0, 1) (see `jump_uniforms`).
     """
     action = jnp.clip(action, RUN, JUMP)
     blocked1 = _hurdle_at(pos + 1, hurdles)

@@ -9,14 +9,14 @@ payouts and probabilities as params fields:
 * observation int32 scalar in ``Discrete(2)``: 0 before playing, 1 after (RL.jl's state,
   whether the lottery has been played);
 * every step plays the lottery and sets ``terminated`` (a one-shot game; stepping a played state
-  again plays again, and raises with ``make(..., checked=True)`` under :func:`jaxenvs.checked`);
+  again plays again, and raises with ``make(..., checked=True)`` under `jaxenvs.checked`);
   the probabilities must lie in ``[0, 1]`` and the prizes be finite float32 numbers (``validate_params``);
   the reward is float32 (1e8 and 1e6 are exact in float32);
 * ``info``: ``{"won": bool, "action": int32}`` (``won`` is False for NoTicket; ``action`` is
   the action played, after clipping).
 
 Out-of-range actions are clipped into ``[0, 2]`` (documented behaviour; ``make(...,
-checked=True)`` with :func:`jaxenvs.checked` raises instead). The step draws one uniform number.
+checked=True)`` with `jaxenvs.checked` raises instead). The step draws one uniform number.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the tutorial, with its constants as params fields:
 * reset: position uniform in ``[-reset_bound, reset_bound]^2`` (``[-1, 1]^2`` by default);
 * action: velocity float32[2] in ``Box(-action_bound, action_bound)`` (0.1 by default); it is
   clipped to those bounds (documented behaviour: the tutorial only declares the box; ``make(...,
-  checked=True)`` with :func:`jaxenvs.checked` raises on an out-of-range action instead);
+  checked=True)`` with `jaxenvs.checked` raises on an out-of-range action instead);
 * ``position += clipped action``; reward ``-sqrt(x^2 + y^2)`` of the new position (float32);
 * ``terminated`` when ``|x| < goal_tolerance`` and ``|y| < goal_tolerance`` (strict, 0.01);
 * observation float32[2] = position (unbounded); ``info["distance"]`` = ``-reward`` (float32).
@@ -15,11 +15,11 @@ Edge cases (documented rules, outside the tutorial):
 
 * a NaN in an action component makes that component of the position (and of the observation),
   the reward and ``info["distance"]`` NaN and ``terminated`` False, from then on (a NaN never looks like a good result: it is never
-  rewarded as being at the goal); :func:`jaxenvs.checked` raises on it, and training stops on a
+  rewarded as being at the goal); `jaxenvs.checked` raises on it, and training stops on a
   non-finite loss;
 * stepping a state whose episode terminated (no auto-reset) walks on: the dynamics apply
   unchanged and ``terminated`` is recomputed from the new position; with ``make(...,
-  checked=True)`` and :func:`jaxenvs.checked` such a step raises.
+  checked=True)`` and `jaxenvs.checked` such a step raises.
 
 The step draws no randomness and is differentiable: ``jax.grad`` of the reward or the next
 position with respect to the action, the state or the params flows through ``step``. Clipping

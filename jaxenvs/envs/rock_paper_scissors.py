@@ -9,12 +9,12 @@ A one-shot, simultaneous, zero-sum game of two agents. Dynamics, as in Reinforce
 * observation int32[2], one scalar per agent: 0 before the round, 1 after. It never shows the
   other agent's choice before the round (imperfect information: moves are simultaneous);
 * every step plays a round and sets ``terminated`` (stepping a played state plays again; with
-  ``make(..., checked=True)`` under :func:`jaxenvs.checked` it raises);
+  ``make(..., checked=True)`` under `jaxenvs.checked` it raises);
 * ``info``: ``{"actions": int32[2], "opponent_action": int32[2]}``, the choices as played
   (after clipping); ``opponent_action[i]`` is the choice of the agent other than ``i``.
 
 Out-of-range actions are clipped into ``[0, 2]`` (documented behaviour; ``make(...,
-checked=True)`` with :func:`jaxenvs.checked` raises instead). The step draws no randomness.
+checked=True)`` with `jaxenvs.checked` raises instead). The step draws no randomness.
 """
 
 from __future__ import annotations

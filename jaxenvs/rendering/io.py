@@ -149,8 +149,8 @@ def check_video_path(path: str | os.PathLike) -> Path:
 
 
 def save_video(frames, path: str | os.PathLike, fps: float = 4) -> Path:
-    """:func:`save_gif` or :func:`save_mp4`, chosen by the suffix of ``path`` (checked first by
-    :func:`check_video_path`)."""
+    """`save_gif` or `save_mp4`, chosen by the suffix of ``path`` (checked first by
+    `check_video_path`)."""
     path = check_video_path(path)
     return VIDEO_SUFFIXES[path.suffix.lower()](frames, path, fps)
 
@@ -159,7 +159,7 @@ def play_human(env, frames_or_states, fps: float | None = None, params: Any = No
     """Show frames in a pygame window at ``fps`` (default ``env.render_fps``); returns frames shown.
 
     ``frames_or_states`` is uint8[T, H, W, 3] frames or a ``[T]`` stack of the env's states
-    (rendered first with :func:`render_frames`). Closing the window or pressing Escape stops early.
+    (rendered first with `render_frames`). Closing the window or pressing Escape stops early.
     The window is closed on return. Raises OSError when there is no display, unless
     ``SDL_VIDEODRIVER`` names a driver explicitly (``dummy`` for tests).
     """

@@ -1,4 +1,4 @@
-"""One pygame window for every place that shows frames on screen: :func:`jaxenvs.rendering.io.play_human`
+"""One pygame window for every place that shows frames on screen: `jaxenvs.rendering.io.play_human`
 and the adapters' ``render_mode="human"``. Needs ``pygame`` (``pip install 'jaxenvs[render]'``)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def import_pygame():
 
 class Window:
     """A pygame window showing uint8[H, W, 3] frames at ``fps``, opened (at the first frame's size)
-    by the first :meth:`show`.
+    by the first `show`.
 
     ``require_display``: raise OSError, before anything is drawn, when no display can show the
     window (no ``DISPLAY``/``WAYLAND_DISPLAY`` on Linux, or SDL falling back to a headless driver),

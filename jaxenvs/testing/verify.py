@@ -1213,16 +1213,8 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
         notes.append(f"chance plies are applied with apply_chance; the observation after one is the port's own step's at "
                      f"the chance node where one of {CHANCE_TRIES} keys drew the reference's outcome ({seen:,} of "
                      f"{n_chance:,} chance plies; the others' are compared at the next decision)")
-    name, versions = ref.describe()
-    import jaxenvs
-
-    versions = {"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions}
-    spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
-    report = PortReport(
-        port=repr(port_env),
-        port_id=getattr(spec, "id", None),
-        reference=name,
-        versions=versions,
+    report = _port_report(
+        ref, port_env, env,
         verdict=verdict,
         tiers=("exact",),
         num_episodes=G,
@@ -1621,16 +1613,8 @@ def verify_port(
     if model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
-    name, versions = ref.describe()
-    import jaxenvs
-
-    versions = {"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions}
-    spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
-    report = PortReport(
-        port=repr(port_env),
-        port_id=getattr(spec, "id", None),
-        reference=name,
-        versions=versions,
+    report = _port_report(
+        ref, port_env, env,
         verdict=verdict,
         tiers=tuple(t for t in ("exact", "model", "sample") if any(s.tier == t for s in statistics)),
         num_episodes=episodes,
@@ -1675,3 +1659,19 @@ def _last_obs(side: Side) -> np.ndarray:
     idx = np.flatnonzero(steps > 0)
     last[idx] = side.nobs[idx, steps[idx] - 1]
     return last
+
+
+def _port_report(ref, port_env, env, **fields) -> "PortReport":
+    """A `PortReport` naming the port (its repr and spec id) and the reference with the versions
+    of both sides; ``fields`` are the rest of the report."""
+    import jaxenvs
+
+    name, versions = ref.describe()
+    spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
+    return PortReport(
+        port=repr(port_env),
+        port_id=getattr(spec, "id", None),
+        reference=name,
+        versions={"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions},
+        **fields,
+    )

@@ -2,7 +2,7 @@
 
 The outer ``step`` checks the action against the wrapper's action space; the mapped action is
 checked again (shape and dtype, at trace time) against the inner environment's action space, so
-a mapping that produces the wrong shape or dtype fails with :class:`jaxenvs.ActionError`.
+a mapping that produces the wrong shape or dtype fails with `jaxenvs.ActionError`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["ActionWrapper", "TransformAction", "ClipAction", "RescaleAction"]
 
 
 class ActionWrapper(Wrapper):
-    """Base of stateless wrappers that map every action through :meth:`action` before ``step``."""
+    """Base of stateless wrappers that map every action through `action` before ``step``."""
 
     def action(self, action: Any, params: Any) -> Any:
         raise NotImplementedError

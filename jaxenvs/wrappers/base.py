@@ -1,9 +1,9 @@
 """Wrapper base class and the two wrappers every registered environment gets from ``make``.
 
-A wrapper is itself an :class:`~jaxenvs.core.Environment`: it overrides ``reset_env``/``step_env``
+A wrapper is itself an `jaxenvs.core.Environment`: it overrides ``reset_env``/``step_env``
 and calls the inner environment's ``reset_env``/``step_env`` (so the action check runs once, at
 the outermost ``step``). A wrapper that keeps extra state wraps the inner state in its own
-dataclass and overrides :meth:`Wrapper.inner_state`.
+dataclass and overrides `Wrapper.inner_state`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def tree_select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
 
 def step_draws_randomness(env: Environment) -> bool:
     """Whether ``env``'s ``step_env`` uses its key, decided on the whole wrapper stack: true when a
-    wrapper in it draws randomness in its own step (:attr:`Wrapper.draws_in_step`, e.g. an
-    :class:`AutoReset` that resets inside ``step``) or when the base env's traits do not say
+    wrapper in it draws randomness in its own step (`Wrapper.draws_in_step`, e.g. an
+    `AutoReset` that resets inside ``step``) or when the base env's traits do not say
     ``chance="deterministic"`` (``jaxenvs.check_env`` verifies that such a step ignores its key).
     Batched paths give every env its own step key only when this is true."""
     while isinstance(env, Wrapper):
@@ -50,7 +50,7 @@ def step_draws_randomness(env: Environment) -> bool:
 
 
 def same_step_reset(done, obs, state, info: dict, reset_obs, reset_state, batched: bool = False):
-    """The auto-reset rule, shared by :class:`AutoReset`, :class:`jaxenvs.VectorEnv` and the
+    """The auto-reset rule, shared by `AutoReset`, `jaxenvs.VectorEnv` and the
     adapters: ``(obs, state, info)`` where the episodes that ended (``done``) continue from
     ``(reset_obs, reset_state)``, with the observation they ended on in ``info["final_obs"]``
     (equal to ``obs`` where ``done`` is false). ``batched``: ``done`` is bool[num_envs] and every
@@ -104,7 +104,7 @@ class Wrapper(Forwarding, Environment):
 
     A subclass whose ``step_env`` draws randomness of its own (more than its inner env's step
     draws) sets ``draws_in_step = True``, so that batched paths give it one key per env
-    (:func:`step_draws_randomness`).
+    (`step_draws_randomness`).
     """
 
     draws_in_step: bool = False
@@ -176,7 +176,7 @@ class Wrapper(Forwarding, Environment):
 
 
 def strip_autoreset(env: Environment) -> Environment:
-    """``env`` without its outermost :class:`AutoReset` (for code that resets episodes itself)."""
+    """``env`` without its outermost `AutoReset` (for code that resets episodes itself)."""
     return env.env if isinstance(env, AutoReset) else env
 
 
@@ -248,10 +248,10 @@ class AutoReset(Wrapper):
     initial state (a new draw for every episode), while ``reward``, the flags and ``info`` are those
     of the final transition. The observation the episode ended on is in ``info["final_obs"]``
     (equal to ``obs`` on steps that did not end an episode), so a truncated episode can be
-    bootstrapped from it (:func:`same_step_reset`).
+    bootstrapped from it (`same_step_reset`).
 
     The step key is split into the transition's key and the reset's key, except when the wrapped
-    stack draws no randomness in ``step`` (:func:`step_draws_randomness`): then the whole key goes
+    stack draws no randomness in ``step`` (`step_draws_randomness`): then the whole key goes
     to the reset (one split less per step).
 
     One AutoReset per stack: wrapping an environment that already resets itself is refused (its

@@ -1,7 +1,7 @@
 """Opt-in checked mode: invalid input raises instead of following the documented fallback.
 
-Inside ``jit`` nothing can raise on a value, so :class:`CheckedActions` records
-``jax.experimental.checkify`` checks and :func:`checked` turns a function into one that raises
+Inside ``jit`` nothing can raise on a value, so `CheckedActions` records
+``jax.experimental.checkify`` checks and `checked` turns a function into one that raises
 ``checkify.JaxRuntimeError`` naming what was wrong when a check fails::
 
     env = jaxenvs.make("GridWorld-v0", checked=True)
@@ -16,8 +16,8 @@ What checked mode catches, beyond the trace-time checks every ``step`` makes:
 * traced params that the environment's ``validate_params`` rejects (concrete params are
   validated by ``reset``/``step`` in any mode); they are read on the host with a callback;
 * a ``step`` from a state in which the episode already terminated (without an auto-reset in
-  between): the wrapper keeps a ``terminated`` flag in its state (:class:`CheckedState`);
-* host integers outside int32's range among the arguments of a function made by :func:`checked`
+  between): the wrapper keeps a ``terminated`` flag in its state (`CheckedState`);
+* host integers outside int32's range among the arguments of a function made by `checked`
   (a ValueError before the call: ``jax.jit`` would wrap them, e.g. ``2**32 + 1`` into ``1``,
   while x64 is off).
 """

@@ -32,7 +32,7 @@ class RecordEpisodeStatistics(Wrapper):
 
         jnp.sum(info["episode_return"] * info["returned_episode"]) / jnp.sum(info["returned_episode"])
 
-    Wrap it outside :class:`~jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns), as
+    Wrap it outside `jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns), as
     gymnax's ``LogWrapper``; it also works inside, since the auto-reset then restarts the counters
     through ``reset``. Under ``vmap`` each environment keeps its own counters.
     """

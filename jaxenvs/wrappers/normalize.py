@@ -2,7 +2,7 @@
 ``normalize``, Gymnasium's ``NormalizeObservation``/``NormalizeReward``).
 
 The statistics live in the wrapper's state, so under ``vmap`` every environment keeps its own;
-wrap outside :class:`~jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so that
+wrap outside `jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so that
 they persist across episodes (inside it, every auto-reset would restart them). ``reset`` starts
 fresh statistics; to evaluate with frozen trained ones, build the same wrapper with
 ``update=False`` and put them into the state after ``reset``, e.g.
@@ -87,12 +87,12 @@ class NormalizeObservation(Wrapper):
     first observations of auto-reset episodes) updates the statistics first, then is normalised
     with them, as in Gymnasium. ``info["final_obs"]``, when present, is normalised with the same
     statistics but does not update them. An observation with a NaN or infinite element leaves the
-    statistics unchanged (:meth:`RunningMeanStd.update`) and is itself normalised to non-finite
+    statistics unchanged (`RunningMeanStd.update`) and is itself normalised to non-finite
     values, so the fault stays visible where it happened. Statistics are elementwise over the whole observation:
     per agent for multi-agent environments.
 
     The inner observation space must be a Box (wrap a Dict in
-    :class:`~jaxenvs.wrappers.FlattenObservation` first); the new one is an unbounded float32 Box
+    `jaxenvs.wrappers.FlattenObservation` first); the new one is an unbounded float32 Box
     of the same shape.
     """
 
@@ -194,19 +194,19 @@ def normalize(
 
     From the inside out:
 
-    * ``normalize_obs``: :class:`NormalizeObservation` (after :class:`FlattenObservation` when
+    * ``normalize_obs``: `NormalizeObservation` (after `FlattenObservation` when
       ``flatten_obs`` and the observation space is not already a Box);
-    * ``normalize_reward``: :class:`NormalizeReward` (``gamma``, ``epsilon``);
+    * ``normalize_reward``: `NormalizeReward` (``gamma``, ``epsilon``);
     * ``scale_reward != 1``: rewards multiplied by ``scale_reward`` (after any normalisation);
-    * a float Box action space: :class:`~jaxenvs.wrappers.RescaleAction` from
+    * a float Box action space: `jaxenvs.wrappers.RescaleAction` from
       ``[-expected_action_scale, expected_action_scale]`` onto the env's bounds, clipped to them.
       Other action spaces pass unchanged.
 
     With the defaults only the actions are rescaled: ``normalize(jaxenvs.make("PointEnv-v0"))``
     takes actions in ``[-1, 1]^2``. One difference from garage: the running statistics are
-    Gymnasium's count-based mean and variance (see :class:`RunningMeanStd`), not garage's
+    Gymnasium's count-based mean and variance (see `RunningMeanStd`), not garage's
     exponential averages with ``obs_alpha``/``reward_alpha``. Wrap outside
-    :class:`~jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so the statistics
+    `jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so the statistics
     persist across episodes.
     """
     from jaxenvs.wrappers.action import RescaleAction

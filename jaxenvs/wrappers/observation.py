@@ -28,7 +28,7 @@ def map_final_obs(info: dict, fn: Callable[[Any], Any]) -> dict:
 
 
 class ObservationWrapper(Wrapper):
-    """Base of stateless wrappers that map every observation through :meth:`observation`.
+    """Base of stateless wrappers that map every observation through `observation`.
 
     Subclasses implement ``observation(obs, params)`` (it receives the full observation, with the
     agent axis for multi-agent environments) and, when the space changes, ``observation_space``.
@@ -48,11 +48,11 @@ class ObservationWrapper(Wrapper):
 
 
 class FlattenObservation(ObservationWrapper):
-    """Observations become float32 vectors (:func:`jaxenvs.spaces.flatten`, Gymnasium's order).
+    """Observations become float32 vectors (`jaxenvs.spaces.flatten`, Gymnasium's order).
 
     ``Dict`` entries are concatenated in sorted key order (GridWorld: ``agent`` then ``target``),
     Box values (integer ones too) become floats, Discrete values one-hot vectors, as Gymnasium's
-    ``FlattenObservation`` does. The observation space is :func:`jaxenvs.spaces.flatten_space` of
+    ``FlattenObservation`` does. The observation space is `jaxenvs.spaces.flatten_space` of
     the inner one. Multi-agent observations become float32[num_agents, flatdim]. Observations are
     flattened according to the space of the environment's ``default_params`` (params never change
     shapes), so ``step`` works with traced params.
