@@ -121,17 +121,7 @@ class ParallelEnv(pettingzoo.ParallelEnv):
             raise ValueError(
                 f"{env.name} is a single-agent environment; use jaxenvs.adapters.gymnasium.GymnasiumEnv"
             )
-        self.jaxenvs_env, self.params = env, params
-        self.metadata = {
-            "render_modes": supported_render_modes(env),
-            "render_fps": env.render_fps,
-            "name": env.name,
-            "is_parallelizable": True,
-        }
-        check_render_mode(render_mode, self.metadata["render_modes"], env.name)
-        self.render_mode = render_mode
-        self.possible_agents = list(env.agents)
-        self.agents: list[str] = []
+        _setup(self, env, params, render_mode, parallelizable=True)
         n = env.num_agents
         obs_shape, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
         obs_space = env.observation_space(params)
@@ -313,17 +303,7 @@ class AECEnv(pettingzoo.AECEnv):
         if not isinstance(act_space, spaces.Discrete):
             raise ValueError(f"AECEnv needs a Discrete action space (legal-action masks), {env.name} has {act_space}")
         env = _decisions_only(env)
-        self.jaxenvs_env, self.params = env, params
-        self.metadata = {
-            "render_modes": supported_render_modes(env),
-            "render_fps": env.render_fps,
-            "name": env.name,
-            "is_parallelizable": False,
-        }
-        check_render_mode(render_mode, self.metadata["render_modes"], env.name)
-        self.render_mode = render_mode
-        self.possible_agents = list(env.agents)
-        self.agents: list[str] = []
+        _setup(self, env, params, render_mode, parallelizable=False)
         n = env.num_agents
         obs_shape, _ = jax.eval_shape(env.reset, jax.random.key(0), params)
         obs_space = env.observation_space(params)
@@ -436,3 +416,19 @@ def _reset_key(adapter, seed: int | None) -> jax.Array:
         adapter.np_random, _ = seeding.np_random()
         return seed_to_key(int(adapter.np_random.integers(2**32)))
     return adapter._key
+
+
+def _setup(adapter, env, params, render_mode, *, parallelizable: bool) -> None:
+    """What both PettingZoo adapters' constructors set: the env and its params, PettingZoo's
+    metadata, the checked render mode and the agents (none until `reset`)."""
+    adapter.jaxenvs_env, adapter.params = env, params
+    adapter.metadata = {
+        "render_modes": supported_render_modes(env),
+        "render_fps": env.render_fps,
+        "name": env.name,
+        "is_parallelizable": parallelizable,
+    }
+    check_render_mode(render_mode, adapter.metadata["render_modes"], env.name)
+    adapter.render_mode = render_mode
+    adapter.possible_agents = list(env.agents)
+    adapter.agents = []
