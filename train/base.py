@@ -20,9 +20,16 @@ Details every algorithm inherits:
 * **Observations** of any space (Dict, Tuple, Discrete, ...) are flattened with
   `jaxenvs.spaces.flatten`; bounded dimensions are rescaled to [-1, 1].
 * **The policy** is read in one place, `Trainer.policy` (observation rows -> action distribution
-  and value): the rollout, the losses and `Trainer.act` all call it, so a per-step action mask
-  (and, for turn-based self-play, a flag saying which rows act) enters there and in `Transition`
-  once, for every algorithm.
+  and value): the rollout, the losses and `Trainer.act` all call it.
+* **Turn-based games** (observations holding ``"action_mask"``: `TicTacToe-v0`, `ConnectFour-v0`,
+  `KuhnPoker-v0`) get a `train.masking.MaskedCategorical` policy over the legal actions of each
+  row. The rollout stores the mask and an ``acting`` flag per row (the row's agent has a legal
+  action: it is its turn; non-movers, chance plies and terminal states do not act) in
+  `Transition`; the losses average over acting rows only, and returns are credited to each seat's
+  own decisions by `gae_decisions` (self-play: one shared policy plays every seat from that seat's
+  observation). ``mask_actions=False`` (an ablation) keeps the policy over all actions; ``acting``
+  still comes from the mask. Every update also reports ``illegal_rate`` and, with
+  ``match_games > 0``, the greedy policy's win/draw/loss per seat against random-legal play.
 * **Traced hyperparameters**: the config's ``HPARAMS`` are arguments of the compiled program, so
   ``jax.vmap`` over them sweeps e.g. the learning rate in one call (`stack_hparams`).
 * **Chunks**: ``run_updates`` runs any number of updates from a runner state; ``jaxenvs-train``
@@ -49,11 +56,12 @@ from jaxenvs import spaces
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
+from .masking import MaskedCategorical
 from .networks import ActorCritic, policy_head_for
 
 
 __all__ = [
-    "Trainer", "RunnerState", "Transition", "gae", "all_finite", "as_typed_key", "episode_metrics", "stack_hparams",
+    "Trainer", "RunnerState", "Transition", "gae", "gae_decisions", "all_finite", "as_typed_key", "episode_metrics", "stack_hparams",
     "observation_preprocessor",
 ]
 
@@ -106,6 +114,48 @@ def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
     return adv, adv + values
 
 
+def gae_decisions(rewards, values, next_values, terminated, truncated, acting, gamma, lam):
+    """GAE over each row's own decisions: the credit assignment of turn-based self-play.
+
+    All arrays are ``[T, B]`` (time first; a row is one seat of one environment); ``acting[t, b]``
+    says that row ``b`` made a decision at step ``t`` (its agent had a legal action). Per row, the
+    steps where it did not act are skipped:
+
+    * a reward arriving on a step where the row did not act (the opponent's winning move gives this
+      seat -1; the showdown after the opponent's call) is added to the row's LAST decision before
+      it in the same episode (rewards of the steps from one decision up to the next are summed);
+    * a decision bootstraps from the value of the row's NEXT decision in the same episode; when the
+      episode ends first, from 0 if it terminated and from ``next_values`` (``V(final_obs)``) of its
+      last step if it was truncated; when the rollout ends first, from ``next_values[T - 1]`` (the
+      value of the row's observation where the rollout stopped, as `gae` does);
+    * the time unit is the row's own decision: ``delta = R + gamma * V(next decision) - V`` and
+      ``A = delta + gamma * lam * A(next decision)``; episode ends cut the trace.
+
+    Non-acting steps get advantage 0 and target ``values`` (they are left out of every loss).
+    Rewards that come before a row's first decision of an episode have no decision to go to and
+    are dropped. With every row acting at every step this is `gae` exactly (tested).
+    Returns ``(advantages, value_targets = advantages + values)``, float32[T, B].
+    """
+    acting = acting.astype(bool)
+    done = terminated | truncated
+    bootstrap_end = jnp.where(terminated, 0.0, next_values)  # where an episode ends at step t
+
+    def backward(carry, xs):
+        adv_next, v_next, r_acc = carry
+        r, v, end, v_end, act = xs
+        # an episode ends after this step: what lies later belongs to the next episode
+        adv_next = jnp.where(end, 0.0, adv_next)
+        v_next = jnp.where(end, v_end, v_next)
+        r_acc = jnp.where(end, 0.0, r_acc) + r
+        adv = r_acc + gamma * v_next - v + gamma * lam * adv_next
+        carry = (jnp.where(act, adv, adv_next), jnp.where(act, v, v_next), jnp.where(act, 0.0, r_acc))
+        return carry, jnp.where(act, adv, 0.0)
+
+    init = (jnp.zeros_like(values[0]), next_values[-1], jnp.zeros_like(values[0]))
+    _, adv = jax.lax.scan(backward, init, (rewards, values, done, bootstrap_end, acting), reverse=True)
+    return adv, adv + values
+
+
 def stack_hparams(config, n: int, **values):
     """The config's hyperparameters with a leading axis of ``n``: ``values`` (each of length ``n``)
     override its scalars, which are repeated, e.g. ``stack_hparams(cfg, 3, lr=[1e-4, 3e-4, 1e-3])``."""
@@ -141,6 +191,9 @@ class Transition(NamedTuple):
     terminated: jax.Array  # bool[B]
     truncated: jax.Array  # bool[B]
     final_obs: jax.Array  # float32[B, obs_dim]: info["final_obs"], flattened
+    # turn-based games only (None otherwise):
+    mask: Any = None  # bool[B, n]: the legal actions of each row when it acted (all False: not its turn)
+    acting: Any = None  # bool[B]: the row's agent had a legal action (made a decision)
 
 
 def observation_preprocessor(space: spaces.Space) -> Callable:
@@ -175,6 +228,8 @@ class Trainer:
     to_env_action: Callable
     num_traces: int = 0
     mesh: Any = None  # jaxenvs.sharding.env_mesh(...): split the env batch over devices
+    turn_based: bool = False  # observations hold "action_mask": masked policy, acting rows, decision GAE
+    match_env: Any = None  # turn-based: the env without auto-reset, for the per-update games vs random-legal
 
     # ---- building ---------------------------------------------------------------------------
     @classmethod
@@ -200,11 +255,19 @@ class Trainer:
             obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
             if {leaf.shape[:1] for leaf in jax.tree.leaves(obs)} != {(num_agents,)}:
                 raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
+        obs_space = env.observation_space(params)
+        turn_based = isinstance(obs_space, spaces.Dict) and "action_mask" in obs_space.keys()
+        if turn_based and (continuous or not isinstance(env.action_space(params), spaces.Discrete)):
+            raise ValueError(f"{config.env_id}: an action mask needs a Discrete action space")
+        if turn_based and env.action_space(params).start != 0:
+            raise ValueError(f"{config.env_id}: an action mask needs a Discrete action space starting at 0")
         trainer = cls(
             config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous),
             num_agents=num_agents, batch_size=config.num_envs * num_agents,
-            preprocess=observation_preprocessor(env.observation_space(params)), dist_fn=dist_fn,
-            to_env_action=to_env_action, mesh=mesh, **extra,
+            preprocess=observation_preprocessor(obs_space), dist_fn=dist_fn,
+            to_env_action=to_env_action, mesh=mesh, turn_based=turn_based,
+            match_env=jaxenvs.make(config.env_id, autoreset=False, **config.env_kwargs) if turn_based else None,
+            **extra,
         )
         trainer.check()
         return trainer
@@ -246,17 +309,52 @@ class Trainer:
         return x.reshape((-1, self.num_agents) + x.shape[1:]) if self.env.multi_agent else x
 
     # ---- policy -------------------------------------------------------------------------------
-    def policy(self, params, x):
-        """``(action distribution, value)`` of observation rows ``x`` float32[N, obs_dim]."""
+    def policy(self, params, x, mask=None):
+        """``(action distribution, value)`` of observation rows ``x`` float32[N, obs_dim].
+
+        Turn-based games: a `train.masking.MaskedCategorical` over the legal actions ``mask``
+        (bool[N, n], from `row_mask`; all False on rows that do not act), or over all actions when
+        ``mask`` is None or the config's ``mask_actions`` is off (the ablation)."""
         out, value = self.network.apply(params, x)
+        if self.turn_based:
+            return MaskedCategorical(out, mask if self.mask_actions else None), value
+        if mask is not None:
+            raise ValueError(f"{self.config.env_id} has no action mask; call policy without one")
         return self.dist_fn(out), value
+
+    @property
+    def mask_actions(self) -> bool:
+        """Turn-based games: the policy is restricted to legal actions (the config's ``mask_actions``)."""
+        return bool(getattr(self.config, "mask_actions", True))
+
+    def row_mask(self, obs) -> jax.Array | None:
+        """bool[rows, n]: ``obs["action_mask"]`` of a batch of raw observations, one row per agent
+        per environment (as `flat_obs`); None for environments without a mask."""
+        if not self.turn_based:
+            return None
+        m = jnp.asarray(obs["action_mask"]) != 0
+        return m.reshape((-1, m.shape[-1]))
 
     def act(self, params, obs, key=None):
         """Env actions for a batch of raw observations (any leading batch size): sampled with
-        ``key``, or greedy (mode of the policy) when ``key`` is None."""
-        dist, _ = self.policy(params, self.flat_obs(obs))
+        ``key``, or greedy (mode of the policy) when ``key`` is None. Turn-based games use the
+        observations' own ``action_mask``."""
+        dist, _ = self.policy(params, self.flat_obs(obs), self.row_mask(obs))
         a = dist.mode() if key is None else dist.sample(key)
         return self._to_env(self.to_env_action(a))
+
+    def agent_policy(self, params, greedy: bool = True) -> Callable:
+        """``policy(key, obs) -> int32 action`` on ONE agent's raw observation (no agent or batch
+        axis), the form `train.matches` and `train.opponents` use: greedy (the mode) or sampled."""
+
+        def policy(key, obs):
+            x = self.preprocess(obs)[None]
+            mask = None if not self.turn_based else (jnp.asarray(obs["action_mask"]) != 0)[None]
+            dist, _ = self.policy(params, x, mask)
+            a = dist.mode() if greedy else dist.sample(key)
+            return self.to_env_action(a)[0]
+
+        return policy
 
     # ---- one rollout --------------------------------------------------------------------------
     def _reset_all(self, key):
@@ -266,12 +364,14 @@ class Trainer:
     def _rollout(self, runner, hp):
         """``num_steps`` steps in every env; returns the new runner, the `Transition` batch
         [T, B, ...] and, per step and env, (episode ended, its return averaged over agents, its
-        length) from `jaxenvs.wrappers.RecordEpisodeStatistics`."""
+        length) from `jaxenvs.wrappers.RecordEpisodeStatistics`; turn-based games add, per step,
+        the number of decisions and of illegal moves (``info["illegal_action"]``)."""
 
         def step(r, _):
             key, k_act, k_env = jax.random.split(r.key, 3)
             x = self.flat_obs(r.obs)
-            dist, value = self.policy(r.params, x)
+            mask = self.row_mask(r.obs)
+            dist, value = self.policy(r.params, x, mask)
             sample = dist.sample(k_act)
             log_prob = dist.log_prob(sample)
             env_keys = jax.random.split(k_env, self.config.num_envs)
@@ -284,6 +384,9 @@ class Trainer:
                 ep_return.mean(axis=-1) if self.env.multi_agent else ep_return,
                 info["episode_length"],
             )
+            if self.turn_based:  # (decisions made, illegal moves) in this step, summed over envs
+                illegal = info["illegal_action"] if "illegal_action" in info else jnp.zeros(terminated.shape, bool)
+                stats = stats + (jnp.sum(mask.any(-1)), jnp.sum(illegal))
             r = r.replace(env_state=env_state, obs=obs, key=key)
             t = Transition(
                 obs=x,
@@ -294,6 +397,8 @@ class Trainer:
                 terminated=self._to_rows(terminated),
                 truncated=self._to_rows(truncated),
                 final_obs=self.flat_obs(info["final_obs"]),
+                mask=mask,
+                acting=None if mask is None else mask.any(-1),
             )
             return r, (t, stats)
 
@@ -304,6 +409,38 @@ class Trainer:
         observation (`gae` bootstraps from it wherever a step did not terminate)."""
         _, values = self.network.apply(params, traj.final_obs)
         return values
+
+    def advantages(self, traj: Transition, next_values, hp):
+        """``(advantages, value targets)`` [T, B]: `gae`, or `gae_decisions` (each seat's own
+        decisions) in turn-based games."""
+        if self.turn_based:
+            return gae_decisions(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, traj.acting,
+                                 hp.gamma, hp.gae_lambda)
+        return gae(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
+
+    def turn_metrics(self, params, key, decisions, illegal) -> dict:
+        """Turn-based games' per-update metrics: ``illegal_rate`` (illegal moves / decisions in the
+        rollout; exactly 0 with masking) and, with ``match_games > 0``, ``win_seat{i}``,
+        ``draw_seat{i}``, ``loss_seat{i}``: the GREEDY policy (the one evaluations judge) in seat
+        ``i`` against random-legal play in the others, over ``match_games`` games per seat
+        (`train.matches.versus`, inside the compiled update)."""
+        from .matches import versus
+        from .opponents import random_legal
+
+        out = dict(illegal_rate=illegal.sum().astype(jnp.float32) / jnp.maximum(decisions.sum(), 1).astype(jnp.float32))
+        games = int(getattr(self.config, "match_games", 0))
+        if games > 0:
+            res = versus(self.match_env, self.agent_policy(params, greedy=True), random_legal, key, games,
+                         max_plies=self.max_plies)
+            for i in range(self.num_agents):
+                out.update({f"{k}_seat{i}": res[k][i] for k in ("win", "draw", "loss")})
+        return out
+
+    @property
+    def max_plies(self) -> int:
+        """Steps after which a game of the per-update matches is cut (the spec's time limit)."""
+        spec = getattr(self.match_env, "spec", None)
+        return int(getattr(spec, "max_episode_steps", None) or 1000)
 
     # ---- the algorithm's parts ------------------------------------------------------------------
     def _init(self, key, hp=None):

@@ -145,6 +145,16 @@ class PPOConfig(TrainConfig):
     clip_eps: float = field(0.2, Float(0, lo_open=True), "policy-ratio clip (the value loss is not clipped)")
     vf_coef: float = field(0.5, Float(0), "value-loss coefficient")
     max_grad_norm: float = field(0.5, Float(0, lo_open=True), "global-norm gradient clip")
+    mask_actions: bool = field(
+        True, Bool(),
+        "turn-based games (observations with an action_mask): the policy samples legal actions only; off for "
+        "ablations (a policy over all actions; who acts still comes from the mask)",
+    )
+    match_games: int = field(
+        64, Int(0, 1 << 16),
+        "turn-based games: games per seat of the greedy policy against random-legal play in every update "
+        "(win/draw/loss per seat in the metrics; 0: none)",
+    )
 
 
 @struct.dataclass

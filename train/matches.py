@@ -1,7 +1,10 @@
 """Head-to-head evaluation of policies on a multi-agent turn-based game, as one compiled program.
 
 `play(env, policies, num_games)` plays `num_games` vmapped games, seat `i` played by
-`policies[i]`, and returns each game's returns per seat. `head_to_head(env, policy_a, policy_b,
+`policies[i]`, and returns each game's returns per seat (`play_games` is the same, traceable:
+callable inside a compiled program, e.g. the trainer's update). `versus(env, policy, opponent,
+key, num_games)` (traceable) puts `policy` in each seat in turn against `opponent` in the others
+and returns its win / draw / loss fractions per seat as arrays. `head_to_head(env, policy_a, policy_b,
 key, num_games)` plays A in every seat in turn against B and reports A's win / draw / loss rates per
 seat (from the sign of A's return), its mean return and A's illegal moves.
 
@@ -28,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["play", "head_to_head"]
+__all__ = ["play", "play_games", "versus", "head_to_head"]
 
 
 def _agent(tree, i: int):
@@ -49,13 +52,33 @@ def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 100
     return _play(env, tuple(policies), int(num_games), int(max_plies))
 
 
-@functools.lru_cache(maxsize=32)
-def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
+def _check(env, policies, num_games: int, max_plies: int) -> None:
     n = env.num_agents
     if len(policies) != n:
         raise ValueError(f"play needs one policy per seat: {env.name} has {n} agents, got {len(policies)} policies")
     if num_games < 1 or max_plies < 1:
         raise ValueError(f"num_games and max_plies must be >= 1, got {num_games} and {max_plies}")
+
+
+@functools.lru_cache(maxsize=32)
+def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
+    _check(env, policies, num_games, max_plies)
+
+    @jax.jit
+    def run(key, params=None):
+        return play_games(env, policies, num_games, key, params, max_plies)
+
+    return run
+
+
+def play_games(env, policies: Sequence[Callable], num_games: int, key, params=None, max_plies: int = 1000) -> dict:
+    """`play`'s games, traceable (call it inside `jax.jit`, a `lax.scan`, or a trainer's update:
+    the policies may close over traced network parameters). Same arguments and result as the
+    function `play` returns."""
+    policies = tuple(policies)
+    num_games, max_plies = int(num_games), int(max_plies)
+    _check(env, policies, num_games, max_plies)
+    n = env.num_agents
 
     def mover(obs):
         """The seat whose mask row has a legal action (0 if none)."""
@@ -71,48 +94,64 @@ def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
             illegal = jnp.zeros((n,), jnp.int32)
         return obs2, state2, jnp.asarray(reward, jnp.float32), terminated | truncated, illegal
 
-    @jax.jit
-    def run(key, params=None):
-        k_reset, k_play = jax.random.split(key)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, num_games), params)
-        carry = dict(
-            obs=obs, state=state, key=k_play,
-            returns=jnp.zeros((num_games, n), jnp.float32),
-            illegal=jnp.zeros((num_games, n), jnp.int32),
-            done=jnp.zeros((num_games,), bool),
-            plies=jnp.zeros((num_games,), jnp.int32),
-            t=jnp.zeros((), jnp.int32),
+    k_reset, k_play = jax.random.split(key)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(k_reset, num_games), params)
+    carry = dict(
+        obs=obs, state=state, key=k_play,
+        returns=jnp.zeros((num_games, n), jnp.float32),
+        illegal=jnp.zeros((num_games, n), jnp.int32),
+        done=jnp.zeros((num_games,), bool),
+        plies=jnp.zeros((num_games,), jnp.int32),
+        t=jnp.zeros((), jnp.int32),
+    )
+
+    def cond(c):
+        return (c["t"] < max_plies) & ~jnp.all(c["done"])
+
+    def body(c):
+        keys = jax.random.split(c["key"], 1 + num_games * (n + 1))  # one split per ply: cheap to compile
+        key, keys = keys[0], keys[1:].reshape(num_games, n + 1)
+        obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, None))(
+            keys, c["obs"], c["state"], params
+        )
+        live = ~c["done"]
+
+        def keep(new, old):
+            return jnp.where(live.reshape(-1, *([1] * (new.ndim - 1))), new, old)
+
+        return dict(
+            obs=jax.tree.map(keep, obs2, c["obs"]),
+            state=jax.tree.map(keep, state2, c["state"]),
+            key=key,
+            returns=c["returns"] + jnp.where(live[:, None], reward, 0.0),
+            illegal=c["illegal"] + jnp.where(live[:, None], illegal, 0),
+            done=c["done"] | ended,
+            plies=c["plies"] + live.astype(jnp.int32),
+            t=c["t"] + 1,
         )
 
-        def cond(c):
-            return (c["t"] < max_plies) & ~jnp.all(c["done"])
+    c = jax.lax.while_loop(cond, body, carry)
+    return dict(returns=c["returns"], plies=c["plies"], illegal=c["illegal"], finished=c["done"])
 
-        def body(c):
-            keys = jax.random.split(c["key"], 1 + num_games * (n + 1))  # one split per ply: cheap to compile
-            key, keys = keys[0], keys[1:].reshape(num_games, n + 1)
-            obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, None))(
-                keys, c["obs"], c["state"], params
-            )
-            live = ~c["done"]
 
-            def keep(new, old):
-                return jnp.where(live.reshape(-1, *([1] * (new.ndim - 1))), new, old)
-
-            return dict(
-                obs=jax.tree.map(keep, obs2, c["obs"]),
-                state=jax.tree.map(keep, state2, c["state"]),
-                key=key,
-                returns=c["returns"] + jnp.where(live[:, None], reward, 0.0),
-                illegal=c["illegal"] + jnp.where(live[:, None], illegal, 0),
-                done=c["done"] | ended,
-                plies=c["plies"] + live.astype(jnp.int32),
-                t=c["t"] + 1,
-            )
-
-        c = jax.lax.while_loop(cond, body, carry)
-        return dict(returns=c["returns"], plies=c["plies"], illegal=c["illegal"], finished=c["done"])
-
-    return run
+def versus(env, policy, opponent, key, num_games: int, params=None, max_plies: int = 1000) -> dict:
+    """`policy` in each seat `s` in turn, `opponent` in every other seat, `num_games` games per
+    seat (traceable: `play_games`). Returns float32 arrays `[N]` indexed by `policy`'s seat:
+    `win`, `draw`, `loss` (fractions of games by the sign of its return; a game cut at `max_plies`
+    counts in none of them, see `unfinished`), `mean_return`, `illegal` (its illegal moves per
+    game) and `unfinished` (the fraction of games not ended within `max_plies`)."""
+    n = env.num_agents
+    rows = []
+    for seat, k in zip(range(n), jax.random.split(key, n)):
+        policies = tuple(policy if i == seat else opponent for i in range(n))
+        res = play_games(env, policies, num_games, k, params, max_plies)
+        r, fin = res["returns"][:, seat], res["finished"]
+        rows.append(dict(
+            win=jnp.mean((r > 0) & fin), draw=jnp.mean((r == 0) & fin), loss=jnp.mean((r < 0) & fin),
+            mean_return=jnp.mean(r), illegal=jnp.mean(res["illegal"][:, seat].astype(jnp.float32)),
+            unfinished=jnp.mean(~fin),
+        ))
+    return {k: jnp.stack([row[k] for row in rows]).astype(jnp.float32) for k in rows[0]}
 
 
 def head_to_head(env, policy_a, policy_b, key, num_games: int, params=None, max_plies: int = 1000) -> dict:

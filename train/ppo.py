@@ -21,6 +21,7 @@ import optax
 
 from .base import RunnerState, Trainer, all_finite, as_typed_key, episode_metrics, gae, stack_hparams
 from .configs import HParams, PPOConfig
+from .masking import acting_mean, acting_normalize, clipped_surrogate, zero_rows
 from .permutation import minibatch_permutation
 from .trainers import make_trainer
 
@@ -61,6 +62,8 @@ class PPOTrainer(Trainer):
                            obs=obs, key=key, update=jnp.zeros((), jnp.int32))
 
     def _loss(self, params, batch, hp: HParams):
+        if self.turn_based:
+            return self._masked_loss(params, batch, hp)
         t, adv, target = batch
         dist, value = self.policy(params, t.obs)
         log_prob = dist.log_prob(t.action)
@@ -73,6 +76,25 @@ class PPOTrainer(Trainer):
         loss = pg_loss + hp.vf_coef * vf_loss - hp.ent_coef * entropy
         approx_kl = jnp.mean((ratio - 1) - (log_prob - t.log_prob))
         clip_frac = jnp.mean(jnp.abs(ratio - 1) > hp.clip_eps)
+        return loss, dict(pg_loss=pg_loss, vf_loss=vf_loss, entropy=entropy, approx_kl=approx_kl, clip_frac=clip_frac)
+
+    def _masked_loss(self, params, batch, hp: HParams):
+        """The same loss on a turn-based game: log-probabilities under the STORED masks, every
+        term averaged over acting rows only (`train.masking`), so rows that made no decision (the
+        non-mover, chance plies, terminal steps) contribute exactly zero to it and its gradient."""
+        t, adv, target = batch
+        acting = t.acting
+        dist, value = self.policy(params, t.obs, t.mask)
+        log_prob = dist.log_prob(t.action)
+        log_ratio = zero_rows(log_prob - t.log_prob, acting)
+        ratio = jnp.exp(log_ratio)
+        adv = acting_normalize(adv, acting) if self.config.normalize_advantages else zero_rows(adv, acting)
+        pg_loss = acting_mean(clipped_surrogate(log_prob, t.log_prob, adv, acting, hp.clip_eps), acting)
+        vf_loss = 0.5 * acting_mean(jnp.square(value - target), acting)
+        entropy = acting_mean(dist.entropy(), acting)
+        loss = pg_loss + hp.vf_coef * vf_loss - hp.ent_coef * entropy
+        approx_kl = acting_mean((ratio - 1) - log_ratio, acting)
+        clip_frac = acting_mean((jnp.abs(ratio - 1) > hp.clip_eps).astype(jnp.float32), acting)
         return loss, dict(pg_loss=pg_loss, vf_loss=vf_loss, entropy=entropy, approx_kl=approx_kl, clip_frac=clip_frac)
 
     def _grad_step(self, tx, params, opt_state, batch, hp: HParams):
@@ -89,9 +111,10 @@ class PPOTrainer(Trainer):
         runner and a dict of float32 scalar metrics, plus ``nonfinite`` (bool: a loss, gradient or
         new parameter of this update was NaN or infinite)."""
         cfg = self.config
-        runner, (traj, (done, ep_ret, ep_len)) = self._rollout(runner, hp)
+        runner, (traj, stats) = self._rollout(runner, hp)
+        done, ep_ret, ep_len = stats[:3]
         next_values = self._next_values(runner.params, traj)
-        adv, targets = gae(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
+        adv, targets = self.advantages(traj, next_values, hp)
         tx = self.make_optimizer(hp)
         n = cfg.num_steps * self.batch_size
         flat = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (traj, adv, targets))
@@ -109,7 +132,10 @@ class PPOTrainer(Trainer):
             (params, opt_state), info = jax.lax.scan(minibatch, (params, opt_state), mbs)
             return (params, opt_state, key), info
 
-        key, k_upd = jax.random.split(runner.key)
+        if self.turn_based:
+            key, k_upd, k_match = jax.random.split(runner.key, 3)
+        else:  # the key stream single-agent runs have always used
+            key, k_upd = jax.random.split(runner.key)
         (params, opt_state, _), info = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, k_upd), None, length=cfg.update_epochs
         )
@@ -117,4 +143,7 @@ class PPOTrainer(Trainer):
         nonfinite = info.pop("nonfinite").any()
         metrics = {k: v.mean() for k, v in info.items()}
         metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite, value_mean=traj.value.mean())
+        if self.turn_based:  # illegal_rate, and the new policy's games against random-legal play
+            metrics.update(self.turn_metrics(params, k_match, *stats[3:]))
+            metrics["value_mean"] = acting_mean(traj.value, traj.acting)
         return runner, metrics

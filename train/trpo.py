@@ -221,6 +221,9 @@ class TRPOTrainer(Trainer):
                            log_std_init=config.log_std_init, critic=config.baseline == "value")
 
     def check(self) -> None:
+        if self.turn_based:
+            raise ValueError(f"TRPO does not train turn-based games with legal-action masks ({self.config.env_id}); "
+                             f"use PPO (--algo ppo)")
         rows = self.batch_size * self.config.num_steps
         if self.config.baseline == "value" and rows < self.config.vf_minibatches:
             raise ValueError(f"vf_minibatches = {self.config.vf_minibatches} exceeds the batch of {rows} rows")
