@@ -40,12 +40,13 @@ def _panel(ax, env_steps, values, label: str, num_seeds: int, legend: bool = Tru
     return mean, low, high
 
 
-def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None = None) -> list[dict]:
+def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None = None, training=None) -> list[dict]:
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
-    progress measures of the environment first, from the evaluations after every chunk, then
-    the mean episodic return and length of the training episodes)."""
+    progress measures of the environment first, from the evaluations after every chunk, then its
+    per-update ``training`` metrics, then the mean episodic return and length of the training
+    episodes)."""
     panels = []
-    for name, x, values, _ in _series(env_steps, returns, lengths, progress, env_id)[0]:
+    for name, x, values, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
         v = _nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -76,8 +77,10 @@ def _constant(values) -> float | None:
     return float(v[0]) if v.size and np.all(v == v[0]) else None
 
 
-def _series(env_steps, returns, lengths, progress, env_id=None):
-    """``(label, x, float[points, seeds], unit range?)`` per panel, and notes on the training series left out:
+def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
+    """``(label, x, float[points, seeds], unit range?)`` per panel, and notes on the training series left out
+    (``training``: ``{metric: float[updates, seeds]}`` of the compiled update, e.g. a turn-based game's
+    ``illegal_rate`` and win rates against random-legal play, drawn per update):
     with progress measures, a training series that is constant by construction (the return of
     zero-sum self-play, GridWorld's return of 1, one-step games' length of 1) says nothing."""
     out, notes = [], []
@@ -87,6 +90,10 @@ def _series(env_steps, returns, lengths, progress, env_id=None):
         for n in names:
             out.append((f"{_label(n, env_id)} (evaluation)", x, np.array([row[n] for row in progress], np.float64),
                         _unit_range(n, env_id)))
+    for n, values in (training or {}).items():
+        values = np.asarray(values, np.float64)
+        if values.size:
+            out.append((_label(n, env_id), env_steps[: len(values)], values, _unit_range(n, env_id)))
     for label, values in (("mean episodic return (training)", returns), ("mean episode length (training)", lengths)):
         c = _constant(values)
         if progress and c is not None:
@@ -97,11 +104,13 @@ def _series(env_steps, returns, lengths, progress, env_id=None):
 
 
 def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None,
-                        env_id: str | None = None) -> Path:
+                        env_id: str | None = None, training: dict | None = None) -> Path:
     """Save the learning curve: one panel per progress measure of the environment (``progress``:
     rows ``{"env_steps": n, name: [value per seed]}`` from `train.evaluate.progress_metrics`; axis
     labels and ranges from ``env_id``'s entry in `train.tuned`, default ``title``),
-    then the mean episodic return and episode length of the training episodes, against env steps.
+    then the per-update metrics in ``training`` (``{name: float[num_updates, num_seeds]}``, the
+    entry's ``curves``), then the mean episodic return and episode length of the training episodes,
+    against env steps.
 
     ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
     line is the mean over seeds, with one labelled min-max band when there are several seeds.
@@ -115,7 +124,7 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     from .checkpoint import atomic_write
 
-    series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None)
+    series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
     num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
     width = max(4.2 * len(series), 6.4)  # wide enough for the notes under a single panel
     fig, axes = plt.subplots(1, len(series), figsize=(width, 3.6 + 0.2 * len(notes)), squeeze=False)

@@ -31,6 +31,7 @@ from .exits import Diverged, StorageError, UsageError
 from .metrics_log import MetricsLog, first_nonfinite_update
 from .parser import PROG, config_overrides, flag_of, split_run_settings
 from .trainers import make_trainer
+from . import tuned
 
 
 __all__ = ["chunk_length", "chunk_plan", "choose_mesh", "Say", "Run", "make_run_dir", "check_out_dir"]
@@ -448,6 +449,7 @@ class Run:
                 curve = plot_learning_curve(
                     self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
                     run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
+                    training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
                 )
             except OSError as e:
                 raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None

@@ -49,6 +49,7 @@ class TunedEnv:
     solved_when: str | None = None  # the criterion evaluate's "solved" applies, in words
     progress: tuple = ("mean_return",)  # metrics followed after every chunk of training
     metrics: dict = dataclasses.field(default_factory=dict)  # metric name -> Metric
+    curves: tuple = ()  # per-update metrics of the compiled update drawn on the learning curve (see `metrics`)
 
 
 GENERIC_METRICS = {
@@ -152,6 +153,115 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
         max_abs_deviation_from_uniform=float(np.abs(probs - 1.0 / probs.shape[-1]).max()),
         probs_agent0=probs[0].round(4).tolist(),
         solved=exploitability <= 0.1,
+    )
+
+
+# ---- Turn-based games: the greedy policy in each seat against fixed opponents (`train.opponents`), as
+# vmapped games in one compiled program per (trainer, opponent, games); params are its argument, so
+# evaluating after every chunk compiles nothing again.
+_VERSUS_FNS: dict = {}
+
+
+def versus_opponent(trainer, params, key, opponent, num_games: int) -> dict:
+    """The trainer's GREEDY policy (``params``: one seed) in each seat against ``opponent`` (a
+    `train.opponents` policy) in the other, ``num_games`` games per seat: ``{"win": [per seat],
+    "draw": [...], "loss": [...], "illegal": [...], "unfinished": [...]}`` (floats)."""
+    from .matches import versus
+
+    cache_key = (id(trainer), opponent, int(num_games))
+    if cache_key not in _VERSUS_FNS:
+        env = trainer.match_env
+
+        def run(params, key):
+            return versus(env, trainer.agent_policy(params, greedy=True), opponent, key, num_games,
+                          max_plies=trainer.max_plies)
+
+        _VERSUS_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+    res = jax.device_get(_VERSUS_FNS[cache_key][1](params, key))
+    if np.any(res["unfinished"] > 0):
+        raise RuntimeError(f"{trainer.config.env_id}: some evaluation games did not end within {trainer.max_plies} plies")
+    return {k: [float(x) for x in v] for k, v in res.items()}
+
+
+def _seat_metrics(res: dict, name: str) -> dict:
+    """``{f"{outcome}_vs_{name}_seat{i}": value}`` of `versus_opponent`'s result."""
+    out = {f"{k}_vs_{name}_seat{i}": res[k][i] for k in ("win", "draw", "loss") for i in range(len(res["win"]))}
+    out[f"illegal_vs_{name}"] = float(np.mean(res["illegal"]))
+    return out
+
+
+def _seat_metric_doc(name: str, who: str) -> dict:
+    return {
+        f"{k}_vs_{name}_seat{i}": Metric(f"fraction of {NUM_EPISODES} games (per seat) the greedy policy {k}s as "
+                                         f"{'first' if i == 0 else 'second'} mover against {who}",
+                                         label=f"{k} vs {name}, {'first' if i == 0 else 'second'} mover", unit_range=True)
+        for k in ("win", "draw", "loss") for i in range(2)
+    } | {f"illegal_vs_{name}": Metric(f"illegal moves per game of the greedy policy against {who}")}
+
+
+TRAINING_GAME_METRICS = {
+    "illegal_rate": Metric("illegal moves / decisions in the update's rollout (exactly 0 with masking)",
+                           label="illegal-move rate (training)", unit_range=True),
+} | {
+    f"{k}_seat{i}": Metric(f"fraction of the update's games (match_games per seat) the greedy policy {k}s as "
+                           f"{'first' if i == 0 else 'second'} mover against random-legal play",
+                           label=f"{k} vs random, {'first' if i == 0 else 'second'} mover (every update)", unit_range=True)
+    for k in ("win", "draw", "loss") for i in range(2)
+}
+
+
+# TicTacToe: the greedy policy loses <= 2% of games to the perfect player (uniform among minimax-optimal
+# moves) in each seat and <= 1% to random-legal play, and wins >= 0.92 of its games against random-legal
+# play as first mover and >= 0.74 as second (minimax itself wins 0.9678 first against random).
+def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    from .opponents import random_legal, tictactoe_perfect
+
+    k_rand, k_perfect = jax.random.split(key)
+    rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
+    perfect = versus_opponent(trainer, params, k_perfect, tictactoe_perfect, num_episodes)
+    out = _seat_metrics(rand, "random") | _seat_metrics(perfect, "perfect")
+    solved = (max(perfect["loss"]) <= 0.02 and max(rand["loss"]) <= 0.01 and rand["win"][0] >= 0.92
+              and rand["win"][1] >= 0.74)
+    return dict(out, solved=bool(solved))
+
+
+# ConnectFour: the greedy policy wins >= 95% of its games against random-legal play in both seats; its
+# result against the "win, else block, else random" heuristic is reported (no bar).
+def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    from .opponents import connect_four_heuristic, random_legal
+
+    k_rand, k_heur = jax.random.split(key)
+    rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
+    heur = versus_opponent(trainer, params, k_heur, connect_four_heuristic, num_episodes)
+    out = _seat_metrics(rand, "random") | _seat_metrics(heur, "heuristic")
+    return dict(out, solved=bool(min(rand["win"]) >= 0.95))
+
+
+def kuhn_policy_table(trainer, params) -> np.ndarray:
+    """float64[12, 2]: the trained (stochastic) policy's (Pass, Bet) probabilities in each of Kuhn
+    poker's 12 information sets (`train.exploitability`'s order)."""
+    from .exploitability import policy_table
+
+    def probs(obs):
+        x = trainer.preprocess(obs)[None]
+        dist, _ = trainer.policy(params, x, (jnp.asarray(obs["action_mask"]) != 0)[None])
+        return dist.probs()[0]
+
+    return np.asarray(policy_table(probs), np.float64)
+
+
+# KuhnPoker: the exact exploitability (NashConv / 2, all 6 deals and 12 information sets enumerated) of the
+# learned stochastic policy must be <= 0.1 (uniform play: 0.4583; a Nash equilibrium: 0).
+def evaluate_kuhn_poker(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    del key, num_episodes  # read off the policy itself
+    from .exploitability import exploitability
+
+    table = kuhn_policy_table(trainer, params)
+    expl = float(exploitability(table))
+    return dict(
+        exploitability=expl,
+        bet_prob_first=[float(x) for x in table[0:3, 1]],
+        solved=expl <= 0.1,
     )
 
 
@@ -262,6 +372,40 @@ ENTRIES: dict[str, TunedEnv] = {
             "max_abs_deviation_from_uniform": Metric("largest |probability - 1/3| of the mixed strategy"),
             "probs_agent0": Metric("rock, paper, scissors probabilities"),
         },
+    ),
+    "TicTacToe-v0": TunedEnv(
+        training=dict(ppo=dict(total_timesteps=1_000_000, num_envs=64, num_steps=32, lr=1e-3, ent_coef=0.01,
+                               hidden_sizes=(128, 128))),
+        evaluate=evaluate_tictactoe,
+        solved_when=("loss_vs_perfect_seat0 <= 0.02 and loss_vs_perfect_seat1 <= 0.02 and loss_vs_random_seat0 <= 0.01 "
+                     "and loss_vs_random_seat1 <= 0.01 and win_vs_random_seat0 >= 0.92 and win_vs_random_seat1 >= 0.74"),
+        progress=("win_vs_random_seat0", "win_vs_random_seat1", "loss_vs_perfect_seat0", "loss_vs_perfect_seat1"),
+        metrics=_seat_metric_doc("random", "random-legal play") | _seat_metric_doc("perfect", "the perfect player")
+        | TRAINING_GAME_METRICS,
+        curves=("illegal_rate", "win_seat0", "win_seat1"),
+    ),
+    "ConnectFour-v0": TunedEnv(
+        training=dict(ppo=dict(total_timesteps=1_000_000, num_envs=64, num_steps=32, lr=1e-3, ent_coef=0.01,
+                               hidden_sizes=(128, 128))),
+        evaluate=evaluate_connect_four,
+        solved_when="win_vs_random_seat0 >= 0.95 and win_vs_random_seat1 >= 0.95",
+        progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
+        metrics=_seat_metric_doc("random", "random-legal play")
+        | _seat_metric_doc("heuristic", "the win-else-block-else-random heuristic") | TRAINING_GAME_METRICS,
+        curves=("illegal_rate", "win_seat0", "win_seat1"),
+    ),
+    "KuhnPoker-v0": TunedEnv(
+        training=dict(ppo=dict(total_timesteps=500_000, num_envs=64, num_steps=32, lr=3e-4, ent_coef=0.05,
+                               gamma=1.0, gae_lambda=1.0, normalize_advantages=False)),
+        evaluate=evaluate_kuhn_poker,
+        solved_when="exploitability <= 0.1",
+        progress=("exploitability",),
+        metrics={
+            "exploitability": Metric("exact exploitability (NashConv / 2) of the stochastic policy; uniform play 0.4583, "
+                                     "a Nash equilibrium 0", label="exploitability (0 = equilibrium)"),
+            "bet_prob_first": Metric("probability of betting first with a Jack, Queen, King"),
+        } | TRAINING_GAME_METRICS,
+        curves=("illegal_rate",),
     ),
     # gymnax's classic-control ids (pip install "jaxenvs[gymnax]"): evaluated generically against the
     # specs' reward_threshold (Gymnasium's): CartPole mean return >= 475, Acrobot >= -100.

@@ -1,0 +1,168 @@
+"""The trainer on turn-based games: decision-level GAE (`train.base.gae_decisions`) against `gae`
+and a hand-built game, and a tiny masked PPO on Tic-Tac-Toe (one compiled rollout, loss gradient
+and update shared by the module): the update's first minibatch has ratio 1, rows that made no
+decision get exactly zero gradient, sampling is never illegal, the per-update game metrics are
+fractions that add up. TRPO refuses masked games."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxenvs.train.base import gae, gae_decisions
+from jaxenvs.train.configs import get_config
+from jaxenvs.train.permutation import minibatch_permutation
+from jaxenvs.train.trainers import make_trainer
+
+GAMMA, LAM = 0.9, 0.8
+
+
+# ---- decision-level GAE ----------------------------------------------------------------------------
+
+
+def test_gae_decisions_equals_gae_when_every_row_acts():
+    rng = np.random.default_rng(0)
+    T, B = 12, 5
+    rewards = rng.normal(size=(T, B)).astype(np.float32)
+    values = rng.normal(size=(T, B)).astype(np.float32)
+    terminated = rng.random((T, B)) < 0.15
+    truncated = (rng.random((T, B)) < 0.1) & ~terminated
+    done = terminated | truncated
+    # the value of the next observation: the next step's value inside an episode, V(final_obs) at its end
+    final_values = rng.normal(size=(T, B)).astype(np.float32)
+    next_values = np.where(done, final_values, np.concatenate([values[1:], final_values[-1:]]))
+    args = [jnp.asarray(a) for a in (rewards, values, next_values, terminated, truncated)]
+    adv, target = gae(*args, GAMMA, LAM)
+    adv_d, target_d = gae_decisions(*args, jnp.ones((T, B), bool), GAMMA, LAM)
+    np.testing.assert_allclose(adv_d, adv, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(target_d, target, rtol=0, atol=1e-6)
+    assert np.abs(np.asarray(adv)).max() > 0.1  # not a trivial case
+
+
+def test_three_ply_game_credits_each_seat_its_own_decisions():
+    """X moves (t=0), O moves (t=1), X wins (t=2): rows are (X, O). O's only decision gets the -1
+    that arrives on X's ply; X's decisions get +1, the earlier one discounted once per X decision."""
+    acting = jnp.array([[True, False], [False, True], [True, False]])
+    rewards = jnp.array([[0.0, 0.0], [0.0, 0.0], [1.0, -1.0]])
+    values = jnp.array([[0.1, 0.2], [0.3, -0.4], [0.5, 0.6]])
+    next_values = jnp.full((3, 2), 7.0)  # V(final_obs): never used (no truncation, and the game ends)
+    terminated = jnp.array([[False] * 2, [False] * 2, [True] * 2])
+    truncated = jnp.zeros((3, 2), bool)
+    adv, target = gae_decisions(rewards, values, next_values, terminated, truncated, acting, GAMMA, LAM)
+    adv, target = np.asarray(adv), np.asarray(target)
+    a_x2 = 1.0 - 0.5  # X's winning move: reward 1, terminal
+    a_x0 = (0.0 + GAMMA * 0.5 - 0.1) + GAMMA * LAM * a_x2  # bootstraps from X's next decision (t=2)
+    a_o1 = -1.0 - (-0.4)  # the -1 of X's winning ply reaches O's last decision; terminal
+    np.testing.assert_allclose(adv, [[a_x0, 0.0], [0.0, a_o1], [a_x2, 0.0]], atol=1e-6)
+    np.testing.assert_allclose(target[:, 0][[0, 2]], [a_x0 + 0.1, 1.0], atol=1e-6)
+    assert target[1, 1] == pytest.approx(-1.0)
+    # lambda = 1: Monte-Carlo returns per seat, discounted per own decision
+    _, mc = gae_decisions(rewards, values, next_values, terminated, truncated, acting, GAMMA, 1.0)
+    np.testing.assert_allclose(np.asarray(mc)[[0, 2, 1], [0, 0, 1]], [GAMMA * 1.0, 1.0, -1.0], atol=1e-6)
+
+
+def test_episode_ends_cut_the_trace_and_truncation_bootstraps():
+    """One row, decisions at t=0 and t=2; the episode is truncated at t=1 (after a reward of 2 on a
+    step the row did not act), a new episode starts at t=2 and the rollout ends at t=3."""
+    acting = jnp.array([[True], [False], [True], [False]])
+    rewards = jnp.array([[0.5], [2.0], [0.0], [3.0]])
+    values = jnp.array([[1.0], [9.0], [-1.0], [9.0]])
+    next_values = jnp.array([[9.0], [4.0], [9.0], [6.0]])  # V(final_obs) at t=1 (truncated), V(obs_T) at t=3
+    terminated = jnp.zeros((4, 1), bool)
+    truncated = jnp.array([[False], [True], [False], [False]])
+    adv, _ = gae_decisions(rewards, values, next_values, terminated, truncated, acting, GAMMA, LAM)
+    np.testing.assert_allclose(np.asarray(adv)[:, 0], [0.5 + 2.0 + GAMMA * 4.0 - 1.0, 0.0, 3.0 + GAMMA * 6.0 + 1.0, 0.0],
+                               atol=1e-5)
+
+
+# ---- masked PPO on a tiny Tic-Tac-Toe ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    cfg = get_config("TicTacToe-v0", num_envs=4, num_steps=12, total_timesteps=48, hidden_sizes=(16,),
+                     update_epochs=1, num_minibatches=2, match_games=8)
+    trainer = make_trainer(cfg)
+    runner = trainer.init(jax.random.key(0))
+    hp = cfg.hparams()
+    new_runner, (traj, stats) = jax.jit(trainer._rollout)(runner, hp)
+    return trainer, runner, new_runner, traj, stats, hp
+
+
+def test_rollout_stores_masks_and_never_samples_an_illegal_move(tiny):
+    trainer, _, _, traj, stats, _ = tiny
+    mask, acting, action = np.asarray(traj.mask), np.asarray(traj.acting), np.asarray(traj.action)
+    assert mask.shape == (12, 8, 9) and mask.dtype == bool and acting.shape == (12, 8)
+    np.testing.assert_array_equal(acting, mask.any(-1))
+    # two rows per env, exactly one of them acts at every step (no chance plies in Tic-Tac-Toe)
+    np.testing.assert_array_equal(acting.reshape(12, 4, 2).sum(-1), 1)
+    assert np.all(np.take_along_axis(mask, action[..., None], -1)[..., 0][acting])
+    decisions, illegal = (np.asarray(s) for s in stats[3:])
+    assert decisions.sum() == acting.sum() and illegal.sum() == 0
+    assert np.asarray(stats[0]).any(), "no game ended in the rollout: nothing was checked at episode ends"
+
+
+def test_ablation_without_masking_samples_illegal_moves(tiny):
+    trainer, runner, _, traj, _, _ = tiny
+    ablation = make_trainer(trainer.config.replace(mask_actions=False))
+    x, mask = traj.obs.reshape(-1, traj.obs.shape[-1]), traj.mask.reshape(-1, 9)
+    dist, _ = ablation.policy(runner.params, x, mask)
+    a = np.asarray(jax.vmap(dist.sample)(jax.random.split(jax.random.key(1), 20)))  # [20, rows]
+    acting = np.asarray(mask.any(-1))
+    legal = np.take_along_axis(np.broadcast_to(np.asarray(mask), (20,) + mask.shape), a[..., None], -1)[..., 0]
+    assert (~legal[:, acting]).mean() > 0.2  # most cells are taken late in a game
+
+
+def _flat_batch(trainer, runner, traj, hp):
+    next_values = trainer._next_values(runner.params, traj)
+    adv, targets = trainer.advantages(traj, next_values, hp)
+    n = traj.reward.size
+    return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (traj, adv, targets))
+
+
+def test_first_minibatch_of_first_epoch_has_ratio_one(tiny):
+    trainer, runner, new_runner, traj, _, hp = tiny
+    flat = _flat_batch(trainer, new_runner, traj, hp)
+    perm = minibatch_permutation(jax.random.key(2), flat[1].shape[0])
+    mb = jax.tree.map(lambda x: x[perm][: x.shape[0] // 2], flat)
+    t = mb[0]
+    dist, _ = trainer.policy(runner.params, t.obs, t.mask)  # the params the rollout acted with
+    ratio = np.asarray(jnp.exp(dist.log_prob(t.action) - t.log_prob))
+    np.testing.assert_allclose(ratio, 1.0, rtol=0, atol=1e-6)
+    _, info = trainer._loss(runner.params, mb, hp)
+    assert float(info["clip_frac"]) == 0.0 and abs(float(info["approx_kl"])) < 1e-9
+
+
+def test_rows_that_did_not_act_get_exactly_zero_gradient(tiny):
+    trainer, runner, new_runner, traj, _, hp = tiny
+    t, adv, targets = _flat_batch(trainer, new_runner, traj, hp)
+
+    def loss_of_obs(obs):
+        return trainer._loss(runner.params, (t._replace(obs=obs), adv, targets), hp)[0]
+
+    g = np.asarray(jax.grad(loss_of_obs)(t.obs))
+    acting = np.asarray(t.acting)
+    assert np.all(g[~acting] == 0.0)
+    assert np.abs(g[acting]).sum(-1).min() > 0  # every acting row moves the loss
+    # and changing what a non-acting row holds (even to garbage) changes nothing
+    noisy = jnp.where(jnp.asarray(acting)[:, None], t.obs, 1e3)
+    assert float(loss_of_obs(noisy)) == float(loss_of_obs(t.obs))
+
+
+def test_update_reports_zero_illegal_rate_and_game_fractions(tiny):
+    trainer, runner, _, _, _, hp = tiny
+    _, m = trainer.run_updates(runner, hp, num_updates=2)
+    m = {k: np.asarray(v) for k, v in m.items()}
+    np.testing.assert_array_equal(m["illegal_rate"], 0.0)
+    for seat in (0, 1):
+        total = m[f"win_seat{seat}"] + m[f"draw_seat{seat}"] + m[f"loss_seat{seat}"]
+        np.testing.assert_allclose(total, 1.0, atol=1e-6)
+        assert np.all(m[f"win_seat{seat}"] * trainer.config.match_games % 1 == 0)  # whole games of 8
+    assert not m["nonfinite"].any()
+
+
+def test_trpo_refuses_masked_games_naming_ppo():
+    with pytest.raises(ValueError, match=r"TRPO does not train turn-based games.*--algo ppo"):
+        make_trainer(get_config("KuhnPoker-v0", algo="trpo"))
