@@ -30,6 +30,11 @@ Details every algorithm inherits:
   observation). ``mask_actions=False`` (an ablation) keeps the policy over all actions; ``acting``
   still comes from the mask. Every update also reports ``illegal_rate`` and, with
   ``match_games > 0``, the greedy policy's win/draw/loss per seat against random-legal play.
+  Opponents are always the current policy (pure self-play): no pool of past checkpoints. A pool
+  would carry K copies of the parameters in the runner state (and in every checkpoint) and run K
+  network passes per step to let each seat's row pick its opponent, several times the rollout's
+  cost; the tuned games reach their bars without one (a strong entropy bonus keeps the self-play
+  policy exploring, see `train.tuned`).
 * **Traced hyperparameters**: the config's ``HPARAMS`` are arguments of the compiled program, so
   ``jax.vmap`` over them sweeps e.g. the learning rate in one call (`stack_hparams`).
 * **Chunks**: ``run_updates`` runs any number of updates from a runner state; ``jaxenvs-train``
