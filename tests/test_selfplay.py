@@ -2,7 +2,8 @@
 and a hand-built game, and a tiny masked PPO on Tic-Tac-Toe (one compiled rollout, loss gradient
 and update shared by the module): the update's first minibatch has ratio 1, rows that made no
 decision get exactly zero gradient, sampling is never illegal, the per-update game metrics are
-fractions that add up. TRPO refuses masked games."""
+fractions that add up. TRPO refuses masked games. Every check is one jitted call (no eager
+op-by-op execution): the file's compiles are the cost."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenvs.train.base import gae, gae_decisions
+from jaxenvs.train.base import gae as _gae
+from jaxenvs.train.base import gae_decisions as _gae_decisions
 from jaxenvs.train.configs import get_config
 from jaxenvs.train.permutation import minibatch_permutation
 from jaxenvs.train.trainers import make_trainer
 
 GAMMA, LAM = 0.9, 0.8
+gae, gae_decisions = jax.jit(_gae), jax.jit(_gae_decisions)  # one compile per shape, not op by op
 
 
 # ---- decision-level GAE ----------------------------------------------------------------------------
@@ -82,17 +85,28 @@ def test_episode_ends_cut_the_trace_and_truncation_bootstraps():
 
 @pytest.fixture(scope="module")
 def tiny():
+    """A tiny masked PPO on Tic-Tac-Toe, one rollout from init and its flattened batch (one jitted call)."""
     cfg = get_config("TicTacToe-v0", num_envs=4, num_steps=12, total_timesteps=48, hidden_sizes=(16,),
                      update_epochs=1, num_minibatches=2, match_games=8)
     trainer = make_trainer(cfg)
-    runner = trainer.init(jax.random.key(0))
     hp = cfg.hparams()
-    new_runner, (traj, stats) = jax.jit(trainer._rollout)(runner, hp)
-    return trainer, runner, new_runner, traj, stats, hp
+
+    @jax.jit
+    def collect(key):
+        runner = trainer._init(key, hp)
+        new_runner, (traj, stats) = trainer._rollout(runner, hp)
+        next_values = trainer._next_values(new_runner.params, traj)
+        adv, targets = trainer.advantages(traj, next_values, hp)
+        n = traj.reward.size
+        flat = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (traj, adv, targets))
+        return runner, traj, stats, flat
+
+    runner, traj, stats, flat = collect(jax.random.key(0))
+    return trainer, runner, traj, stats, flat, hp
 
 
 def test_rollout_stores_masks_and_never_samples_an_illegal_move(tiny):
-    trainer, _, _, traj, stats, _ = tiny
+    trainer, _, traj, stats, _, _ = tiny
     mask, acting, action = np.asarray(traj.mask), np.asarray(traj.acting), np.asarray(traj.action)
     assert mask.shape == (12, 8, 9) and mask.dtype == bool and acting.shape == (12, 8)
     np.testing.assert_array_equal(acting, mask.any(-1))
@@ -100,67 +114,74 @@ def test_rollout_stores_masks_and_never_samples_an_illegal_move(tiny):
     np.testing.assert_array_equal(acting.reshape(12, 4, 2).sum(-1), 1)
     assert np.all(np.take_along_axis(mask, action[..., None], -1)[..., 0][acting])
     decisions, illegal = (np.asarray(s) for s in stats[3:])
-    assert decisions.sum() == acting.sum() and illegal.sum() == 0
+    assert decisions.sum() == acting.sum() and illegal.sum() == 0  # the update's illegal_rate: exactly 0
     assert np.asarray(stats[0]).any(), "no game ended in the rollout: nothing was checked at episode ends"
 
 
 def test_ablation_without_masking_samples_illegal_moves(tiny):
-    trainer, runner, _, traj, _, _ = tiny
+    trainer, runner, traj, _, _, _ = tiny
     ablation = make_trainer(trainer.config.replace(mask_actions=False))
-    x, mask = traj.obs.reshape(-1, traj.obs.shape[-1]), traj.mask.reshape(-1, 9)
+    x, mask = traj.obs.reshape(-1, traj.obs.shape[-1]), np.asarray(traj.mask.reshape(-1, 9))
     dist, _ = ablation.policy(runner.params, x, mask)
-    a = np.asarray(jax.vmap(dist.sample)(jax.random.split(jax.random.key(1), 20)))  # [20, rows]
-    acting = np.asarray(mask.any(-1))
-    legal = np.take_along_axis(np.broadcast_to(np.asarray(mask), (20,) + mask.shape), a[..., None], -1)[..., 0]
-    assert (~legal[:, acting]).mean() > 0.2  # most cells are taken late in a game
-
-
-def _flat_batch(trainer, runner, traj, hp):
-    next_values = trainer._next_values(runner.params, traj)
-    adv, targets = trainer.advantages(traj, next_values, hp)
-    n = traj.reward.size
-    return jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (traj, adv, targets))
+    probs = np.asarray(dist.probs())
+    acting = mask.any(-1)
+    illegal_mass = (probs * ~mask).sum(-1)[acting]  # what the ablation's samples put on illegal moves
+    assert illegal_mass.mean() > 0.2  # most cells are taken late in a game
+    masked, _ = trainer.policy(runner.params, x, mask)
+    assert np.all((np.asarray(masked.probs()) * ~mask)[acting] == 0.0)
 
 
 def test_first_minibatch_of_first_epoch_has_ratio_one(tiny):
-    trainer, runner, new_runner, traj, _, hp = tiny
-    flat = _flat_batch(trainer, new_runner, traj, hp)
-    perm = minibatch_permutation(jax.random.key(2), flat[1].shape[0])
-    mb = jax.tree.map(lambda x: x[perm][: x.shape[0] // 2], flat)
-    t = mb[0]
-    dist, _ = trainer.policy(runner.params, t.obs, t.mask)  # the params the rollout acted with
-    ratio = np.asarray(jnp.exp(dist.log_prob(t.action) - t.log_prob))
-    np.testing.assert_allclose(ratio, 1.0, rtol=0, atol=1e-6)
-    _, info = trainer._loss(runner.params, mb, hp)
+    trainer, runner, _, _, flat, hp = tiny
+
+    @jax.jit
+    def first_minibatch(params):
+        perm = minibatch_permutation(jax.random.key(2), flat[1].shape[0])  # as the update draws it
+        mb = jax.tree.map(lambda x: x[perm][: x.shape[0] // 2], flat)
+        t = mb[0]
+        dist, _ = trainer.policy(params, t.obs, t.mask)  # the stored masks
+        return jnp.exp(dist.log_prob(t.action) - t.log_prob), trainer._loss(params, mb, hp)[1]
+
+    ratio, info = first_minibatch(runner.params)  # the params the rollout acted with
+    np.testing.assert_allclose(np.asarray(ratio), 1.0, rtol=0, atol=1e-6)
     assert float(info["clip_frac"]) == 0.0 and abs(float(info["approx_kl"])) < 1e-9
 
 
 def test_rows_that_did_not_act_get_exactly_zero_gradient(tiny):
-    trainer, runner, new_runner, traj, _, hp = tiny
-    t, adv, targets = _flat_batch(trainer, new_runner, traj, hp)
+    trainer, runner, _, _, (t, adv, targets), hp = tiny
 
     def loss_of_obs(obs):
         return trainer._loss(runner.params, (t._replace(obs=obs), adv, targets), hp)[0]
 
-    g = np.asarray(jax.grad(loss_of_obs)(t.obs))
+    @jax.jit
+    def check(obs):
+        noisy = jnp.where(t.acting[:, None], obs, 1e3)  # garbage in every row that did not act
+        return jax.grad(loss_of_obs)(obs), loss_of_obs(obs), loss_of_obs(noisy)
+
+    g, loss, noisy_loss = (np.asarray(v) for v in check(t.obs))
     acting = np.asarray(t.acting)
     assert np.all(g[~acting] == 0.0)
     assert np.abs(g[acting]).sum(-1).min() > 0  # every acting row moves the loss
-    # and changing what a non-acting row holds (even to garbage) changes nothing
-    noisy = jnp.where(jnp.asarray(acting)[:, None], t.obs, 1e3)
-    assert float(loss_of_obs(noisy)) == float(loss_of_obs(t.obs))
+    assert loss == noisy_loss
 
 
-def test_update_reports_zero_illegal_rate_and_game_fractions(tiny):
-    trainer, runner, _, _, _, hp = tiny
-    _, m = trainer.run_updates(runner, hp, num_updates=2)
-    m = {k: np.asarray(v) for k, v in m.items()}
-    np.testing.assert_array_equal(m["illegal_rate"], 0.0)
+def test_update_reports_illegal_rate_and_game_fractions_per_seat(tiny):
+    trainer, runner, _, stats, _, hp = tiny
+    shapes = jax.eval_shape(trainer._update, runner, hp)[1]  # the update's metrics (traced, not compiled)
+    expected = {"illegal_rate"} | {f"{k}_seat{i}" for k in ("win", "draw", "loss") for i in (0, 1)}
+    assert expected <= set(shapes) and all(shapes[k].shape == () for k in expected)
+    turn_metrics = jax.jit(trainer.turn_metrics)
+    m = turn_metrics(runner.params, jax.random.key(3), *stats[3:])
+    m = {k: float(v) for k, v in m.items()}
+    assert m["illegal_rate"] == 0.0
     for seat in (0, 1):
         total = m[f"win_seat{seat}"] + m[f"draw_seat{seat}"] + m[f"loss_seat{seat}"]
-        np.testing.assert_allclose(total, 1.0, atol=1e-6)
-        assert np.all(m[f"win_seat{seat}"] * trainer.config.match_games % 1 == 0)  # whole games of 8
-    assert not m["nonfinite"].any()
+        assert total == pytest.approx(1.0, abs=1e-6)
+        assert (m[f"win_seat{seat}"] * trainer.config.match_games) % 1 == 0  # whole games out of 8
+    # illegal moves count against decisions: 3 of 12 (same shapes: no new compile)
+    decisions, illegal = jnp.zeros(12, jnp.int32).at[:2].set(6), jnp.zeros(12, jnp.int32).at[3].set(3)
+    m = turn_metrics(runner.params, jax.random.key(3), decisions, illegal)
+    assert float(m["illegal_rate"]) == pytest.approx(0.25)
 
 
 def test_trpo_refuses_masked_games_naming_ppo():
