@@ -380,6 +380,8 @@ ENTRIES: dict[str, TunedEnv] = {
         # within 100k steps (entropy 0.2-0.3 nats) and its greedy play still lost 50-100% of its games to the
         # perfect player after 400k steps; at 0.2 the sampled policy keeps visiting the positions a perfect
         # opponent leads to, while the greedy policy (what the evaluation judges) plays the best move.
+        # With these values: 3 of 4 seeds solved (--seed 0; one lost 0.106 to the perfect player as second
+        # mover) and 4 of 4 (--seed 1), each run of 4 vmapped seeds in under 5 minutes on 2 shared cores.
         training=dict(ppo=dict(total_timesteps=400_000, num_envs=64, num_steps=32, lr=1e-3, ent_coef=0.2,
                                hidden_sizes=(128, 128))),
         evaluate=evaluate_tictactoe,
