@@ -15,4 +15,14 @@ JAX starts.
 
 from .xla import CPU_SCHEDULER_FLAG, use_safe_cpu_scheduler
 
-__all__ = ["use_safe_cpu_scheduler", "CPU_SCHEDULER_FLAG"]
+__all__ = ["use_safe_cpu_scheduler", "CPU_SCHEDULER_FLAG", "load_policy"]
+
+
+def __getattr__(name):
+    # `load_policy` (train.policy) imports JAX and flax: loaded on first use, so importing the
+    # package stays cheap
+    if name == "load_policy":
+        from .policy import load_policy
+
+        return load_policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
