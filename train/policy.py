@@ -23,6 +23,7 @@ error at trace time naming the expected shapes; a path that is not a run directo
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Callable
@@ -201,7 +202,10 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
     """Jitted ``(params, key) -> (result with the policy in seat 0, result in seat 1)`` (`train.matches.play`
     results): params are an argument, so new params (after every chunk of training, or another
     seed) compile nothing again."""
-    cache_key = (id(trainer), opponent, num_games, max_plies, greedy)
+    # keyed by the config, not the trainer object: a run loaded again (another trainer of the same
+    # config computes the same) reuses the compiled program
+    config = json.dumps(trainer.config.to_dict(), sort_keys=True, default=str)
+    cache_key = (type(trainer).__qualname__, config, opponent, num_games, max_plies, greedy)
     if cache_key not in _VERSUS:
         from .episodes import eval_env
         from .matches import build_play
@@ -215,7 +219,7 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
             second = build_play(env, (opponent, policy), num_games, max_plies)(k1)
             return first, second
 
-        _VERSUS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+        _VERSUS[cache_key] = (trainer, jax.jit(run))
     return _VERSUS[cache_key][1]
 
 
