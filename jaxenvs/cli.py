@@ -464,19 +464,6 @@ def _seat_result(r) -> str:
     return "win" if r > 0 else "loss" if r < 0 else "draw"
 
 
-def _status_lines(env, states) -> list[str]:
-    """Per state of every episode (in order): the last line of ``env.render_text``, the game's
-    status (whose move it is, or how it ended), prefixed with the episode's number."""
-    import jax
-
-    out = []
-    for i, ep_states in enumerate(states, 1):
-        for t in range(len(jax.tree.leaves(ep_states)[0])):
-            text = env.render_text(jax.tree.map(lambda x: x[t], ep_states), env.default_params)
-            out.append(f"episode {i}: " + text.strip().splitlines()[-1])
-    return out
-
-
 def _against_opponent(env, policy, opponent: str, seat: int):
     """``(joint policy, opponent label)``: ``policy`` (a joint policy of `load_policy` or
     `jaxenvs.rollout.random_policy`) plays seat ``seat`` from its own observation row, the
@@ -518,6 +505,7 @@ def cmd_play(args) -> None:
     import jax
 
     from jaxenvs.rendering import io
+    from jaxenvs.rendering.legend import status_captions
     from jaxenvs.rollout import random_policy
 
     mode = args.render
@@ -563,7 +551,6 @@ def cmd_play(args) -> None:
         print(f"the policy in seat {seat}: {counts['win']} win, {counts['draw']} draw, {counts['loss']} loss")
     if mode is None:
         return
-    turn_based = getattr(getattr(env, "traits", None), "dynamics", None) == "sequential"
     try:
         if mode == "text":
             for i, (ep, ep_states) in enumerate(zip(firsts, states), 1):
@@ -575,7 +562,7 @@ def cmd_play(args) -> None:
             return
         frames = io.render_frames(env, jax.tree.map(lambda *xs: np.concatenate(xs), *states))
         # a turn-based game: a caption under each frame says whose move it is, or how the game ended
-        captions = _status_lines(env, states) if turn_based and not args.no_legend else None
+        captions = None if args.no_legend else status_captions(env, states)
     except NotImplementedError as e:
         raise Failure(_message(e)) from e
     fps = args.fps or env.render_fps

@@ -283,14 +283,13 @@ def test_kuhn_poker_status_lines():
 
 
 def test_gif_frames_get_a_caption_per_ply(tmp_path):
-    from jaxenvs.cli import _status_lines
-    from jaxenvs.rendering.legend import add_captions
+    from jaxenvs.rendering.legend import add_captions, status_captions
 
     env = jaxenvs.make("TicTacToe-v0", autoreset=False)
     _, s0 = env.reset(jax.random.key(0))
     _, s1, *_ = env.step(jax.random.key(0), s0, jnp.array([4, 0], jnp.int32))
     states = [jax.tree.map(lambda *x: np.stack(x), s0, s1)]
-    captions = _status_lines(env, states)
+    captions = status_captions(env, states)
     assert captions == ["episode 1: agent 0 (X) to move", "episode 1: agent 1 (O) to move"]
     frames = np.zeros((2, 192, 192, 3), np.uint8)
     out = add_captions(frames, captions)
@@ -299,3 +298,17 @@ def test_gif_frames_get_a_caption_per_ply(tmp_path):
     assert (out[0, 192:] != out[1, 192:]).any()  # the captions differ as the texts do
     with pytest.raises(ValueError, match="one caption per frame: 2 frames, 1 captions"):
         add_captions(frames, captions[:1])
+    assert status_captions(jaxenvs.make("GridWorld-v0"), states) is None  # not a turn-based game
+
+
+def test_the_runs_policy_gif_has_a_caption_per_frame(policy, tmp_path):
+    import imageio.v3 as iio
+
+    from jaxenvs.train.checkpoint import load_run
+    from jaxenvs.train.plotting import policy_gif
+
+    params = jax.tree.map(lambda x: x[0], load_run(policy.run_dir)[1].params)
+    path = policy_gif(policy.trainer, params, tmp_path / "policy.gif", jax.random.key(0), num_episodes=2)
+    frames = iio.imread(path, index=None)
+    assert frames.shape[1] > 192 and frames.shape[2] == 192  # the 192 x 192 board with a caption strip below
+    assert 2 * 6 <= len(frames) <= 2 * 10  # two games of 5 to 9 plies, their first and last states included

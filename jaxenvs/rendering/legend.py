@@ -19,7 +19,7 @@ import numpy as np
 from jaxenvs._optional import require
 from jaxenvs.rendering import draw
 
-__all__ = ["legend_rows", "legend_strip", "add_legend", "add_captions"]
+__all__ = ["legend_rows", "legend_strip", "add_legend", "add_captions", "status_captions"]
 
 Entry = tuple  # (rgb colour or None, text)
 
@@ -118,3 +118,23 @@ def add_captions(frames: Sequence[np.ndarray] | np.ndarray, captions: Sequence[s
     height = max(s.shape[0] for s in strips.values())
     padded = {c: np.concatenate([s, np.full((height - s.shape[0], width, 3), draw.WHITE, np.uint8)]) for c, s in strips.items()}
     return np.concatenate([frames, np.stack([padded[c] for c in captions])], axis=-3)
+
+
+def status_captions(env, episodes: Sequence) -> list[str] | None:
+    """For a turn-based game (``traits.dynamics == "sequential"``) with a ``render_text``: one
+    caption per state of every episode (``episodes``: per episode, its states stacked on a leading
+    time axis), ``"episode i: "`` and the last line of ``render_text`` (whose move it is, or how the
+    game ended). None for other environments."""
+    import jax
+
+    if getattr(getattr(env, "traits", None), "dynamics", None) != "sequential":
+        return None
+    out = []
+    try:
+        for i, states in enumerate(episodes, 1):
+            for t in range(len(jax.tree.leaves(states)[0])):
+                text = env.render_text(jax.tree.map(lambda x: x[t], states), env.default_params)
+                out.append(f"episode {i}: " + text.strip().splitlines()[-1])
+    except NotImplementedError:
+        return None
+    return out
