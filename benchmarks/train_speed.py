@@ -49,7 +49,9 @@ picks others), paired in the same process:
   entropy and value coefficients, gradient clip and the network (``hidden_sizes`` for both actor and
   critic, the same activation). Evaluated the same way after each chunk (deterministic policy,
   ``--eval-games`` games per seat). Its env steps are its own decisions (the opponent's replies
-  happen inside them): decisions/s is the rate compared.
+  happen inside them): decisions/s is the rate compared. On a machine shared with other work,
+  give ``--torch-threads 1``: torch's default intra-op threads spin against the other processes
+  (MaskablePPO ran at 24 decisions/s with them and at 349 with one thread at a load average of 12 on 2 cores).
 
 "Solved" for this benchmark: the game's tuned evaluation (``train.tuned``) when it has one, else
 the greedy policy's win rate against random-legal play reaches `GAME_BARS` in each seat
@@ -526,7 +528,8 @@ def main(argv=None):
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
             json.dump({"device": f"{dev.platform}", "jax": jax.__version__, "load_before": os.getloadavg(),
-                       "quick": args.quick, "wall_s": time.perf_counter() - t0, "results": results}, f, indent=1, default=str)
+                       "quick": args.quick, "torch_threads": args.torch_threads, "wall_s": time.perf_counter() - t0,
+                       "results": results}, f, indent=1, default=str)
         print(f"wrote {out}")
         return results
     args.out = args.out or "benchmarks/results/train_speed.json"
