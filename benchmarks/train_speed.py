@@ -523,11 +523,11 @@ def main(argv=None):
     print(f"device: {dev.platform} ({getattr(dev, 'device_kind', '')}), jax {jax.__version__}")
     if args.games:
         out = args.out or "benchmarks/results/train_speed_games.json"
-        t0 = time.perf_counter()
+        t0, load_start = time.perf_counter(), os.getloadavg()
         results = games_main(args)
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
-            json.dump({"device": f"{dev.platform}", "jax": jax.__version__, "load_before": os.getloadavg(),
+            json.dump({"device": f"{dev.platform}", "jax": jax.__version__, "load_avg_start": load_start, "load_avg_end": os.getloadavg(),
                        "quick": args.quick, "torch_threads": args.torch_threads, "wall_s": time.perf_counter() - t0,
                        "results": results}, f, indent=1, default=str)
         print(f"wrote {out}")
