@@ -312,3 +312,19 @@ def test_the_runs_policy_gif_has_a_caption_per_frame(policy, tmp_path):
     frames = iio.imread(path, index=None)
     assert frames.shape[1] > 192 and frames.shape[2] == 192  # the 192 x 192 board with a caption strip below
     assert 2 * 6 <= len(frames) <= 2 * 10  # two games of 5 to 9 plies, their first and last states included
+
+
+def test_a_single_agent_policy_takes_the_observation_without_agent_axis():
+    from jaxenvs.train.configs import get_config
+    from jaxenvs.train.policy import make_policy
+    from jaxenvs.train.trainers import make_trainer
+
+    trainer = make_trainer(get_config("GridWorld-v0", num_envs=2, num_steps=2, hidden_sizes=(8,)))
+    env = jaxenvs.make("GridWorld-v0")
+    obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 64))
+    params = trainer.network.init(jax.random.key(1), trainer.flat_obs(obs))
+    policy = make_policy(trainer, params)
+    got = jax.jit(jax.vmap(policy))(jax.random.split(jax.random.key(2), 64), obs)
+    np.testing.assert_array_equal(got, trainer.act(params, obs))  # the trainer's own greedy actions
+    with pytest.raises(ValueError, match=r"takes one observation .*\(for a batch, jax.vmap the policy\)"):
+        jax.eval_shape(policy, jax.random.key(0), obs)
