@@ -320,11 +320,16 @@ def test_a_single_agent_policy_takes_the_observation_without_agent_axis():
     from jaxenvs.train.trainers import make_trainer
 
     trainer = make_trainer(get_config("GridWorld-v0", num_envs=2, num_steps=2, hidden_sizes=(8,)))
-    env = jaxenvs.make("GridWorld-v0")
-    obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.key(0), 64))
-    params = trainer.network.init(jax.random.key(1), trainer.flat_obs(obs))
+    cells = np.random.default_rng(0).integers(0, 5, (2, 64, 2)).astype(np.int32)
+    obs = {"agent": cells[0], "target": cells[1]}  # 64 GridWorld observations (5 x 5 grid)
+    init_args = (jax.random.key(1), jnp.zeros((1, 4)))
+    params = jax.jit(trainer.network.init).lower(*init_args).compile(compiler_options=CHEAP)(*init_args)
     policy = make_policy(trainer, params)
-    got = jax.jit(jax.vmap(policy))(jax.random.split(jax.random.key(2), 64), obs)
-    np.testing.assert_array_equal(got, trainer.act(params, obs))  # the trainer's own greedy actions
+    def both(keys, obs):
+        return jax.vmap(policy)(keys, obs), trainer.act(params, obs)
+
+    args = (jax.random.split(jax.random.key(2), 64), obs)
+    got, want = jax.jit(both).lower(*args).compile(compiler_options=CHEAP)(*args)
+    np.testing.assert_array_equal(got, want)  # the trainer's own greedy actions
     with pytest.raises(ValueError, match=r"takes one observation .*\(for a batch, jax.vmap the policy\)"):
         jax.eval_shape(policy, jax.random.key(0), obs)
