@@ -23,13 +23,12 @@ in its progress line and learning curve.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
 import jax
 import numpy as np
-
-import functools
 
 from . import tuned
 from .episodes import NUM_EPISODES, first_episodes
