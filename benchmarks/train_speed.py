@@ -32,10 +32,39 @@ For each environment:
 
 Torch runs with its own default thread count unless ``--torch-threads`` sets one.
 
+**Games** (``--games``): two-player turn-based games (``TicTacToe-v0``, ``ConnectFour-v0``; ``--envs``
+picks others), paired in the same process:
+
+* ``jaxenvs PPO (self-play)``: the env's config (``train.configs``: its tuned entry when it has
+  one), one seed, one shared policy in both seats, trained in chunks; after each chunk its greedy
+  policy plays ``--eval-games`` games in each seat against random-legal play
+  (`train.policy.versus`, one compiled program). Every ply is a decision of the trained policy, so
+  env-steps/s = decisions/s.
+* ``MaskablePPO (vs random)``: sb3-contrib's MaskablePPO on the single-agent view of the same game
+  against a random-legal opponent in a random seat per episode
+  (``jaxenvs.wrappers.PlayAgainst`` through `jaxenvs.adapters.sb3.SB3VecEnv`, whose
+  ``action_masks()`` it reads), with the same settings where they exist: ``num_envs`` copies,
+  ``n_steps = num_steps``, minibatch ``num_envs * num_steps / num_minibatches``, epochs, learning
+  rate (SB3's stays constant; jaxenvs anneals it when ``anneal_lr``), gamma, GAE lambda, clip,
+  entropy and value coefficients, gradient clip and the network (``hidden_sizes`` for both actor and
+  critic, the same activation). Evaluated the same way after each chunk (deterministic policy,
+  ``--eval-games`` games per seat). Its env steps are its own decisions (the opponent's replies
+  happen inside them): decisions/s is the rate compared. On a machine shared with other work,
+  give ``--torch-threads 1``: torch's default intra-op threads spin against the other processes
+  (MaskablePPO ran at 24 decisions/s with them and at 349 with one thread at a load average of 12 on 2 cores).
+
+"Solved" for this benchmark: the game's tuned evaluation (``train.tuned``) when it has one, else
+the greedy policy's win rate against random-legal play reaches `GAME_BARS` in each seat
+(Tic-Tac-Toe 0.92 as first mover and 0.74 as second, issue 27's bar; Connect Four 0.95 in both);
+MaskablePPO is judged by the win-rate bar only. Time to solved counts training only (compile and
+evaluations apart).
+
     python benchmarks/train_speed.py                         # GridWorld-v0
     python benchmarks/train_speed.py --envs GridWorld-v0 PointEnv-v0 --seeds 8
     python benchmarks/train_speed.py --num-envs 1024 --seeds 2      # both trainers at 1024 envs
     python benchmarks/train_speed.py --envs gymnax/CartPole-v1 GridWorld-v0 --no-sb3   # vs rejax
+    python benchmarks/train_speed.py --games                 # TicTacToe-v0, ConnectFour-v0 vs MaskablePPO
+    python benchmarks/train_speed.py --games --quick         # a smoke run with tiny budgets
 """
 
 from __future__ import annotations
@@ -282,24 +311,228 @@ def sb3_evaluate(model, env_id: str, num_episodes: int = 200) -> dict:
     return {"success_rate": rate, "solved": rate >= need}
 
 
+# ---- two-player games: jaxenvs self-play PPO against MaskablePPO on the single-agent view -----------
+
+GAMES = ("TicTacToe-v0", "ConnectFour-v0")
+GAME_BARS = {"TicTacToe-v0": (0.92, 0.74), "ConnectFour-v0": (0.95, 0.95)}
+"""Win rate against random-legal play needed in (seat 0, seat 1) for "solved" here, when the game
+has no tuned evaluation; other games: 0.9 in both seats."""
+QUICK = dict(num_envs=8, num_steps=8, update_epochs=1, num_minibatches=1)  # --quick: shapes and budgets
+
+
+def game_bar(env_id: str) -> tuple[float, float]:
+    from jaxenvs.train.tuned import _canonical_id
+
+    return GAME_BARS.get(_canonical_id(env_id), (0.9, 0.9))
+
+
+def meets_bar(env_id: str, wins: tuple[float, float]) -> bool:
+    """Whether win rates against random-legal play (seat 0, seat 1) reach the game's `game_bar`."""
+    return all(w >= b for w, b in zip(wins, game_bar(env_id)))
+
+
+def _has_tuned_evaluation(env_id: str) -> bool:
+    from jaxenvs.train import tuned
+
+    return tuned.entry(env_id).evaluate is not tuned.evaluate_generic
+
+
+def jaxenvs_game_run(env_id: str, num_chunks: int, eval_games: int, seed: int = 0, **overrides) -> dict:
+    """One seed of jaxenvs PPO in self-play on a two-player game, evaluated against random-legal
+    play after every chunk; stops at the first chunk that is solved."""
+    from jaxenvs.train.opponents import random_legal
+    from jaxenvs.train.policy import versus
+
+    cfg = get_config(env_id, **overrides)
+    trainer = make_trainer(cfg)
+    per_chunk = chunk_length(cfg.num_updates, num_chunks)
+    t0 = time.perf_counter()
+    runner = jax.block_until_ready(trainer.init(jax.random.key(seed)))
+    jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))  # compiles (and runs once)
+    compile_s = time.perf_counter() - t0
+    tuned_eval = _has_tuned_evaluation(env_id)
+    runner = trainer.init(jax.random.key(seed))
+    train_s, steps, solved_at, curve = 0.0, 0, None, []
+    for _ in range(cfg.num_updates // per_chunk):
+        t0 = time.perf_counter()
+        runner, _ = jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))
+        train_s += time.perf_counter() - t0
+        steps += per_chunk * cfg.steps_per_update
+        res = versus(trainer, runner.params, random_legal, jax.random.key(12345), eval_games)
+        wins = (res["seat0"]["win"], res["seat1"]["win"])
+        solved = bool(evaluate_params(trainer, runner.params)["solved"]) if tuned_eval else meets_bar(env_id, wins)
+        curve.append({"train_s": train_s, "env_steps": steps, "win_seat0": wins[0], "win_seat1": wins[1],
+                      "loss_seat0": res["seat0"]["loss"], "loss_seat1": res["seat1"]["loss"], "solved": solved})
+        if solved:
+            solved_at = (train_s, steps)
+            break
+    return {
+        "config": cfg.to_dict(), "compile_s": compile_s, "train_s": train_s, "env_steps": steps,
+        "decisions_per_sec": steps / train_s, "solved_by": "tuned evaluation" if tuned_eval else "win-rate bar",
+        "solved": solved_at is not None, "time_to_solve_s": solved_at[0] if solved_at else None,
+        "steps_to_solve": solved_at[1] if solved_at else None, "curve": curve,
+    }
+
+
+_SB3_EVAL_ENVS: dict = {}
+
+
+def sb3_game_eval(model, env_id: str, num_games: int) -> dict:
+    """Win / draw / loss of MaskablePPO's deterministic policy against random-legal play,
+    ``num_games`` first episodes in each seat (the same evaluation envs every call)."""
+    from jaxenvs.adapters.sb3 import SB3VecEnv
+    from jaxenvs.wrappers import PlayAgainst
+
+    out = {}
+    for seat in (0, 1):
+        key = (env_id, seat, num_games)
+        if key not in _SB3_EVAL_ENVS:
+            _SB3_EVAL_ENVS[key] = SB3VecEnv(PlayAgainst(jaxenvs.make(env_id, autoreset=False), seat=seat),
+                                            num_envs=num_games, seed=12345 + seat)
+        venv = _SB3_EVAL_ENVS[key]
+        venv.seed(12345 + seat)
+        obs = venv.reset()
+        done_once, returns = np.zeros(num_games, bool), np.zeros(num_games)
+        while not done_once.all():
+            action, _ = model.predict(obs, deterministic=True, action_masks=venv.action_masks())
+            obs, reward, dones, _ = venv.step(action)
+            returns += np.where(done_once, 0.0, reward)
+            done_once |= dones
+        out[f"seat{seat}"] = {"win": float(np.mean(returns > 0)), "draw": float(np.mean(returns == 0)),
+                              "loss": float(np.mean(returns < 0))}
+    return out
+
+
+def sb3_game_run(env_id: str, cfg, budget: int, num_chunks: int, eval_games: int, seed: int = 0,
+                 threads: int | None = None) -> dict | None:
+    """sb3-contrib's MaskablePPO at ``cfg``'s settings on ``PlayAgainst(game, seat="random")``,
+    ``budget`` of its own decisions in ``num_chunks`` chunks, evaluated after each (None without
+    sb3-contrib)."""
+    try:
+        import torch
+        from sb3_contrib import MaskablePPO
+
+        from jaxenvs.adapters.sb3 import SB3VecEnv
+        from jaxenvs.wrappers import PlayAgainst
+    except ImportError:
+        return None
+    if threads is not None:
+        torch.set_num_threads(threads)
+    venv = SB3VecEnv(PlayAgainst(jaxenvs.make(env_id, autoreset=False), seat="random"), num_envs=cfg.num_envs, seed=seed)
+    # compile the adapter's jitted reset and step before the clock starts (learn() resets again)
+    venv.reset()
+    venv.step(np.array([np.flatnonzero(m)[0] for m in venv.action_masks()]))
+    activation = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[cfg.activation]
+    hidden = list(cfg.hidden_sizes)
+    model = MaskablePPO(
+        "MultiInputPolicy", venv, n_steps=cfg.num_steps, batch_size=cfg.num_envs * cfg.num_steps // cfg.num_minibatches,
+        n_epochs=cfg.update_epochs, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_range=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+        policy_kwargs={"net_arch": {"pi": hidden, "vf": hidden}, "activation_fn": activation},
+        seed=seed, device="cpu", verbose=0,
+    )
+    chunk = max(model.n_steps * venv.num_envs, budget // num_chunks)
+    train_s, steps, solved_at, curve = 0.0, 0, None, []
+    while steps < budget:
+        t0 = time.perf_counter()
+        model.learn(chunk, reset_num_timesteps=False)
+        train_s += time.perf_counter() - t0
+        steps = model.num_timesteps
+        res = sb3_game_eval(model, env_id, eval_games)
+        wins = (res["seat0"]["win"], res["seat1"]["win"])
+        solved = meets_bar(env_id, wins)
+        curve.append({"train_s": train_s, "env_steps": steps, "win_seat0": wins[0], "win_seat1": wins[1],
+                      "loss_seat0": res["seat0"]["loss"], "loss_seat1": res["seat1"]["loss"], "solved": solved})
+        if solved:
+            solved_at = (train_s, steps)
+            break
+    return {"train_s": train_s, "env_steps": steps, "decisions_per_sec": steps / train_s, "solved_by": "win-rate bar",
+            "solved": solved_at is not None, "time_to_solve_s": solved_at[0] if solved_at else None,
+            "steps_to_solve": solved_at[1] if solved_at else None, "curve": curve}
+
+
+def print_game(env_id: str, r: dict) -> None:
+    bar = game_bar(env_id)
+    t = lambda x: "not solved" if x is None else f"{x:.2f} s"  # noqa: E731
+    print(f"\n{env_id} (solved: win rate vs random-legal >= {bar[0]:g} as first mover and >= {bar[1]:g} as second"
+          f"{', or the tuned evaluation for jaxenvs' if r['jaxenvs']['solved_by'] == 'tuned evaluation' else ''})")
+    for label, x in (("jaxenvs PPO (self-play)", r["jaxenvs"]), ("MaskablePPO (vs random)", r.get("sb3"))):
+        if not x:
+            continue
+        last = x["curve"][-1] if x["curve"] else {}
+        compile_note = f"; compile {x['compile_s']:.1f} s apart" if "compile_s" in x else ""
+        print(f"  {label:<24}: {x['decisions_per_sec']:>10,.0f} decisions/s   time to solved {t(x['time_to_solve_s'])}"
+              f" ({x['steps_to_solve'] or '-'} of {x['env_steps']} steps{compile_note}); last win rate "
+              f"{last.get('win_seat0', float('nan')):.3f} / {last.get('win_seat1', float('nan')):.3f} (seat 0 / seat 1)")
+    if r.get("sb3"):
+        j, s = r["jaxenvs"], r["sb3"]
+        line = f"    jaxenvs vs MaskablePPO: {j['decisions_per_sec'] / s['decisions_per_sec']:.1f}x decisions/s"
+        if j["time_to_solve_s"] and s["time_to_solve_s"]:
+            line += f", {s['time_to_solve_s'] / j['time_to_solve_s']:.1f}x sooner solved"
+        print(line)
+
+
+def games_main(args) -> dict:
+    envs = args.envs if args.envs != ["GridWorld-v0"] else list(GAMES)
+    overrides = dict(QUICK, total_timesteps=2 * QUICK["num_envs"] * QUICK["num_steps"]) if args.quick else {}
+    if args.num_envs is not None:
+        overrides["num_envs"] = args.num_envs
+    if args.game_timesteps is not None:
+        overrides["total_timesteps"] = args.game_timesteps
+    chunks = 2 if args.quick else args.chunks
+    eval_games = 50 if args.quick else args.eval_games
+    results = {}
+    for env_id in envs:
+        r = {"jaxenvs": jaxenvs_game_run(env_id, chunks, eval_games, **overrides)}
+        if not args.no_sb3:
+            cfg = get_config(env_id, **overrides)
+            budget = args.sb3_timesteps if args.sb3_timesteps is not None else cfg.total_timesteps
+            if args.quick:
+                budget = 2 * cfg.num_envs * cfg.num_steps
+            r["sb3"] = sb3_game_run(env_id, cfg, budget, chunks, eval_games, threads=args.torch_threads)
+        results[env_id] = r
+        print_game(env_id, r)
+    return results
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", nargs="+", default=["GridWorld-v0"])
     p.add_argument("--seeds", type=int, default=8, help="seeds vmapped in one program for the seeds comparison")
     p.add_argument("--chunks", type=int, default=20, help="evaluations along a run, at least (time-to-solve resolution): the updates split into equal "
                    "chunks as python -m train --chunks splits them")
-    p.add_argument("--sb3-timesteps", type=int, default=200_000, help="SB3's budget per env")
+    p.add_argument("--sb3-timesteps", type=int, default=None, help="SB3's budget per env (default: 200000; "
+                   "--games: the jaxenvs config's total_timesteps, in MaskablePPO's own decisions)")
     p.add_argument("--no-sb3", action="store_true")
     p.add_argument("--no-trpo", action="store_true", help="skip jaxenvs TRPO (its tuned defaults, one seed)")
     p.add_argument("--no-rejax", action="store_true", help="skip rejax's PPO (run when rejax is installed)")
     p.add_argument("--torch-threads", type=int, help="torch intra-op threads for SB3 (default: torch's)")
     p.add_argument("--num-envs", type=int, help="override the tuned num_envs, for both trainers (throughput at a batch size)")
-    p.add_argument("--out", default="benchmarks/results/train_speed.json")
+    p.add_argument("--out", default=None, help="default: benchmarks/results/train_speed.json "
+                   "(--games: benchmarks/results/train_speed_games.json)")
+    g = p.add_argument_group("games (--games)")
+    g.add_argument("--games", action="store_true", help="two-player games: jaxenvs self-play PPO vs MaskablePPO "
+                   f"against a random opponent (default --envs: {' '.join(GAMES)})")
+    g.add_argument("--quick", action="store_true", help="with --games: tiny shapes and budgets (a smoke run)")
+    g.add_argument("--eval-games", type=int, default=500, help="games per seat in each evaluation (default: 500)")
+    g.add_argument("--game-timesteps", type=int, help="jaxenvs' budget (env steps = plies; default: the config's)")
     args = p.parse_args(argv)
     for env_id in args.envs:
         jaxenvs.spec(env_id)
     dev = jax.devices()[0]
     print(f"device: {dev.platform} ({getattr(dev, 'device_kind', '')}), jax {jax.__version__}")
+    if args.games:
+        out = args.out or "benchmarks/results/train_speed_games.json"
+        t0, load_start = time.perf_counter(), os.getloadavg()
+        results = games_main(args)
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w") as f:
+            json.dump({"device": f"{dev.platform}", "jax": jax.__version__, "load_avg_start": load_start, "load_avg_end": os.getloadavg(),
+                       "quick": args.quick, "torch_threads": args.torch_threads, "wall_s": time.perf_counter() - t0,
+                       "results": results}, f, indent=1, default=str)
+        print(f"wrote {out}")
+        return results
+    args.out = args.out or "benchmarks/results/train_speed.json"
     results = {}
     for env_id in args.envs:
         r = {"jaxenvs": jaxenvs_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)}
@@ -317,11 +550,11 @@ def main(argv=None):
         single_agent = not jaxenvs.make(env_id).multi_agent
         if single_agent and not args.no_sb3:
             r["sb3"] = sb3_time_to_solve(
-                env_id, args.sb3_timesteps, args.chunks, num_envs=args.num_envs, threads=args.torch_threads
+                env_id, args.sb3_timesteps or 200_000, args.chunks, num_envs=args.num_envs, threads=args.torch_threads
             )
             if args.num_envs is None:  # what an SB3 user runs first: PPO("MlpPolicy", env)
                 r["sb3_defaults"] = sb3_time_to_solve(
-                    env_id, args.sb3_timesteps, args.chunks, sb3_defaults=True, threads=args.torch_threads
+                    env_id, args.sb3_timesteps or 200_000, args.chunks, sb3_defaults=True, threads=args.torch_threads
                 )
         if single_agent and not args.no_rejax:
             r["rejax"] = rejax_time_to_solve(env_id, args.chunks, num_envs=args.num_envs)

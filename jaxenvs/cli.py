@@ -5,6 +5,7 @@
     jaxenvs play GridWorld-v0 --episodes 3 --render gif --out out.gif
     jaxenvs play --policy runs/GridWorld-v0-... --render gif --out trained.gif
     jaxenvs play runs/GridWorld-v0-... --render human     the same: a run directory as ID
+    jaxenvs play runs/TicTacToe-v0-... --opponent perfect --seat 1 --render text   a game against an opponent
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
@@ -220,6 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-seed", type=_non_negative_int, default=0, metavar="I",
         help="with a trained policy: which of the run's seeds to play",
     )
+    p.add_argument(
+        "--opponent", default=None, metavar="NAME|RUN_DIR",
+        help="two-player games: play the policy in one seat (--seat) against 'random' (legal moves), 'perfect' "
+             "(TicTacToe-v0), 'heuristic' (ConnectFour-v0) or another run directory's greedy policy",
+    )
+    p.add_argument(
+        "--seat", type=int_arg(0, 2, "0 or 1"), default=None, metavar="0|1",
+        help="with --opponent: the policy's seat, 0 moves first (default: 0)",
+    )
     p.add_argument("--episodes", type=_positive_int, default=1, metavar="N", help="episodes to run")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     p.add_argument(
@@ -372,7 +382,10 @@ def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = Fa
     """``(env_id, env_kwargs, policy)`` from a run directory of ``python -m jaxenvs.train``.
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
-    run: greedily (the most likely action) or, with ``sample``, drawn from the policy.
+    run: greedily (the most likely action) or, with ``sample``, drawn from the policy; among the
+    legal actions of ``obs["action_mask"]`` when there is one. In a multi-agent environment every
+    agent plays it from its own observation row, and ``policy.agent`` is the one-agent policy
+    (`jaxenvs.train.policy.make_policy`).
     """
     try:
         import jax
@@ -395,11 +408,18 @@ def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = Fa
     if run_seed >= num_seeds:
         raise UsageError(f"--run-seed {run_seed}: the run has {num_seeds} seed(s), 0 to {num_seeds - 1}")
     params = jax.tree.map(lambda x: x[run_seed], runner.params)
+    from jaxenvs.train.policy import make_policy
+
+    # one agent's policy (mask-aware: the legal actions only); every agent plays it from its own row
+    agent = make_policy(trainer, params, greedy=not sample)
+    if not trainer.env.multi_agent:
+        return trainer.config.env_id, dict(trainer.config.env_kwargs), agent
+    n = trainer.num_agents
 
     def policy(key, obs):
-        batch = jax.tree.map(lambda x: x[None], obs)
-        return trainer.act(params, batch, key if sample else None)[0]
+        return jax.vmap(agent)(jax.random.split(key, n), obs)
 
+    policy.agent = agent
     return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 
@@ -440,6 +460,38 @@ def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_
     return firsts, states
 
 
+def _seat_result(r) -> str:
+    return "win" if r > 0 else "loss" if r < 0 else "draw"
+
+
+def _against_opponent(env, policy, opponent: str, seat: int):
+    """``(joint policy, opponent label)``: ``policy`` (a joint policy of `load_policy` or
+    `jaxenvs.rollout.random_policy`) plays seat ``seat`` from its own observation row, the
+    opponent (`jaxenvs.train.policy.make_opponent`) the other seat."""
+    try:
+        import jax
+
+        from jaxenvs.train.checkpoint import CheckpointError
+        from jaxenvs.train.policy import OpponentError, make_opponent
+    except ImportError as e:
+        raise Failure(f"playing against an opponent needs the train extra ({_message(e)}): {TRAIN_EXTRA}") from e
+    try:
+        opponent_label, opp = make_opponent(opponent, env)
+        me = getattr(policy, "agent", None)
+        if me is None:  # a random policy: random-legal play in its seat
+            me = make_opponent("random", env)[1]
+    except (OpponentError, CheckpointError) as e:
+        raise UsageError(f"--opponent {opponent}: {_message(e)}") from e
+
+    def joint(key, obs):
+        k_me, k_opp = jax.random.split(key)
+        rows = [jax.tree.map(lambda x, i=i: x[i], obs) for i in range(2)]
+        mine, theirs = me(k_me, rows[seat]), opp(k_opp, rows[1 - seat])
+        return jax.numpy.stack([mine, theirs] if seat == 0 else [theirs, mine]).astype(jax.numpy.int32)
+
+    return joint, opponent_label
+
+
 def _run_dir_as_id(args) -> None:
     """``jaxenvs play RUN_DIR`` means ``jaxenvs play --policy RUN_DIR``: an ID that names a folder
     holding a run's config.json is taken as the run."""
@@ -453,11 +505,14 @@ def cmd_play(args) -> None:
     import jax
 
     from jaxenvs.rendering import io
+    from jaxenvs.rendering.legend import status_captions
     from jaxenvs.rollout import random_policy
 
     mode = args.render
     path = _check_out(mode, args.out)
     _run_dir_as_id(args)
+    if args.seat is not None and args.opponent is None:
+        raise UsageError("--seat is the policy's seat against an --opponent; give --opponent NAME|RUN_DIR too")
     if args.policy == "random":
         if args.env_id is None:
             raise UsageError("play needs an environment ID, or --policy RUN_DIR to play a trained run")
@@ -474,35 +529,50 @@ def cmd_play(args) -> None:
         # episode ended in stays in the trajectory (it is the state the following step starts from)
         env = _make(env_id, {**env_kwargs, **dict(args.kwarg)}, autoreset=False)
         label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
+    seat = None
+    if args.opponent is not None:
+        seat = args.seat or 0
+        policy, opponent_label = _against_opponent(env, policy, args.opponent, seat)
+        label += f" in seat {seat} (agent {env.agents[seat]}, {'first' if seat == 0 else 'second'} to move) vs {opponent_label}"
     print(f"{env.spec.id}: {label}")
     firsts, states = play_episodes(env, policy, args.seed, args.episodes, args.max_steps, mode is not None)
     horizon = env.spec.max_episode_steps or args.max_steps
     for i, ep in enumerate(firsts, 1):
         note = f" (stopped after {horizon} steps; raise --max-steps)" if ep.outcome == "unfinished" else ""
-        print(f"episode {i}: {_format_returns(env, ep.returns)}  length {ep.length}  {ep.outcome}{note}")
+        result = f"  {_seat_result(ep.returns[seat])}" if seat is not None and ep.outcome != "unfinished" else ""
+        print(f"episode {i}: {_format_returns(env, ep.returns)}  length {ep.length}  {ep.outcome}{result}{note}")
     n = len(firsts)
     print(
         f"{n} episode{'s' * (n != 1)}: mean {_format_returns(env, np.mean([e.returns for e in firsts], axis=0))}, "
         f"mean length {np.mean([e.length for e in firsts]):.1f}"
     )
+    if seat is not None:
+        counts = {k: sum(_seat_result(e.returns[seat]) == k for e in firsts) for k in ("win", "draw", "loss")}
+        print(f"the policy in seat {seat}: {counts['win']} win, {counts['draw']} draw, {counts['loss']} loss")
     if mode is None:
         return
     try:
         if mode == "text":
-            for i, ep_states in enumerate(states, 1):
+            for i, (ep, ep_states) in enumerate(zip(firsts, states), 1):
                 for t in range(len(jax.tree.leaves(ep_states)[0])):
                     print(f"--- episode {i}, t={t}")
                     print(env.render_text(jax.tree.map(lambda x: x[t], ep_states), env.default_params))
+                print(f"--- episode {i} {'ends' if ep.outcome != 'unfinished' else 'stops'} after {ep.length} steps: "
+                      f"{ep.outcome}, {_format_returns(env, ep.returns)}")
             return
         frames = io.render_frames(env, jax.tree.map(lambda *xs: np.concatenate(xs), *states))
+        # a turn-based game: a caption under each frame says whose move it is, or how the game ended
+        captions = None if args.no_legend else status_captions(env, states)
     except NotImplementedError as e:
         raise Failure(_message(e)) from e
     fps = args.fps or env.render_fps
     try:
         if not args.no_legend:
-            from jaxenvs.rendering.legend import add_legend
+            from jaxenvs.rendering.legend import add_captions, add_legend
 
             frames = add_legend(env, frames)
+            if captions is not None:
+                frames = add_captions(frames, captions)
         if mode == "human":
             io.play_human(env, frames, fps=fps)
         else:

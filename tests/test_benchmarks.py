@@ -67,3 +67,23 @@ def test_only_the_games_run_replaces_the_committed_games_results(steps_per_sec, 
     p = steps_per_sec.build_parser()
     args = p.parse_args(["--envs", *steps_per_sec.GAME_ENVS, "--num-envs", "1024", "4096", "--out", games])
     assert steps_per_sec.check_out(p, args) == games
+
+
+def test_games_mode_bars_and_report(train_speed, capsys):
+    """The games mode's "solved" bar per seat and its printed comparison (a hand-made result: the
+    runs themselves take minutes; `python benchmarks/train_speed.py --games --quick` is the smoke run)."""
+    assert train_speed.game_bar("TicTacToe-v0") == (0.92, 0.74) and train_speed.game_bar("ConnectFour-v0") == (0.95, 0.95)
+    assert train_speed.meets_bar("TicTacToe-v0", (0.92, 0.74))
+    assert not train_speed.meets_bar("TicTacToe-v0", (0.99, 0.73))  # every seat must reach its bar
+    assert not train_speed.meets_bar("ConnectFour-v0", (0.94, 1.0))
+
+    def run(rate, solved_s):
+        curve = [{"win_seat0": 0.95, "win_seat1": 0.80}]
+        return {"decisions_per_sec": rate, "time_to_solve_s": solved_s, "steps_to_solve": 1000, "env_steps": 1000,
+                "solved_by": "win-rate bar", "curve": curve}
+
+    train_speed.print_game("TicTacToe-v0", {"jaxenvs": {**run(50_000.0, 2.0), "compile_s": 9.0}, "sb3": run(500.0, 30.0)})
+    out = capsys.readouterr().out
+    assert ">= 0.92 as first mover and >= 0.74 as second" in out
+    assert "jaxenvs vs MaskablePPO: 100.0x decisions/s, 15.0x sooner solved" in out
+    assert "last win rate 0.950 / 0.800 (seat 0 / seat 1)" in out

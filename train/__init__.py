@@ -3,6 +3,7 @@ training chunk one call of one compiled program (all seeds vmapped).
 
     jaxenvs-train --env GridWorld-v0                              # train, write runs/<env>-<time>/
     python -m jaxenvs.train.evaluate ABSOLUTE_RUN_DIR             # reload the checkpoint and evaluate it
+    policy = jaxenvs.train.load_policy(RUN_DIR)                   # its policy(key, obs) -> action (train.policy)
 
 **XLA:CPU and the import order.** With jax/jaxlib 0.10.x on CPU, a seed-vmapped program that
 runs LAPACK's QR beside other work can hang forever while XLA:CPU's concurrency-optimized
@@ -15,4 +16,14 @@ JAX starts.
 
 from .xla import CPU_SCHEDULER_FLAG, use_safe_cpu_scheduler
 
-__all__ = ["use_safe_cpu_scheduler", "CPU_SCHEDULER_FLAG"]
+__all__ = ["use_safe_cpu_scheduler", "CPU_SCHEDULER_FLAG", "load_policy"]
+
+
+def __getattr__(name):
+    # `load_policy` (train.policy) imports JAX and flax: loaded on first use, so importing the
+    # package stays cheap
+    if name == "load_policy":
+        from .policy import load_policy
+
+        return load_policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,13 @@ evaluated; the run is solved when all are.
 ``python -m jaxenvs.train.evaluate RUN_DIR`` (a relative or absolute path) prints a table (one
 column per seed, what each metric means, the criterion and the verdict; ``--json`` for machines)
 and exits 0 when solved (or when the environment has no criterion), 1 when not, 2 on a usage
-error (e.g. a directory that is not a run). `progress_metrics` gives the metrics
+error (e.g. a directory that is not a run). For a two-player zero-sum game,
+``--opponent NAME|RUN_DIR`` (repeatable) adds a head-to-head table: win / draw / loss of the
+greedy policy in each seat against ``random`` (legal), ``perfect`` (Tic-Tac-Toe's minimax
+player), ``heuristic`` (Connect Four's win-else-block-else-random) or the greedy policy of
+another run directory (`train.policy.make_opponent`). A two-player game without an entry of its
+own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
+not by its mean return (0 in self-play of a zero-sum game). `progress_metrics` gives the metrics
 ``jaxenvs-train`` follows after every chunk of training (on `PROGRESS_EPISODES` episodes per seed)
 in its progress line and learning curve.
 """
@@ -17,6 +23,7 @@ in its progress line and learning curve.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -29,18 +36,71 @@ from .xla import enable_compilation_cache
 
 __all__ = [
     "evaluate", "evaluate_params", "first_episodes", "progress_metrics", "format_table", "format_progress",
-    "solved_hint", "NUM_EPISODES", "PROGRESS_EPISODES", "PROG", "main",
+    "solved_hint", "NUM_EPISODES", "PROGRESS_EPISODES", "PROG", "main", "evaluate_game_vs_random", "head_to_head_runs",
+    "format_head_to_head",
 ]
 
 PROG = "python -m jaxenvs.train.evaluate"
 PROGRESS_EPISODES = 200  # per seed, after every chunk of training
 
 
+GAME_METRICS = {
+    **{f"{o}_seat{s}": tuned.Metric(f"fraction of games {w} in seat {s} ({'first' if s == 0 else 'second'} to move) "
+                                    f"against random-legal play", unit_range=True)
+       for s in (0, 1) for o, w in (("win", "won"), ("draw", "drawn"), ("loss", "lost"))},
+    "mean_return": tuned.Metric("mean return against random-legal play, over both seats"),
+    "illegal_per_game": tuned.Metric("illegal moves of the policy per game (both seats)"),
+}
+
+
+@functools.lru_cache(maxsize=64)
+def game_without_entry(env_id: str) -> bool:
+    """True for a two-player zero-sum game that has no evaluation of its own in `train.tuned`:
+    its generic mean return would be 0 in self-play, so it is evaluated against random play."""
+    if tuned.entry(env_id).evaluate is not tuned.evaluate_generic:
+        return False
+    import jaxenvs
+
+    from .policy import is_two_player_game
+
+    try:
+        return is_two_player_game(jaxenvs.make(env_id, autoreset=False))
+    except Exception:  # an id that cannot be made here is evaluated as before
+        return False
+
+
+def _entry(env_id: str):
+    """The environment's `train.tuned` entry, with the evaluation against random play for a
+    two-player game that has none of its own."""
+    e = tuned.entry(env_id)
+    if game_without_entry(env_id):
+        return tuned.TunedEnv(training=e.training, evaluate=evaluate_game_vs_random, solved_when=None,
+                              progress=("mean_return",), metrics=GAME_METRICS)
+    return e
+
+
+def evaluate_game_vs_random(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    """The greedy policy against random-legal play, ``num_episodes`` games in each seat: win /
+    draw / loss per seat, the mean return over both seats and illegal moves per game; no
+    criterion (``solved`` None)."""
+    from .policy import make_opponent, versus
+
+    from .episodes import eval_env
+
+    _, opponent = make_opponent("random", eval_env(trainer))
+    res = versus(trainer, params, opponent, key, num_games=num_episodes)
+    out = {f"{o}_seat{s}": res[f"seat{s}"][o] for s in (0, 1) for o in ("win", "draw", "loss")}
+    out["mean_return"] = (res["seat0"]["mean_return"] + res["seat1"]["mean_return"]) / 2
+    out["illegal_per_game"] = (res["seat0"]["illegal_a"] + res["seat1"]["illegal_a"]) / 2
+    out["solved"] = None
+    return out
+
+
 def evaluate_params(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dict:
     """Metrics of ONE set of network params (no seed axis) on the trainer's environment, with
     ``solved`` (bool, or None without a criterion)."""
     key = jax.random.key(12345) if key is None else key
-    return tuned.entry(trainer.config.env_id).evaluate(trainer, params, key, num_episodes=num_episodes)
+    return _entry(trainer.config.env_id).evaluate(trainer, params, key, num_episodes=num_episodes)
 
 
 def evaluate(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dict:
@@ -55,7 +115,7 @@ def evaluate(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dic
     return {
         "env_id": trainer.config.env_id,
         "num_episodes": num_episodes,
-        "solved_when": tuned.entry(trainer.config.env_id).solved_when,
+        "solved_when": _entry(trainer.config.env_id).solved_when,
         "seeds": per_seed,
         "solved": solved,
     }
@@ -66,7 +126,7 @@ def progress_metrics(trainer, params, key=None, num_episodes: int = PROGRESS_EPI
     for params with a leading seed axis: ``{name: [value per seed]}``."""
     key = jax.random.key(54321) if key is None else key
     per_seed = evaluate(trainer, params, key, num_episodes=num_episodes)["seeds"]
-    return {n: [float(m[n]) for m in per_seed] for n in tuned.entry(trainer.config.env_id).progress}
+    return {n: [float(m[n]) for m in per_seed] for n in _entry(trainer.config.env_id).progress}
 
 
 def format_progress(progress: dict) -> str:
@@ -90,16 +150,20 @@ def format_table(result: dict) -> str:
     """A readable report of `evaluate`'s result: one column per seed, each metric's meaning, the
     solved criterion and the verdict (both from the environment's entry in `train.tuned`)."""
     seeds = result["seeds"]
-    metrics = tuned.entry(result["env_id"]).metrics
+    metrics = _entry(result["env_id"]).metrics
     names = [k for k in seeds[0] if k != "solved"]
     head = ["metric"] + [f"seed {i}" for i in range(len(seeds))] + ["meaning"]
     rows = [[k] + [_cell(m[k]) for m in seeds] + [metrics[k].meaning if k in metrics else ""] for k in names]
     rows.append(["solved"] + [_cell(m["solved"]) for m in seeds] + [""])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
+    game = game_without_entry(result["env_id"])
+    no_criterion = ("no criterion for this game (it has no entry in jaxenvs.train.tuned): win / draw / loss against "
+                    "random-legal play per seat" if game else "no criterion for this environment (its spec has no reward_threshold)")
     lines = [
-        f"evaluation: {result['env_id']}, {result.get('num_episodes', NUM_EPISODES)} episodes per seed, greedy policy"
+        f"evaluation: {result['env_id']}, {result.get('num_episodes', NUM_EPISODES)} "
+        f"{'games per seat' if game else 'episodes'} per seed, greedy policy"
         f" ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
-        f"solved when: {result.get('solved_when') or 'no criterion for this environment (its spec has no reward_threshold)'}",
+        f"solved when: {result.get('solved_when') or no_criterion}",
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in [head] + rows]
     if result["solved"] is None:
@@ -118,6 +182,10 @@ def solved_hint(result: dict, config) -> str | None:
     unsolved or without a verdict; None when there is nothing to suggest."""
     if tuned.entry(config.env_id).training.get(config.ALGO) or result["solved"] is True:
         return None
+    if game_without_entry(config.env_id):
+        return (f"{config.env_id} is a two-player game without an entry in jaxenvs.train.tuned, so there is no verdict: "
+                f"the table shows win / draw / loss against random-legal play per seat; compare runs with "
+                f"{PROG} RUN_DIR --opponent OTHER_RUN_DIR")
     more = f"--total-timesteps {config.total_timesteps * 10:,}".replace(",", "")
     if result["solved"] is None:
         return (f"{config.env_id} has no tuned training values and its spec no reward_threshold, so there is no verdict; "
@@ -126,6 +194,44 @@ def solved_hint(result: dict, config) -> str | None:
     return (f"{config.env_id} has no tuned training values and the generic defaults "
             f"({config.total_timesteps:,} env steps) did not reach its bar; try {more} (sparse rewards need many more "
             f"steps), more seeds (--seeds 4), or another --lr / --ent-coef")
+
+
+def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key, num_games: int) -> dict:
+    """``{label: [{"seat0": stats, "seat1": stats} per seed]}``: the greedy policy of every seed of
+    ``params`` (leading seed axis) against each ``(label, policy)`` of ``opponents``
+    (`train.policy.versus`; one compile per opponent)."""
+    from .policy import versus
+
+    num_seeds = jax.tree.leaves(params)[0].shape[0]
+    out = {}
+    for (label, opponent), k in zip(opponents, jax.random.split(key, max(len(opponents), 1))):
+        out[label] = [
+            versus(trainer, jax.tree.map(lambda x: x[i], params), opponent, k, num_games) for i in range(num_seeds)
+        ]
+    return out
+
+
+def format_head_to_head(env_id: str, results: dict, num_games: int) -> str:
+    """A table per opponent: win / draw / loss, mean return and illegal moves per game of the greedy
+    policy in each seat (seat 0 moves first) and seed."""
+    lines = []
+    for label, per_seed in results.items():
+        lines.append(f"head-to-head on {env_id}: greedy policy vs {label}, {num_games} games per seat and seed")
+        head = ["seed", "seat", "win", "draw", "loss", "mean return", "illegal/game"]
+        rows = []
+        for i, r in enumerate(per_seed):
+            for s in (0, 1):
+                st = r[f"seat{s}"]
+                rows.append([str(i), f"{s} ({'first' if s == 0 else 'second'})", f"{st['win']:.3f}", f"{st['draw']:.3f}",
+                             f"{st['loss']:.3f}", f"{st['mean_return']:+.3f}", f"{st['illegal_a']:.3g}"])
+        widths = [max(len(r[c]) for r in [head] + rows) for c in range(len(head))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head] + rows]
+    return "\n".join(lines)
+
+
+def _usage_error(message: str) -> int:
+    print(f"{PROG}: error: {' '.join(str(message).split())}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None) -> int:
@@ -138,7 +244,17 @@ def main(argv=None) -> int:
                                         "relative to the current directory or absolute")
     parser.add_argument("--seed", type=int, default=12345, help="PRNG seed of the evaluation episodes (default: 12345)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (for machines) instead of a table")
+    parser.add_argument(
+        "--opponent", action="append", default=[], metavar="NAME|RUN_DIR",
+        help="two-player games: also play the greedy policy in each seat against 'random' (legal moves), 'perfect' "
+             "(TicTacToe-v0 only), 'heuristic' (ConnectFour-v0 only) or another run directory's greedy policy, and "
+             "report win / draw / loss per seat; repeatable",
+    )
+    parser.add_argument("--games", type=int, default=NUM_EPISODES, metavar="N",
+                        help=f"games per seat and seed against each --opponent (default: {NUM_EPISODES})")
     args = parser.parse_args(argv)
+    if args.games < 1:
+        parser.error(f"--games {args.games}: must be a positive integer")
     if not 0 <= args.seed < 2**63:
         parser.error(f"--seed {args.seed}: must be an integer in [0, {2**63 - 1}]")
     from .checkpoint import load_run
@@ -150,8 +266,28 @@ def main(argv=None) -> int:
         trainer, runner, _ = load_run(args.run_dir)
     except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
         parser.error(e.args[0] if isinstance(e, KeyError) and e.args else str(e))  # not a run, a corrupt checkpoint: exit 2
+    opponents = []
+    if args.opponent:
+        from .checkpoint import CheckpointError
+        from .episodes import eval_env
+        from .policy import OpponentError, make_opponent
+
+        env = eval_env(trainer)
+        for spec in args.opponent:
+            try:
+                opponents.append(make_opponent(spec, env))
+            except (OpponentError, CheckpointError) as e:
+                return _usage_error(f"--opponent {spec}: {e}")
     result = evaluate(trainer, runner.params, jax.random.key(args.seed))
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    if opponents:
+        result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, jax.random.key(args.seed),
+                                                   args.games)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_table(result))
+        if opponents:
+            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games))
     return 0 if result["solved"] in (True, None) else 1
 
 

@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["play", "play_games", "versus", "head_to_head"]
+__all__ = ["play", "play_games", "versus", "head_to_head", "seat_stats"]
 
 
 def _agent(tree, i: int):
@@ -154,6 +154,28 @@ def versus(env, policy, opponent, key, num_games: int, params=None, max_plies: i
     return {k: jnp.stack([row[k] for row in rows]).astype(jnp.float32) for k in rows[0]}
 
 
+def seat_stats(result: dict, seat: int, game: str = "", max_plies: int = 1000) -> dict:
+    """Host-side summary of one `play` result (its dict, as numpy arrays) for the policy in seat
+    `seat`: `win`, `draw`, `loss` (fractions of games, by the sign of its return; they sum to 1),
+    `mean_return`, `illegal_a` (its illegal moves per game), `illegal_b` (the other seats'),
+    `games`. Raises RuntimeError when a game did not end within `max_plies` (`game` names the game
+    in the message)."""
+    returns, illegal, finished = (np.asarray(result[k]) for k in ("returns", "illegal", "finished"))
+    if not np.all(finished):
+        raise RuntimeError(
+            f"{int(np.sum(~finished))} of {len(finished)} games{' of ' + game if game else ''} did not end within "
+            f"max_plies={max_plies} steps; raise max_plies"
+        )
+    r = returns[:, seat]
+    return dict(
+        win=float(np.mean(r > 0)), draw=float(np.mean(r == 0)), loss=float(np.mean(r < 0)),
+        mean_return=float(np.mean(r)),
+        illegal_a=float(np.mean(illegal[:, seat])),
+        illegal_b=float(np.mean(np.delete(illegal, seat, axis=1).sum(axis=1))),
+        games=len(r),
+    )
+
+
 def head_to_head(env, policy_a, policy_b, key, num_games: int, params=None, max_plies: int = 1000) -> dict:
     """Policy A against policy B on a two-player game: for each seat `s`, `num_games` games with A
     in seat `s` and B in the other (host-side summary of `play`).
@@ -169,17 +191,5 @@ def head_to_head(env, policy_a, policy_b, key, num_games: int, params=None, max_
     for seat, k in zip((0, 1), jax.random.split(key, 2)):
         policies = (policy_a, policy_b) if seat == 0 else (policy_b, policy_a)
         res = jax.device_get(play(env, policies, num_games, max_plies)(k, params))
-        if not np.all(res["finished"]):
-            raise RuntimeError(
-                f"{int(np.sum(~res['finished']))} of {num_games} games of {env.name} did not end within "
-                f"max_plies={max_plies} steps; raise max_plies"
-            )
-        r = res["returns"][:, seat]
-        out[f"seat{seat}"] = dict(
-            win=float(np.mean(r > 0)), draw=float(np.mean(r == 0)), loss=float(np.mean(r < 0)),
-            mean_return=float(np.mean(r)),
-            illegal_a=float(np.mean(res["illegal"][:, seat])),
-            illegal_b=float(np.mean(res["illegal"][:, 1 - seat])),
-            games=num_games,
-        )
+        out[f"seat{seat}"] = seat_stats(res, seat, env.name, max_plies)
     return out

@@ -154,15 +154,26 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
 
     Each episode is a jitted rollout without auto-reset; its frames run from the initial state to
     the state the episode ended in, at most ``max_frames`` frames in all. Environments that declare
-    a ``legend`` (Lottery, Rock-Paper-Scissors) get it below each frame, as in ``jaxenvs play``.
+    a ``legend`` (Lottery, Rock-Paper-Scissors) get it below each frame, as in ``jaxenvs play``;
+    turn-based games a caption per frame saying whose move it is or how the game ended, and their
+    agents act among their legal actions, each from its own observation row.
     Returns None when the environment has no ``render`` (nothing is written then).
     """
     cfg = trainer.config
     env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
-    steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or 1, max_frames)
+    # an env without a time limit (the games) plays up to max_frames steps per episode, not one
+    steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
 
     def policy(key, obs):
         return trainer.act(params, jax.tree.map(lambda x: x[None], obs))[0]
+
+    if trainer.env.multi_agent:  # every agent from its own row, among its legal actions (train.policy)
+        from .policy import make_policy
+
+        agent = make_policy(trainer, params)
+
+        def policy(key, obs):  # noqa: F811
+            return jax.vmap(agent)(jax.random.split(key, trainer.num_agents), obs)
 
     states = []
     for k in jax.random.split(key, num_episodes):
@@ -180,11 +191,14 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         frames = render_frames(env, stacked)
     except NotImplementedError:
         return None
-    from jaxenvs.rendering.legend import add_legend
+    from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
 
     from .checkpoint import atomic_write
 
     frames = add_legend(env, frames)
+    captions = status_captions(env, states)  # turn-based games: whose move, how each game ended
+    if captions is not None:
+        frames = add_captions(frames, captions[:max_frames])
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)

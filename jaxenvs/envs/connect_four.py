@@ -147,8 +147,20 @@ class ConnectFour(Environment):
         return jnp.where(hole[..., None], piece, jnp.asarray(BOARD_COLOR, jnp.uint8)).astype(jnp.uint8)
 
     def render_text(self, state, params=None):
+        """The board (row 0 at the top, ``X`` agent 0, ``O`` agent 1), the column numbers and a
+        status line: who is to move, or after the end ``game over:`` and the result."""
         board = np.asarray(state.board)
         rows = [" ".join(PIECES[v] for v in row) for row in board]
         player = int(state.current_player)
-        status = "game over" if bool(state.terminated) else f"agent {player} ({PIECES[player + 1]}) to move"
+        if not bool(state.terminated):
+            status = f"agent {player} ({PIECES[player + 1]}) to move"
+        else:
+            mover, other = 1 - player, player  # the agent whose move ended the game
+            if bool(four_in_a_row(jnp.asarray(board == mover + 1))):
+                status = f"game over: agent {mover} ({PIECES[mover + 1]}) wins"
+            elif bool(np.all(np.asarray(state.heights) == ROWS)):
+                status = "game over: draw"
+            else:
+                status = (f"game over: agent {mover} ({PIECES[mover + 1]}) made an illegal move: "
+                          f"agent {other} ({PIECES[other + 1]}) wins")
         return "\n".join(rows + [" ".join(str(c) for c in range(COLS)), status])

@@ -202,11 +202,25 @@ class KuhnPoker(Environment):
         return draw.paint(frame, draw.vline_mask((height, width), PANEL, 2.0), draw.BLACK)
 
     def render_text(self, state, params=None):
+        """One line: the cards (``?`` undealt), the bets so far (``p`` pass, ``b`` bet) and who is to
+        act (or ``chance deals``); after the end the returns and how the hand ended (a fold, a
+        showdown or an illegal move) with the winner and the amount won."""
         cards = [CARD_NAMES[c] if c >= 0 else "?" for c in np.asarray(state.cards)]
         history = "".join("pb"[a] for a in np.asarray(state.history)[: int(state.num_actions)])
         line = f"KuhnPoker: cards {cards[0]} {cards[1]}, bets '{history}'"
         if bool(state.terminated):
-            return line + f", returns {np.asarray(state.returns).tolist()}"
+            returns = np.asarray(state.returns)
+            winner = int(np.argmax(returns))
+            n = int(state.num_actions)
+            hist = np.asarray(state.history)[:n]
+            ended, _ = _showdown_or_fold(jnp.asarray(state.history), jnp.asarray(n), jnp.asarray(state.cards))
+            if not bool(ended):  # the betting was not over: an illegal move ended the game
+                how = f"player {1 - winner} made an illegal move"
+            elif hist[-1] == 0 and (hist == 1).any():
+                how = f"player {(n - 1) % 2} folds"
+            else:
+                how = f"showdown {cards[0]} vs {cards[1]}"
+            return line + f", returns {returns.tolist()}: {how}, player {winner} wins {returns[winner]:g}"
         if bool(self.is_chance_node(state)):
             return line + ", chance deals"
         return line + f", player {int(self.current_player(state))} to act"

@@ -163,9 +163,20 @@ class TicTacToe(Environment):
         return frame
 
     def render_text(self, state, params=None):
+        """The board (PettingZoo's layout, ``.`` empty) and a status line: who is to move, or after
+        the end ``game over:`` and the result (who won, a draw, or who made an illegal move)."""
         marks = np.asarray(state.marks)
         cells = ["X" if marks[0] >> i & 1 else "O" if marks[1] >> i & 1 else "." for i in range(NUM_CELLS)]
         rows = [" ".join(cells[row + 3 * col] for col in range(3)) for row in range(3)]
         player = int(state.current_player)
-        status = "game over" if bool(state.terminated) else f"agent {player} ({MARKS[player]}) to move"
-        return "\n".join(rows + [status])
+        if not bool(state.terminated):
+            return "\n".join(rows + [f"agent {player} ({MARKS[player]}) to move"])
+        mover, other = 1 - player, player  # the agent whose move ended the game
+        mine = int(marks[mover])
+        if any(mine & int(m) == int(m) for m in LINE_MASKS):
+            result = f"agent {mover} ({MARKS[mover]}) wins"
+        elif int(marks[0] | marks[1]) == FULL_BOARD:
+            result = "draw"
+        else:
+            result = f"agent {mover} ({MARKS[mover]}) made an illegal move: agent {other} ({MARKS[other]}) wins"
+        return "\n".join(rows + [f"game over: {result}"])

@@ -19,7 +19,7 @@ import numpy as np
 from jaxenvs._optional import require
 from jaxenvs.rendering import draw
 
-__all__ = ["legend_rows", "legend_strip", "add_legend"]
+__all__ = ["legend_rows", "legend_strip", "add_legend", "add_captions", "status_captions"]
 
 Entry = tuple  # (rgb colour or None, text)
 
@@ -90,3 +90,51 @@ def add_legend(env, frames: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         return frames
     strips = np.broadcast_to(strip, frames.shape[:-3] + strip.shape)
     return np.concatenate([frames, strips], axis=-3)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` split at spaces into lines at most ``width`` pixels wide in the default font (a
+    single longer word keeps a line of its own)."""
+    Image, ImageDraw, ImageFont = _pil()
+    font, probe = ImageFont.load_default(), ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and probe.textlength(lines[-1] + " " + word, font=font) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
+
+
+def add_captions(frames: Sequence[np.ndarray] | np.ndarray, captions: Sequence[str]) -> np.ndarray:
+    """``frames`` (uint8[T, H, W, 3]) with ``captions[t]`` (one line of text each, e.g. whose move
+    it is, or how the game ended) written in a strip below frame ``t``; all strips get the height
+    of the tallest (a caption wider than the frame wraps at its spaces)."""
+    frames = np.asarray(frames)
+    if len(captions) != len(frames):
+        raise ValueError(f"add_captions needs one caption per frame: {len(frames)} frames, {len(captions)} captions")
+    width = int(frames.shape[-2])
+    strips = {c: _strip(tuple(((None, line),) for line in _wrap(c, width - 8)), width) for c in set(captions)}
+    height = max(s.shape[0] for s in strips.values())
+    padded = {c: np.concatenate([s, np.full((height - s.shape[0], width, 3), draw.WHITE, np.uint8)]) for c, s in strips.items()}
+    return np.concatenate([frames, np.stack([padded[c] for c in captions])], axis=-3)
+
+
+def status_captions(env, episodes: Sequence) -> list[str] | None:
+    """For a turn-based game (``traits.dynamics == "sequential"``) with a ``render_text``: one
+    caption per state of every episode (``episodes``: per episode, its states stacked on a leading
+    time axis), ``"episode i: "`` and the last line of ``render_text`` (whose move it is, or how the
+    game ended). None for other environments."""
+    import jax
+
+    if getattr(getattr(env, "traits", None), "dynamics", None) != "sequential":
+        return None
+    out = []
+    try:
+        for i, states in enumerate(episodes, 1):
+            for t in range(len(jax.tree.leaves(states)[0])):
+                text = env.render_text(jax.tree.map(lambda x: x[t], states), env.default_params)
+                out.append(f"episode {i}: " + text.strip().splitlines()[-1])
+    except NotImplementedError:
+        return None
+    return out
