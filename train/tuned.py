@@ -49,6 +49,7 @@ class TunedEnv:
     solved_when: str | None = None  # the criterion evaluate's "solved" applies, in words
     progress: tuple = ("mean_return",)  # metrics followed after every chunk of training
     metrics: dict = dataclasses.field(default_factory=dict)  # metric name -> Metric
+    judged: str = "greedy policy"  # what the evaluation plays: "greedy policy" or "stochastic policy"
     curves: tuple = ()  # per-update metrics of the compiled update drawn on the learning curve (see `metrics`)
 
 
@@ -159,28 +160,18 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
 # ---- Turn-based games: the greedy policy in each seat against fixed opponents (`train.opponents`), as
 # vmapped games in one compiled program per (trainer, opponent, games); params are its argument, so
 # evaluating after every chunk compiles nothing again.
-_VERSUS_FNS: dict = {}
-
-
 def versus_opponent(trainer, params, key, opponent, num_games: int) -> dict:
     """The trainer's GREEDY policy (``params``: one seed) in each seat against ``opponent`` (a
-    `train.opponents` policy) in the other, ``num_games`` games per seat: ``{"win": [per seat],
-    "draw": [...], "loss": [...], "illegal": [...], "unfinished": [...]}`` (floats)."""
-    from .matches import versus
+    `train.opponents` policy) in the other, ``num_games`` games per seat (`train.policy.versus`,
+    one compiled program per configuration and opponent): ``{"win": [per seat], "draw": [...],
+    "loss": [...], "illegal": [...]}`` (floats). Raises when a game does not end within the
+    game's ply limit."""
+    from .policy import versus
 
-    cache_key = (id(trainer), opponent, int(num_games))
-    if cache_key not in _VERSUS_FNS:
-        env = trainer.match_env
-
-        def run(params, key):
-            return versus(env, trainer.agent_policy(params, greedy=True), opponent, key, num_games,
-                          max_plies=trainer.max_plies)
-
-        _VERSUS_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
-    res = jax.device_get(_VERSUS_FNS[cache_key][1](params, key))
-    if np.any(res["unfinished"] > 0):
-        raise RuntimeError(f"{trainer.config.env_id}: some evaluation games did not end within {trainer.max_plies} plies")
-    return {k: [float(x) for x in v] for k, v in res.items()}
+    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies)
+    seats = [res[f"seat{i}"] for i in range(trainer.num_agents)]
+    return {k: [st[src] for st in seats] for k, src in
+            (("win", "win"), ("draw", "draw"), ("loss", "loss"), ("illegal", "illegal_a"))}
 
 
 def _seat_metrics(res: dict, name: str) -> dict:
@@ -352,6 +343,7 @@ ENTRIES: dict[str, TunedEnv] = {
         },
     ),
     "RockPaperScissors-v0": TunedEnv(
+        judged="stochastic policy",
         training=dict(
             # Self-play of a one-shot zero-sum game: simultaneous policy gradient cycles around the
             # uniform equilibrium; a strong entropy bonus (whose regularised equilibrium is still uniform)
@@ -412,6 +404,7 @@ ENTRIES: dict[str, TunedEnv] = {
         curves=("illegal_rate", "win_seat0", "win_seat1"),
     ),
     "KuhnPoker-v0": TunedEnv(
+        judged="stochastic policy",
         # Plain self-play PPO with an entropy bonus, judged on the last policy (no averaging). Without the
         # bonus (or at 0.01-0.03) the policy turned nearly deterministic (entropy < 0.1 nats) and cycled at
         # exploitability 0.25-0.57 after 400k steps; at 0.1 it keeps the mixed strategies Kuhn's equilibria
