@@ -113,6 +113,23 @@ def test_compare_results_prints_ratios_and_never_fails_on_timing(quick_run, tmp_
     assert compare.main([str(tmp_path / "empty.json"), str(out / "startup.json")]) == 2
 
 
+def test_compare_results_reads_a_run_directorys_timings(quick_run, tmp_path, capsys):
+    """A run's timings.json (as .ci/run prints it) is set against startup.json's main job."""
+    out, _ = quick_run
+    compare = _load("compare_results")
+    record = json.loads((out / "startup.json").read_text())
+    timings = {"wall_s": 2 * record["main_job"]["warm"]["median"]["trainer_wall_s"], "phases_s": {"init": 1.0},
+               "jax": {"seconds": {"compile_s": 1.0}, "counts": {"compile": 3}}}
+    (tmp_path / "timings.json").write_text(json.dumps(timings))
+    assert compare.main([str(tmp_path / "timings.json"), str(out / "startup.json"), "--kind", "warm"]) == 0
+    text = capsys.readouterr().out
+    assert "compared with the warm main job's medians" in text
+    assert "main_job.warm.median.trainer_wall_s" in text and "2.00x" in text
+    rows = {k: r for k, _, _, r in compare.compare(compare.as_main_job(timings, "warm"), record)}
+    assert rows["main_job.warm.median.trainer_wall_s"] == pytest.approx(2)
+    assert "main_job.warm.median.jax.seconds.compile_s" in rows
+
+
 def test_trainer_phases_parses_the_wall_time_line():
     startup = _load("startup")
     lines = [(0.1, "compiling ...: done in 5.6s"),
