@@ -35,7 +35,7 @@ measured once per run: the floor (``import jax`` and one tiny computation, a fre
 writes ``startup.json`` and ``startup.md`` (a markdown table) into ``--out``. Timings depend on the
 machine's load: the run records ``uptime``'s load averages before and after.
 
-    python benchmarks/startup.py --out benchmarks/results --envs all   # the committed record (5 repeats)
+    python benchmarks/startup.py --out benchmarks/results --envs all   # the committed record (--repeats 5 when the CPU is free)
     python benchmarks/startup.py --repeats 1 --quick --out /tmp/s   # the output's shape only (see --quick)
     python benchmarks/compare_results.py /tmp/s/startup.json benchmarks/results/startup.json   # ratios
 """
