@@ -26,16 +26,17 @@ import sys
 RATES = ("steps_per_s", "steps_per_sec")
 
 
-def figures(tree, prefix: str = "") -> dict[str, float]:
-    """``{"a.b.c_s": value}`` for the timed figures (keys ending in ``_s`` or a rate) of a JSON tree,
-    skipping lists (individual runs)."""
+def figures(tree, prefix: str = "", seconds: bool = False) -> dict[str, float]:
+    """``{"a.b.c_s": value}`` for the timed figures (keys ending in ``_s`` or a rate, and every
+    number in a dict whose key ends in ``_s``, such as ``phases_s``) of a JSON tree, skipping lists
+    (individual runs)."""
     out = {}
     if isinstance(tree, dict):
         for k, v in tree.items():
             path = f"{prefix}.{k}" if prefix else str(k)
             if isinstance(v, dict):
-                out.update(figures(v, path))
-            elif isinstance(v, (int, float)) and not isinstance(v, bool) and (k.endswith("_s") or k in RATES):
+                out.update(figures(v, path, seconds=str(k).endswith("_s")))
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and (seconds or k.endswith("_s") or k in RATES):
                 if math.isfinite(v):
                     out[path] = float(v)
     return out
