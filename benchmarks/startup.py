@@ -23,13 +23,19 @@ output), paired in one run: each repeat runs, in this order,
   Both import ``jaxenvs.train`` first (the same XLA flags) and use the cache as the trainer does
   (`jaxenvs._cache.enable_compilation_cache` with no minimum compile time).
 
+``--envs``: the main job of each listed environment as well (``jaxenvs-train --env ID`` with its
+tuned defaults; ``all``: the five built-in environments), cold and warm as above, into a table of
+its own; the first listed is the main job above (default: GridWorld-v0 only). The trainer's
+``timings.json`` (in the run directory) adds what each run traced, lowered and compiled: programs
+compiled or loaded from the cache, and their seconds.
+
 Medians over ``--repeats`` processes of each kind (>= 5 for a result worth committing). Also
 measured once per run: the floor (``import jax`` and one tiny computation, a fresh process) and
 ``python -X importtime`` of the trainer's module (the heaviest imports). Prints figures and ratios;
 writes ``startup.json`` and ``startup.md`` (a markdown table) into ``--out``. Timings depend on the
 machine's load: the run records ``uptime``'s load averages before and after.
 
-    python benchmarks/startup.py --out benchmarks/results          # the committed record (5 repeats)
+    python benchmarks/startup.py --out benchmarks/results --envs all   # the committed record (--repeats 5 when the CPU is free)
     python benchmarks/startup.py --repeats 1 --quick --out /tmp/s   # the output's shape only (see --quick)
     python benchmarks/compare_results.py /tmp/s/startup.json benchmarks/results/startup.json   # ratios
 """
@@ -37,6 +43,7 @@ machine's load: the run records ``uptime``'s load averages before and after.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -51,6 +58,7 @@ from pathlib import Path
 
 RESULT_TAG = "STARTUP_RESULT "
 ENV_ID = "GridWorld-v0"
+BUILT_IN = ("GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0")
 # --quick: a tiny training run (the numbers say nothing; the output has its full shape)
 QUICK = dict(total_timesteps=512, num_envs=8, num_steps=16, num_minibatches=2, update_epochs=1)
 FAST_COMPILE = "--xla_backend_optimization_level=0"
@@ -165,10 +173,11 @@ def _child_env(cache: str, quick: bool) -> dict:
     return env
 
 
-def main_job(cache: str, quick: bool, workdir: str, timeout: float) -> dict:
+def main_job(cache: str, quick: bool, workdir: str, timeout: float, env_id: str = ENV_ID) -> dict:
     exe = shutil.which("jaxenvs-train", path=os.path.dirname(sys.executable))
     cmd = [exe] if exe else [sys.executable, "-m", "jaxenvs.train"]
-    cmd += ["--out", os.path.join(workdir, "runs")]
+    runs = tempfile.mkdtemp(prefix="runs-", dir=workdir)
+    cmd += ["--out", runs] + ([] if env_id == ENV_ID else ["--env", env_id])
     if quick:
         cmd += [f"--{k.replace('_', '-')}={v}" for k, v in QUICK.items()] + ["--chunks", "2", "--no-gif", "--no-eval"]
     env = _child_env(cache, quick)
@@ -178,7 +187,23 @@ def main_job(cache: str, quick: bool, workdir: str, timeout: float) -> dict:
     out = {"wall_s": wall, "trainer_wall_s": trainer_wall, "phases_s": phases}
     if trainer_wall is not None:
         out["before_clock_s"] = wall - trainer_wall
+    found = list(Path(runs).glob("*/timings.json"))
+    if found:  # what the run traced, lowered and compiled (train.xla.CompileLog)
+        jax_log = json.loads(found[0].read_text()).get("jax") or {}
+        out["jax"] = {"seconds": jax_log.get("seconds", {}), "counts": jax_log.get("counts", {})}
+        out["outputs_sha256"] = outputs_digest(found[0].parent)
     return out | {"lines": lines}
+
+
+def outputs_digest(run_dir: Path) -> str:
+    """sha256 of the run's numbers: ``metrics.csv`` (every update's losses and returns) and
+    ``evaluation.json`` when written. A warm run (programs from the cache) must give the cold
+    run's digest: the cache may save time, never change a result."""
+    h = hashlib.sha256()
+    for name in ("metrics.csv", "evaluation.json"):
+        if (run_dir / name).exists():
+            h.update(name.encode() + b"\0" + (run_dir / name).read_bytes())
+    return h.hexdigest()
 
 
 def first_policy(program: str, cache: str, quick: bool, workdir: str, timeout: float) -> dict:
@@ -250,7 +275,12 @@ def summarise_main(runs: list[dict]) -> dict:
     med = _median_runs(runs, ["wall_s", "trainer_wall_s", "before_clock_s"])
     names = list(dict.fromkeys(k for r in runs for k in r["phases_s"]))
     med["phases_s"] = {k: statistics.median(r["phases_s"].get(k, 0.0) for r in runs) for k in names}
+    logs = [r["jax"] for r in runs if "jax" in r]
+    if logs:
+        med["jax"] = {part: {k: statistics.median(log[part].get(k, 0) for log in logs) for k in logs[0][part]}
+                      for part in ("seconds", "counts")}
     return {"median": med, "runs": [{k: v for k, v in r.items() if k != "lines"} for r in runs],
+            "outputs_sha256": sorted({r["outputs_sha256"] for r in runs if "outputs_sha256" in r}),
             "lines_of_first_run": runs[0]["lines"]}
 
 
@@ -260,6 +290,8 @@ def main(argv=None) -> dict | None:
     p.add_argument("--quick", action="store_true", help="tiny training settings, no evaluation or GIF, XLA's cheapest compile: "
                    "checks the output's shape, says nothing about speed")
     p.add_argument("--no-rejax", action="store_true", help="skip rejax's first policy")
+    p.add_argument("--envs", default=ENV_ID, help=f"comma-separated env ids whose main job is measured too, the first being "
+                   f"the main job's ('all': {', '.join(BUILT_IN)}; default {ENV_ID})")
     p.add_argument("--out", default="runs/benchmarks", help="folder for startup.json and startup.md")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds one process may take")
     p.add_argument("--child", choices=PROGRAMS, help=argparse.SUPPRESS)
@@ -269,6 +301,13 @@ def main(argv=None) -> dict | None:
         return None
     if args.repeats < 1:
         p.error(f"--repeats {args.repeats}: must be >= 1")
+    envs = list(BUILT_IN) if args.envs == "all" else [e.strip() for e in args.envs.split(",") if e.strip()]
+    if not envs:
+        p.error("--envs: give at least one env id")
+    unknown = [e for e in envs if e not in BUILT_IN]
+    if unknown:
+        p.error(f"--envs {','.join(unknown)}: not a built-in environment; choose from {', '.join(BUILT_IN)} or 'all'")
+    args.env_list = envs
     programs = [x for x in PROGRAMS if not (x == "rejax" and args.no_rejax)]
     if "rejax" in programs:
         import importlib.util
@@ -279,19 +318,21 @@ def main(argv=None) -> dict | None:
     out.mkdir(parents=True, exist_ok=True)
     load_before = _load()
     print(f"load before: {load_before}", flush=True)
-    main_runs = {"cold": [], "warm": []}
+    env_runs = {env: {"cold": [], "warm": []} for env in args.env_list}
+    main_runs = env_runs[args.env_list[0]]
     fp_runs = {prog: {"cold": [], "warm": []} for prog in programs}
     floors = []
     with tempfile.TemporaryDirectory(prefix="jaxenvs-startup-") as tmp:
         imports = import_times(tmp, args.timeout)
         for r in range(args.repeats):
             floors.append(floor(tmp, args.timeout))
-            cache = tempfile.mkdtemp(prefix="cache-main-", dir=tmp)
-            for kind in ("cold", "warm"):
-                res = main_job(cache, args.quick, tmp, args.timeout)
-                main_runs[kind].append(res)
-                print(f"[{r + 1}/{args.repeats}] main job {kind}: {res['wall_s']:.2f} s "
-                      f"({', '.join(f'{k} {v:.1f}' for k, v in res['phases_s'].items())})", flush=True)
+            for env in args.env_list:
+                cache = tempfile.mkdtemp(prefix="cache-main-", dir=tmp)
+                for kind in ("cold", "warm"):
+                    res = main_job(cache, args.quick, tmp, args.timeout, env)
+                    env_runs[env][kind].append(res)
+                    print(f"[{r + 1}/{args.repeats}] main job {env} {kind}: {res['wall_s']:.2f} s "
+                          f"({', '.join(f'{k} {v:.1f}' for k, v in res['phases_s'].items())})", flush=True)
             for prog in programs:
                 cache = tempfile.mkdtemp(prefix=f"cache-{prog}-", dir=tmp)
                 for kind in ("cold", "warm"):
@@ -301,25 +342,29 @@ def main(argv=None) -> dict | None:
                           f"(imports {res['imports_s']:.2f}, trace {res['trace_s']:.2f}, lower {res['lower_s']:.2f}, "
                           f"compile {res['compile_s']:.2f}, train {res['train_s']:.2f})", flush=True)
             # the record so far, rewritten after every repeat (a long run stopped early keeps its repeats)
-            result = _record(args, load_before, _load(), floors, main_runs, fp_runs, imports, r + 1)
+            result = _record(args, load_before, _load(), floors, env_runs, fp_runs, imports, r + 1)
     print(f"load after: {result['machine']['load_after']}", flush=True)
     print(markdown(result))
     print(f"wrote {out / 'startup.json'} and {out / 'startup.md'}")
     return result
 
 
-def _record(args, load_before, load_after, floors, main_runs, fp_runs, imports, done) -> dict:
+def _record(args, load_before, load_after, floors, env_runs, fp_runs, imports, done) -> dict:
     """The result of the ``done`` repeats so far, written to ``--out``."""
     import jax
 
     result = {
-        "settings": {"env_id": ENV_ID, "quick": args.quick, "repeats": args.repeats,
+        "settings": {"env_id": args.env_list[0], "envs": args.env_list, "quick": args.quick, "repeats": args.repeats,
                      "training": QUICK if args.quick else "the tuned defaults (jaxenvs.train.configs)"},
         "repeats_done": done,
         "machine": {"cpus": os.cpu_count(), "jax": jax.__version__, "python": sys.version.split()[0],
                     "load_before": load_before, "load_after": load_after},
         "floor_s": {"median": statistics.median(floors), "runs": floors},
-        "main_job": {kind: summarise_main(runs) for kind, runs in main_runs.items()},
+        "main_job": {kind: summarise_main(runs) for kind, runs in env_runs[args.env_list[0]].items()},
+        "per_env": {env: {kind: summarise_main(runs)["median"] for kind, runs in kinds.items()} for env, kinds in env_runs.items()},
+        # per env, every cold and warm run wrote the same numbers (metrics.csv, evaluation.json)
+        "same_outputs_cold_and_warm": {env: len({r.get("outputs_sha256") for k in kinds.values() for r in k}) == 1
+                                       for env, kinds in env_runs.items()},
         "first_policy": {prog: {kind: {"median": _median_runs(runs), "runs": runs} for kind, runs in kinds.items()}
                          for prog, kinds in fp_runs.items()},
         "imports": imports,
@@ -367,6 +412,14 @@ def markdown(result: dict) -> str:
         med = mj[kind]["median"]
         lines.append(f"| {kind} | {med['wall_s']:.2f} s | {med.get('before_clock_s', float('nan')):.2f} | "
                      + " | ".join(f"{med['phases_s'].get(k, 0.0):.1f}" for k in phases) + " |")
+    lines += ["", "| main job of each env (`jaxenvs-train --env ID`) | cold | warm | cold: init / compile waited / train | programs compiled cold / loaded warm |",
+              "|---|---|---|---|---|"]
+    for env, kinds in result.get("per_env", {}).items():
+        cold, warm = kinds["cold"], kinds["warm"]
+        ph = cold["phases_s"]
+        counts = lambda m, k: m.get("jax", {}).get("counts", {}).get(k)  # noqa: E731
+        lines.append(f"| {env} | {cold['wall_s']:.2f} s | {warm['wall_s']:.2f} s | {ph.get('init', 0.0):.1f} / "
+                     f"{ph.get('compile', 0.0):.1f} / {ph.get('train', 0.0):.1f} | {counts(cold, 'compile')} / {counts(warm, 'cache_hits')} |")
     lines += ["", "| first trained policy | process start to params | imports | build | trace | lower | compile | train |",
               "|---|---|---|---|---|---|---|---|"]
     for prog, kinds in result["first_policy"].items():

@@ -39,6 +39,10 @@ def test_startup_json_structure(quick_run):
     out, stdout = quick_run
     result = json.loads((out / "startup.json").read_text())
     assert result["settings"]["quick"] is True and result["settings"]["repeats"] == 1
+    assert result["settings"]["envs"] == ["GridWorld-v0"]
+    # the warm run (programs from the cache) wrote the cold run's numbers, digit for digit
+    assert result["same_outputs_cold_and_warm"] == {"GridWorld-v0": True}
+    assert len(result["main_job"]["cold"]["outputs_sha256"]) == 1
     assert "load average" in result["machine"]["load_before"] and "load average" in result["machine"]["load_after"]
     assert result["floor_s"]["median"] > 0
     for kind in ("cold", "warm"):
@@ -49,9 +53,18 @@ def test_startup_json_structure(quick_run):
         # it names (init and compile at least) fit inside its clock
         assert 0 < med["trainer_wall_s"] < med["wall_s"]
         assert med["before_clock_s"] == pytest.approx(med["wall_s"] - med["trainer_wall_s"])
-        # (the trainer's line leaves out phases under 0.05 s: --quick trains for a few milliseconds)
-        assert {"init", "compile"} <= set(med["phases_s"]) <= {
-            "imports", "init", "compile", "train", "progress evaluation", "evaluate", "plot", "gif"}
+        # (the trainer's line leaves out phases under 0.05 s: --quick trains for a few milliseconds, and
+        # the training program compiles in the background, so the time waited for it may be shorter)
+        assert {"init"} <= set(med["phases_s"]) <= {
+            "imports", "init", "compile", "train", "progress evaluation", "evaluation warm-up", "evaluate", "plot", "gif"}
+        # the run's timings.json: what it compiled (cold) or loaded from the persistent cache (warm)
+        counts = med["jax"]["counts"]
+        assert counts["compile"] >= 2 and med["jax"]["seconds"]["compile_s"] > 0
+        if kind == "warm":  # every program comes from the persistent cache: nothing compiled again
+            assert counts["cache_misses"] == 0 and counts["cache_hits"] == counts["compile"], counts
+        else:
+            assert counts["cache_misses"] >= 2, counts
+        assert result["per_env"]["GridWorld-v0"][kind] == med  # the main job is the first (only) env's
         assert sum(med["phases_s"].values()) <= med["trainer_wall_s"] + 0.05 * len(med["phases_s"])
         assert any("wall time" in text for _, text in job["lines_of_first_run"])
         for prog in ("jaxenvs", "rejax"):
@@ -76,7 +89,7 @@ def test_startup_json_structure(quick_run):
     imports = result["imports"]
     assert imports["total_s"] > 0 and "jax" in imports["cumulative_s"]
     md = (out / "startup.md").read_text()
-    assert "| cold |" in md and "| jaxenvs cold |" in md and "| rejax warm |" in md
+    assert "| cold |" in md and "| jaxenvs cold |" in md and "| rejax warm |" in md and "| GridWorld-v0 |" in md
     assert md in stdout
 
 
@@ -98,6 +111,23 @@ def test_compare_results_prints_ratios_and_never_fails_on_timing(quick_run, tmp_
     assert compare.main([str(tmp_path / "bad.json"), str(out / "startup.json")]) == 2
     (tmp_path / "empty.json").write_text("{}")
     assert compare.main([str(tmp_path / "empty.json"), str(out / "startup.json")]) == 2
+
+
+def test_compare_results_reads_a_run_directorys_timings(quick_run, tmp_path, capsys):
+    """A run's timings.json (as .ci/run prints it) is set against startup.json's main job."""
+    out, _ = quick_run
+    compare = _load("compare_results")
+    record = json.loads((out / "startup.json").read_text())
+    timings = {"wall_s": 2 * record["main_job"]["warm"]["median"]["trainer_wall_s"], "phases_s": {"init": 1.0},
+               "jax": {"seconds": {"compile_s": 1.0}, "counts": {"compile": 3}}}
+    (tmp_path / "timings.json").write_text(json.dumps(timings))
+    assert compare.main([str(tmp_path / "timings.json"), str(out / "startup.json"), "--kind", "warm"]) == 0
+    text = capsys.readouterr().out
+    assert "compared with the warm main job's medians" in text
+    assert "main_job.warm.median.trainer_wall_s" in text and "2.00x" in text
+    rows = {k: r for k, _, _, r in compare.compare(compare.as_main_job(timings, "warm"), record)}
+    assert rows["main_job.warm.median.trainer_wall_s"] == pytest.approx(2)
+    assert "main_job.warm.median.jax.seconds.compile_s" in rows
 
 
 def test_trainer_phases_parses_the_wall_time_line():

@@ -74,6 +74,9 @@ def test_cli_writes_the_run_directory(run_dir):
         assert phase in stdout
     assert "verdict:" in stdout and "seed 1" in stdout
     assert list(cache.iterdir())  # the persistent compilation cache was written
+    timings = json.loads((run_dir / "timings.json").read_text())  # what .ci/run prints
+    assert {"init", "train", "evaluate", "gif"} <= set(timings["phases_s"]) and timings["wall_s"] > 0
+    assert timings["jax"]["counts"]["compile"] >= 3 and timings["jax"]["counts"]["cache_misses"] >= 1
 
 
 def test_learning_curve_panels_hold_the_progress_measures(run_dir):

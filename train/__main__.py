@@ -15,7 +15,10 @@ evaluated on what measures progress in its environment (see `train.evaluate`) an
 progress line (steps, steps/s, that measure, ETA) is printed (after every chunk on a terminal, at
 most every 2 s in a log), so printing costs nothing inside the compiled program. Every phase
 (initialisation, compilation, evaluation, GIF) says what it does and how long it took, and the
-last line gives the wall time of the whole command.
+last line gives the wall time of the whole command. The training program compiles in a background
+thread (XLA compiles without Python's GIL) while the initial state, the progress evaluation and the
+final evaluation's and GIF's programs compile on the main thread; the learning curve is drawn in a
+thread beside the GIF.
 
 Every config field has a flag (``--help`` lists them with their defaults and each environment's
 tuned values; ``--show-config`` prints the resolved config). Config values are checked before
@@ -33,6 +36,8 @@ Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache
   and ``metrics.json`` (the same per seed, ``null`` where no episode ended; and the progress
   evaluations after every chunk);
 * ``learning_curve.png``, ``policy.gif`` (seed 0, greedy), ``evaluation.json``;
+* ``timings.json``: the command's wall time and phases, and what JAX traced, lowered and compiled
+  (programs compiled, or loaded from the cache, with their seconds: `train.xla.CompileLog`);
 * ``checkpoint.msgpack`` (params, optimizer and env states, keys, config, step count), written
   after every chunk that takes longer than ``--checkpoint-every`` seconds and at the end, and on
   Ctrl-C, so ``--resume`` continues from where the run stopped (a run directory holds a

@@ -21,7 +21,7 @@ from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
 from .run import EVALUATE, Run, Say, outputs_complete
-from .xla import enable_compilation_cache
+from .xla import CompileLog, enable_compilation_cache
 
 __all__ = ["main"]
 
@@ -38,9 +38,11 @@ def main(argv=None, started: float | None = None) -> int:
 
         drop_gloo_banner()  # Gloo prints a connection banner into stdout: keep it out of this command's output
         initialize_distributed()  # before anything else asks JAX for its devices
-    enable_compilation_cache()
+    cache = enable_compilation_cache()
     main_process = is_main_process()
     run = Run(args, Say(main_process), main_process)
+    run.compile_log = CompileLog().start()
+    run.cache_dir = cache
     in_main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
     previous = {s: signal.signal(s, _interrupt) for s in _SIGNALS} if in_main_thread else {}  # SIGTERM/SIGHUP as Ctrl-C
     try:
@@ -67,6 +69,7 @@ def main(argv=None, started: float | None = None) -> int:
     except KeyboardInterrupt as e:
         return _interrupted(run, e)
     finally:
+        run.compile_log.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
 
@@ -117,6 +120,7 @@ def _run(run: Run, started: float, imported: float) -> int:
         run.train()
     run.finish()
     run.say(run.wall_summary(started, imported))
+    run.write_timings(started, imported)
     return 0
 
 

@@ -45,7 +45,8 @@ def first_episodes(traj) -> dict[str, np.ndarray]:
     int[n], ``terminated`` bool[n] (the MDP ended, even on the time limit's last step), ``finished``
     bool[n] and ``returns`` float[n(, agents)].
     """
-    done = np.asarray(traj.terminated | traj.truncated)
+    terminated = np.asarray(traj.terminated)  # host arrays first: no device op compiled for this
+    done = terminated | np.asarray(traj.truncated)
     steps, n = done.shape
     ended_before = np.cumsum(done, axis=0) - done > 0
     alive = ~ended_before
@@ -57,7 +58,7 @@ def first_episodes(traj) -> dict[str, np.ndarray]:
         alive=alive,
         length=alive.sum(axis=0),
         finished=finished,
-        terminated=np.asarray(traj.terminated)[last, np.arange(n)],
+        terminated=terminated[last, np.arange(n)],
         returns=(reward * mask).sum(axis=0),
     )
 
@@ -88,8 +89,10 @@ def _episode_fn(trainer, versus_random: bool, num_episodes: int) -> Callable:
 
 
 def episodes(trainer, params, key, versus_random=False, num_episodes=NUM_EPISODES):
-    """``(trajectory, first_episodes(trajectory))`` of ``num_episodes`` greedy episodes."""
-    traj = _episode_fn(trainer, versus_random, num_episodes)(params, key)
+    """``(trajectory, first_episodes(trajectory))`` of ``num_episodes`` greedy episodes; the
+    trajectory's arrays are on the host (numpy), so what the caller computes from them compiles
+    nothing."""
+    traj = jax.device_get(_episode_fn(trainer, versus_random, num_episodes)(params, key))
     return traj, first_episodes(traj)
 
 

@@ -13,7 +13,7 @@ import jaxenvs
 from jaxenvs.rendering.io import render_frames, save_gif
 from jaxenvs.rollout import rollout
 
-__all__ = ["plot_learning_curve", "curve_panels", "policy_gif"]
+__all__ = ["plot_learning_curve", "curve_panels", "policy_gif", "gif_frames"]
 
 
 def _nan_fill_forward(x: np.ndarray) -> np.ndarray:
@@ -149,56 +149,84 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
     return path
 
 
-def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int = 3, max_frames: int = 100) -> Path | None:
-    """Render ``num_episodes`` greedy episodes of ONE set of params into a GIF at ``path``.
+_GIF_FNS: dict = {}
 
-    Each episode is a jitted rollout without auto-reset; its frames run from the initial state to
-    the state the episode ended in, at most ``max_frames`` frames in all. Environments that declare
-    a ``legend`` (Lottery, Rock-Paper-Scissors) get it below each frame, as in ``jaxenvs play``;
-    turn-based games a caption per frame saying whose move it is or how the game ended, and their
-    agents act among their legal actions, each from its own observation row.
-    Returns None when the environment has no ``render`` (nothing is written then).
-    """
+def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
+    """Jitted ``(params, key) -> Trajectory`` (a leading episode axis): ``num_episodes`` greedy
+    single-env episodes in one program (`jaxenvs.rollout.rollout` vmapped over
+    ``jax.random.split(key, num_episodes)``, one key each), with
+    params as an argument, so the program compiled for one set of params serves every other.
+    In a multi-agent env every agent acts from its own row, among its legal actions (`train.policy`)."""
+    cache_key = (id(trainer), steps, num_episodes)
+    if cache_key not in _GIF_FNS:
+        def run(params, key):
+            keys = jax.random.split(key, num_episodes)
+
+            def policy(key, obs):
+                return trainer.act(params, jax.tree.map(lambda x: x[None], obs))[0]
+
+            if trainer.env.multi_agent:
+                from .policy import make_policy
+
+                agent = make_policy(trainer, params)
+
+                def policy(key, obs):  # noqa: F811
+                    return jax.vmap(agent)(jax.random.split(key, trainer.num_agents), obs)
+
+            return jax.vmap(lambda k: rollout(env, k, policy, steps))(keys)
+
+        _GIF_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+    return _GIF_FNS[cache_key][1]
+
+
+def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 100) -> np.ndarray | None:
+    """The frames `policy_gif` writes (uint8[T, H, W, 3], legend and captions included), or None
+    when the environment has no ``render``. The rollouts are one compiled program and the frames are
+    rendered as a fixed count (padded with the last state, then cut), so calling this once with
+    any params of the same shapes compiles everything a later call needs."""
     cfg = trainer.config
     env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
     # an env without a time limit (the games) plays up to max_frames steps per episode, not one
     steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
-
-    def policy(key, obs):
-        return trainer.act(params, jax.tree.map(lambda x: x[None], obs))[0]
-
-    if trainer.env.multi_agent:  # every agent from its own row, among its legal actions (train.policy)
-        from .policy import make_policy
-
-        agent = make_policy(trainer, params)
-
-        def policy(key, obs):  # noqa: F811
-            return jax.vmap(agent)(jax.random.split(key, trainer.num_agents), obs)
-
+    traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
+    done = np.asarray(traj.terminated) | np.asarray(traj.truncated)  # [episodes, steps]
     states = []
-    for k in jax.random.split(key, num_episodes):
-        traj = rollout(env, k, policy, steps)
-        done = np.asarray(traj.terminated | traj.truncated)
-        end = int(done.argmax()) if done.any() else steps - 1
+    for i in range(num_episodes):
+        end = int(done[i].argmax()) if done[i].any() else steps - 1
         # the states before each action up to the episode's last, then the state it led to
-        after_end = traj.last_state if end == steps - 1 else jax.tree.map(lambda x: x[end + 1], traj.state)
-        ep = jax.tree.map(
-            lambda xs, last: np.concatenate([np.asarray(xs)[: end + 1], np.asarray(last)[None]]), traj.state, after_end
-        )
-        states.append(ep)
+        after_end = jax.tree.map(lambda x: x[i], traj.last_state) if end == steps - 1 else \
+            jax.tree.map(lambda x: x[i, end + 1], traj.state)
+        states.append(jax.tree.map(lambda xs, last: np.concatenate([xs[i, : end + 1], last[None]]), traj.state, after_end))
     stacked = jax.tree.map(lambda *xs: np.concatenate(xs)[:max_frames], *states)
+    count = int(np.shape(jax.tree.leaves(stacked)[0])[0])
+    fixed = min(max_frames, num_episodes * (steps + 1))  # one render program whatever the episodes' lengths
+    padded = jax.tree.map(lambda x: np.concatenate([x, np.repeat(x[-1:], fixed - count, axis=0)]), stacked)
     try:
-        frames = render_frames(env, stacked)
+        frames = render_frames(env, padded)[:count]
     except NotImplementedError:
         return None
     from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
 
-    from .checkpoint import atomic_write
-
     frames = add_legend(env, frames)
     captions = status_captions(env, states)  # turn-based games: whose move, how each game ended
-    if captions is not None:
-        frames = add_captions(frames, captions[:max_frames])
+    return frames if captions is None else add_captions(frames, captions[:max_frames])
+
+
+def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int = 3, max_frames: int = 100) -> Path | None:
+    """Render ``num_episodes`` greedy episodes of ONE set of params into a GIF at ``path``.
+
+    Each episode is a rollout without auto-reset (all of them one compiled program: `gif_frames`);
+    its frames run from the initial state to the state the episode ended in, at most ``max_frames``
+    frames in all. Environments that declare a ``legend`` (Lottery, Rock-Paper-Scissors) get it
+    below each frame, as in ``jaxenvs play``. Returns None when the environment has no ``render``
+    (nothing is written then).
+    """
+    frames = gif_frames(trainer, params, key, num_episodes, max_frames)
+    if frames is None:
+        return None
+    from .checkpoint import atomic_write
+
+    env = jaxenvs.make(trainer.config.env_id, autoreset=False, **trainer.config.env_kwargs)
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)

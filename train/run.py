@@ -16,6 +16,7 @@ import math
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from .trainers import make_trainer
 from . import tuned
 
 
-__all__ = ["chunk_length", "chunk_plan", "choose_mesh", "Say", "Run", "make_run_dir", "check_out_dir"]
+__all__ = ["chunk_length", "chunk_plan", "choose_mesh", "Say", "Run", "make_run_dir", "check_out_dir", "Background"]
 
 EVALUATE = "python -m jaxenvs.train.evaluate"
 
@@ -93,6 +94,34 @@ class Say:
                 return False
 
         return _Phase()
+
+
+class Background:
+    """``fn()`` in a daemon thread, started at once; `result` waits for it and returns its value or
+    raises what it raised (KeyboardInterrupt included). Meant for work that runs without Python's
+    GIL: XLA's compile of a program lowered on the main thread (tracing and lowering are Python, and
+    two threads doing them only take turns), image encoding; it then runs on another core."""
+
+    def __init__(self, fn, name: str = "jaxenvs-background"):
+        self.started = time.perf_counter()
+        self.duration: float | None = None
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, fn):
+        try:
+            self._value = fn()
+        except BaseException as e:  # re-raised by result(), in the thread that waits
+            self._error = e
+        finally:
+            self.duration = time.perf_counter() - self.started
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
@@ -229,6 +258,9 @@ class Run:
     created: bool = False  # this command created run_dir (removed again if nothing usable was written)
     resumed_at: int = 0
     log: MetricsLog | None = None
+    chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
+    compile_log: object = None  # train.xla.CompileLog of this command
+    cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
@@ -253,12 +285,24 @@ class Run:
         self.config, self.settings = config, settings = self.new_config()
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
         with self.say.phase(f"building {config.env_id} and initialising {settings.num_seeds} seed(s)", "init"):
-            self.trainer = make_trainer(config, mesh=self.mesh)
-            keys = jax.random.split(jax.random.key(settings.seed), settings.num_seeds)
-            template = runner_template(self.trainer, settings.num_seeds)
-            shardings = runner_shardings(template, self.mesh) if self.mesh is not None else None
-            init = jax.jit(jax.vmap(self.trainer.init, in_axes=(0, None)), out_shardings=shardings)
-            self.runner = init(keys, config.hparams())
+            self.trainer = trainer = make_trainer(config, mesh=self.mesh)
+            num_seeds = settings.num_seeds
+
+            def init_seeds(key, hp):  # the seeds' keys split inside: one program, nothing compiled outside it
+                return jax.vmap(trainer.init, in_axes=(0, None))(jax.random.split(key, num_seeds), hp)
+
+            shardings = None
+            if self.mesh is not None:
+                shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
+            key, hp = jax.random.key(settings.seed), config.hparams()
+            traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
+            # the training program needs only the runner's shapes: it compiles while init runs
+            plan = chunk_plan(config.num_updates, settings.num_chunks)
+            template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+            lowered = self._lower_chunk_program(plan, template)  # Python's part here, XLA's in the background
+            self.chunk_job = (plan, Background(lambda: self._chunk_runner(lowered.compile()), "jaxenvs-compile"))
+            self.say(f"{self._compile_label(plan)} (in the background) ...")
+            self.runner = traced.lower().compile()(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:
@@ -306,12 +350,34 @@ class Run:
             raise StorageError(f"cannot write {e.filename or self.run_dir}: {e.strerror or e}") from None
 
     # -- training ------------------------------------------------------------------------------
+    @staticmethod
+    def _compile_label(plan: list[int]) -> str:
+        return f"compiling the training program (chunks of {' or '.join(map(str, sorted(set(plan), reverse=True)))} update(s))"
+
     def compile_chunks(self, plan: list[int]):
         """One compiled program for every chunk: ``(runner, hparams, n) -> (runner, metrics)``
         runs ``n <= plan[0]`` updates. When the chunks differ in length (``--chunks`` not dividing
         the updates), the program's scan skips its last ``plan[0] - n`` steps with a
         ``lax.cond`` whose predicate is the same for every seed, so no update is computed twice and
-        nothing is compiled twice; the skipped steps' metrics are dropped on the host."""
+        nothing is compiled twice; the skipped steps' metrics are dropped on the host.
+
+        A new run started compiling it in the background (`start_new`); this waits for that
+        program (the ``compile`` phase is the time waited) or, on a resume, compiles it here."""
+        label = self._compile_label(plan)
+        job = self.chunk_job
+        self.chunk_job = None
+        if job is not None and job[0] == plan:
+            t0 = time.perf_counter()
+            run = job[1].result()
+            waited = time.perf_counter() - t0
+            self.say.times["compile"] = self.say.times.get("compile", 0.0) + waited
+            self.say(f"{label}: done in {job[1].duration:.1f}s (in the background; {waited:.1f}s waited for it)")
+            return run
+        with self.say.phase(label, "compile"):
+            return self._chunk_runner(self._lower_chunk_program(plan, self.runner).compile())
+
+    def _lower_chunk_program(self, plan: list[int], runner):
+        """`compile_chunks`'s program, traced and lowered for ``runner`` (arrays, or their shapes)."""
         import jax.numpy as jnp
 
         trainer, mesh, hp, length = self.trainer, self.mesh, self.hparams, plan[0]
@@ -336,16 +402,18 @@ class Run:
         if mesh is None:
             chunk = jax.jit(body)
         else:  # the runner keeps its layout; metrics come back whole on every device
-            shardings = runner_shardings(self.runner, mesh)
+            shardings = runner_shardings(runner, mesh)
             chunk = jax.jit(body, in_shardings=(shardings, replicated(mesh), replicated(mesh)),
                             out_shardings=(shardings, replicated(mesh)))
-        n = jnp.int32(length) if mesh is None else put_global(np.int32(length), replicated(mesh))
-        label = f"compiling the training program (chunks of {' or '.join(map(str, sorted(set(plan), reverse=True)))} update(s))"
-        with self.say.phase(label, "compile"):
-            compiled = chunk.lower(self.runner, hp, n).compile()
+        n = np.int32(length) if mesh is None else put_global(np.int32(length), replicated(mesh))
+        return chunk.lower(runner, hp, n)
+
+    def _chunk_runner(self, compiled):
+        """``run(runner, hparams, n)``: calls the compiled chunk program with ``n`` as its array."""
+        mesh = self.mesh
 
         def run(runner, hp, k):
-            k_arr = jnp.int32(k) if mesh is None else put_global(np.int32(k), replicated(mesh))
+            k_arr = np.int32(k) if mesh is None else put_global(np.int32(k), replicated(mesh))
             return compiled(runner, hp, k_arr)
 
         return run
@@ -367,14 +435,17 @@ class Run:
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
-        run_chunk = self.compile_chunks(plan)
         from .evaluate import progress_metrics
 
         total = config.num_updates * config.steps_per_update
         if done_updates == 0 and not self.args.no_eval:  # the untrained policy: where each curve starts
             params = to_host(self.runner.params)  # a collective in a multi-process run
             if self.main_process:
-                self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
+                with say.phase("evaluating the untrained policy", "progress evaluation"):
+                    self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
+        if self.chunk_job is not None and self.main_process:
+            self.warm_up_outputs()
+        run_chunk = self.compile_chunks(plan)
         last_save = last_print = time.perf_counter()
         train_s = eval_s = 0.0
         for i, length in enumerate(plan):
@@ -408,7 +479,8 @@ class Run:
                 last_save = time.perf_counter()
         self.save()
         steps_run = remaining * config.steps_per_update * num_seeds
-        say.times["train"], say.times["progress evaluation"] = train_s, eval_s
+        say.times["train"] = train_s
+        say.times["progress evaluation"] = say.times.get("progress evaluation", 0.0) + eval_s
         say(f"trained {steps_run:,} env steps in {train_s:.1f}s ({steps_run / max(train_s, 1e-9):,.0f} steps/s); "
             f"progress evaluations {eval_s:.1f}s")
 
@@ -428,6 +500,23 @@ class Run:
             f"last good state (update {good}). Try a smaller --lr or --max-grad-norm, or a smaller --reward-scale."
         )
 
+    def warm_up_outputs(self) -> None:
+        """While the training program compiles in the background: compile the programs of the
+        final evaluation and the GIF by running them once on the untrained policy (results
+        dropped), so after training they only run. On this 2-core CPU the compiles share the
+        cores; on a busy machine nothing is lost but the runs themselves (a few ms)."""
+        from .evaluate import evaluate
+        from .plotting import gif_frames
+
+        if self.args.no_eval and self.args.no_gif:
+            return
+        with self.say.phase("compiling the evaluation and GIF programs", "evaluation warm-up"):
+            params = to_host(self.runner.params)
+            if not self.args.no_eval:
+                evaluate(self.trainer, params)
+            if not self.args.no_gif:
+                gif_frames(self.trainer, jax.tree.map(lambda x: x[0], params), jax.random.key(self.settings.seed))
+
     # -- after training ------------------------------------------------------------------------
     def finish(self) -> None:
         config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
@@ -444,15 +533,16 @@ class Run:
             with say.phase(f"evaluating {NUM_EPISODES} episodes per seed", "evaluate"):
                 result = evaluate(trainer, params)
             self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
-        with say.phase("plotting learning_curve.png", "plot"):
-            try:
-                curve = plot_learning_curve(
-                    self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
-                    run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
-                    training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
-                )
-            except OSError as e:
-                raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+
+        def plot():  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
+            return plot_learning_curve(
+                self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
+                run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
+                training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
+            )
+
+        plotting = Background(plot, "jaxenvs-plot")
+        say("plotting learning_curve.png (in the background) ...")
         gif, gif_note = None, "(not written: --no-gif)"
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
@@ -462,6 +552,13 @@ class Run:
                 except OSError as e:
                     raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
             gif_note = f"(not written: {config.env_id} has no render)"
+        t0 = time.perf_counter()
+        try:
+            curve = plotting.result()
+        except OSError as e:
+            raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+        say.times["plot"] = time.perf_counter() - t0
+        say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
         if result is not None:
             print(format_table(result))
             hint = solved_hint(result, config)
@@ -477,6 +574,32 @@ class Run:
             write_text_atomic(self.run_dir / name, text)
         except OSError as e:
             raise StorageError(f"cannot write {self.run_dir / name}: {e.strerror or e}") from None
+
+    def timings(self, started: float, imported: float) -> dict:
+        """``timings.json``: this command's wall seconds, its phases (as in its last line; on
+        several threads: ``compile`` and ``plot`` are the time waited for the background), what
+        JAX traced, lowered and compiled (`train.xla.CompileLog`), and the cache in use."""
+        import platform
+
+        return {
+            "wall_s": time.perf_counter() - started,
+            "phases_s": {"imports": imported - started, **self.say.times},
+            "jax": self.compile_log.summary() if self.compile_log is not None else None,
+            "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
+            "env_id": self.config.env_id, "algo": self.config.ALGO,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
+                        "backend": jax.default_backend(), "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        }
+
+    def write_timings(self, started: float, imported: float) -> None:
+        """Write `timings` to ``<run dir>/timings.json`` (process 0; a failure to write it is only
+        reported: every output that matters is written already)."""
+        if not self.main_process or self.run_dir is None:
+            return
+        try:
+            write_text_atomic(self.run_dir / "timings.json", json.dumps(self.timings(started, imported), indent=1) + "\n")
+        except OSError as e:
+            print(f"warning: cannot write {self.run_dir / 'timings.json'}: {e.strerror or e}", file=sys.stderr)
 
     def wall_summary(self, started: float, imported: float) -> str:
         """The command's wall time from ``started`` (``time.perf_counter()`` when it began), with

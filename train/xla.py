@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import warnings
 
-__all__ = ["CPU_SCHEDULER_FLAG", "use_safe_cpu_scheduler", "jax_started", "enable_compilation_cache"]
+__all__ = ["CPU_SCHEDULER_FLAG", "use_safe_cpu_scheduler", "jax_started", "enable_compilation_cache", "CompileLog"]
 
 CPU_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
@@ -72,3 +72,71 @@ def enable_compilation_cache():
     from jaxenvs import _cache
 
     return _cache.enable_compilation_cache(min_compile_s=0.0)
+
+
+class CompileLog:
+    """What JAX traced, lowered and compiled in this process from `start` on (its
+    ``jax.monitoring`` events, from every thread): seconds and counts per kind (``trace``,
+    ``lower``, ``compile``: XLA's compile, or the load from the persistent cache on a hit), the
+    compile seconds of each program by name, and the persistent cache's hits and misses.
+    ``jaxenvs-train`` writes `summary` into the run directory's ``timings.json``."""
+
+    _KINDS = {
+        "/jax/core/compile/jaxpr_trace_duration": "trace",
+        "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+        "/jax/core/compile/backend_compile_duration": "compile",
+    }
+    _COUNTS = {"/jax/compilation_cache/cache_hits": "cache_hits", "/jax/compilation_cache/cache_misses": "cache_misses"}
+
+    def __init__(self):
+        import threading
+
+        self._lock = threading.Lock()
+        self.seconds = dict.fromkeys(self._KINDS.values(), 0.0)
+        self.counts = dict.fromkeys(list(self._KINDS.values()) + list(self._COUNTS.values()), 0)
+        self.programs: dict[str, float] = {}
+        self._installed = False
+
+    def start(self) -> "CompileLog":
+        """Listen from now on (once; `stop` ends it)."""
+        import jax
+
+        if not self._installed:
+            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+            jax.monitoring.register_event_listener(self._on_event)
+            self._installed = True
+        return self
+
+    def stop(self) -> None:
+        import jax
+
+        if self._installed:
+            jax.monitoring.unregister_event_duration_listener(self._on_duration)
+            jax.monitoring.unregister_event_listener(self._on_event)
+            self._installed = False
+
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        kind = self._KINDS.get(event)
+        if kind is None:
+            return
+        with self._lock:
+            self.seconds[kind] += duration
+            self.counts[kind] += 1
+            if kind == "compile":
+                name = str(kwargs.get("fun_name", "?"))
+                self.programs[name] = self.programs.get(name, 0.0) + duration
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        name = self._COUNTS.get(event)
+        if name is not None:
+            with self._lock:
+                self.counts[name] += 1
+
+    def summary(self) -> dict:
+        """``{"seconds": {kind: s}, "counts": {...}, "programs_s": {name: s}}`` (programs by
+        compile seconds, largest first). Seconds from several threads add up: their sum can
+        exceed the wall time of a command that compiles in the background."""
+        with self._lock:
+            programs = dict(sorted(self.programs.items(), key=lambda kv: -kv[1]))
+            return {"seconds": {f"{k}_s": v for k, v in self.seconds.items()}, "counts": dict(self.counts),
+                    "programs_s": programs}
