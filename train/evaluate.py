@@ -75,7 +75,7 @@ def _entry(env_id: str):
     e = tuned.entry(env_id)
     if game_without_entry(env_id):
         return tuned.TunedEnv(training=e.training, evaluate=evaluate_game_vs_random, solved_when=None,
-                              progress=("mean_return",), metrics=GAME_METRICS)
+                              progress=("mean_return",), metrics=GAME_METRICS, counted="games per seat")
     return e
 
 
@@ -161,7 +161,7 @@ def format_table(result: dict) -> str:
                     "random-legal play per seat" if game else "no criterion for this environment (its spec has no reward_threshold)")
     lines = [
         f"evaluation: {result['env_id']}, {result.get('num_episodes', NUM_EPISODES)} "
-        f"{'games per seat' if game else 'episodes'} per seed, {_entry(result['env_id']).judged}"
+        f"{_entry(result['env_id']).counted} per seed, {_entry(result['env_id']).judged}"
         f" ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
         f"solved when: {result.get('solved_when') or no_criterion}",
     ]

@@ -50,6 +50,7 @@ class TunedEnv:
     progress: tuple = ("mean_return",)  # metrics followed after every chunk of training
     metrics: dict = dataclasses.field(default_factory=dict)  # metric name -> Metric
     judged: str = "greedy policy"  # what the evaluation plays: "greedy policy" or "stochastic policy"
+    counted: str = "episodes"  # what its num_episodes counts: "episodes" or, for games, "games per seat"
     curves: tuple = ()  # per-update metrics of the compiled update drawn on the learning curve (see `metrics`)
 
 
@@ -368,6 +369,7 @@ ENTRIES: dict[str, TunedEnv] = {
     # Turn-based games: self-play PPO with a masked policy (`train.base`: one shared policy in every seat,
     # returns credited to each seat's own decisions). TRPO refuses them.
     "TicTacToe-v0": TunedEnv(
+        counted="games per seat",
         # A strong entropy bonus (0.2): at 0.01-0.05 the self-play policy collapsed onto a few lines of play
         # within 100k steps (entropy 0.2-0.3 nats) and its greedy play still lost 50-100% of its games to the
         # perfect player after 400k steps; at 0.2 the sampled policy keeps visiting the positions a perfect
@@ -385,6 +387,7 @@ ENTRIES: dict[str, TunedEnv] = {
         curves=("illegal_rate", "win_seat0", "win_seat1"),
     ),
     "ConnectFour-v0": TunedEnv(
+        counted="games per seat",
         # Long rollouts (16 envs x 128 steps rather than 64 x 32, the same batch): a game lasts up to 42
         # plies, and every rollout end cuts a game; the seat that is not to move there bootstraps from a
         # value of a non-acting observation, which no loss trains (`train.base.gae_decisions`). With 64 x 32
