@@ -17,6 +17,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.cli import main
+from conftest import tiny_run_dir
 from jaxenvs.envs.grid_world import GridWorld
 from jaxenvs.rendering import render_frames
 from jaxenvs.rollout import episode_stats, random_policy, rollout
@@ -316,24 +317,13 @@ def test_play_reports_unfinished_episodes(capsys):
 def trained_grid_world(tmp_path_factory):
     """A run directory as python -m jaxenvs.train writes it (config.json + checkpoint.msgpack) of
     PPO trained on a 3x3 GridWorld for 4,096 env steps: enough to walk straight to the target."""
-    from jaxenvs.train.checkpoint import CONFIG, save_checkpoint
-    from jaxenvs.train.configs import RunSettings, get_config, run_record
-    from jaxenvs.train.trainers import make_trainer
+    from jaxenvs.train.configs import get_config
 
     config = get_config(
         "GridWorld-v0", env_kwargs={"size": 3}, total_timesteps=4096, num_envs=16, num_steps=16, lr=3e-3,
         hidden_sizes=(32, 32),
     )
-    trainer = make_trainer(config)
-    # one seed, compiled with XLA's cheap backend settings: the tiny program's compile dominates
-    options = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-    train = jax.jit(trainer.train).lower(jax.random.key(0)).compile(compiler_options=options)
-    runner = jax.tree.map(lambda x: x[None], train(jax.random.key(0))[0])  # the run's seed axis
-    run_dir = tmp_path_factory.mktemp("runs") / "GridWorld-v0-tiny"
-    run_dir.mkdir()
-    (run_dir / CONFIG).write_text(json.dumps(run_record(config, RunSettings())))
-    save_checkpoint(run_dir / CHECKPOINT_NAME, config, runner, RunSettings())
-    return run_dir
+    return tiny_run_dir(tmp_path_factory.mktemp("runs"), "GridWorld-v0-tiny", config)
 
 
 CHECKPOINT_NAME = "checkpoint.msgpack"

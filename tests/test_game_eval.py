@@ -28,28 +28,21 @@ from scipy import stats
 
 import jaxenvs
 from jaxenvs.train import game_values as gv
-from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG, CheckpointError, save_checkpoint
+from jaxenvs.train.checkpoint import CheckpointError
+from conftest import CHEAP_XLA, tiny_run_dir
 
 N = 1000  # games per seat against random-legal play in an evaluation
 # the programs here are tiny: XLA's cheap backend settings halve their compile time
-CHEAP = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+CHEAP = CHEAP_XLA
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    from jaxenvs.train.configs import RunSettings, get_config, run_record
-    from jaxenvs.train.trainers import make_trainer
+    from jaxenvs.train.configs import get_config
 
     config = get_config("TicTacToe-v0", total_timesteps=64, num_envs=4, num_steps=16, hidden_sizes=(16,),
                         update_epochs=1, num_minibatches=1)
-    trainer = make_trainer(config)
-    train = jax.jit(trainer.train).lower(jax.random.key(0)).compile(compiler_options=CHEAP)
-    runner = jax.tree.map(lambda x: x[None], train(jax.random.key(0))[0])  # the run's seed axis
-    path = tmp_path_factory.mktemp("runs") / "TicTacToe-v0-tiny"
-    path.mkdir()
-    (path / CONFIG).write_text(json.dumps(run_record(config, RunSettings())))
-    save_checkpoint(path / CHECKPOINT, config, runner, RunSettings())
-    return path
+    return tiny_run_dir(tmp_path_factory.mktemp("runs"), "TicTacToe-v0-tiny", config)
 
 
 @pytest.fixture(scope="module")
