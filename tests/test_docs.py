@@ -4,10 +4,12 @@ blocks in order, in one namespace, in a fresh directory), and ``mkdocs build --s
 Blocks that must not run use another fence (```console, ```text, ...; see
 ``docs/contributing.md``). The README's blocks run in tests/test_readme.py.
 
-All pages and the build run in ONE subprocess whose XLA:CPU backend skips LLVM's optimisation
-passes (``--xla_backend_optimization_level=0``): the examples are tiny, so compiling dominates
-their cost, and this halves it without changing what they compute.
-``python tests/test_docs.py OUT.json [SITE_DIR]`` is that subprocess.
+All pages run in ONE subprocess whose XLA:CPU backend skips LLVM's optimisation passes
+(``--xla_backend_optimization_level=0``): the examples are tiny, so compiling dominates their
+cost, and this halves it without changing what they compute. The site builds in another
+subprocess, so that pytest-xdist runs the two side by side.
+``python tests/test_docs.py OUT.json [SITE_DIR]`` is such a subprocess: the pages without a
+``SITE_DIR``, the build alone with one.
 """
 
 from __future__ import annotations
@@ -84,11 +86,12 @@ def _main(out: str, site_dir: str | None = None) -> None:
 
     work = pathlib.Path(out).parent
     results = {}
-    for page in PAGES:
-        if python_blocks(page):
-            results[str(page.relative_to(DOCS))] = run_page(page, work / page.relative_to(DOCS).with_suffix(""))
     if site_dir:
         results["mkdocs build --strict"] = build_site(pathlib.Path(site_dir))
+    else:
+        for page in PAGES:
+            if python_blocks(page):
+                results[str(page.relative_to(DOCS))] = run_page(page, work / page.relative_to(DOCS).with_suffix(""))
     pathlib.Path(out).write_text(json.dumps(results, indent=1))
 
 
@@ -105,12 +108,22 @@ def test_every_fence_names_a_known_language():
     assert not bad, f"code fences must name one of {sorted(LANGUAGES)} (```python blocks run in the tests): {sorted(bad)}"
 
 
-def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
+def _subprocess(tmp_path, *site) -> dict:
+    """Run ``python tests/test_docs.py OUT.json [SITE_DIR]`` in ``tmp_path``; its results."""
+    out = tmp_path / "results.json"
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    proc = subprocess.run(
+        [sys.executable, __file__, str(out), *map(str, site)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_every_page_runs(tmp_path):
     import pytest
     from conftest import require
 
-    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
-        require(module)
     optional = {m for p in PAGES for _, m in python_blocks(p) if m}
     missing = []
     for module in sorted(optional):
@@ -119,18 +132,27 @@ def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
         except pytest.skip.Exception:
             missing.append(module)
 
-    out, site = tmp_path / "results.json", tmp_path / "site"
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
-    proc = subprocess.run(
-        [sys.executable, __file__, str(out), str(site)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
-    results = json.loads(out.read_text())
-
+    results = _subprocess(tmp_path)
     pages_with_code = {str(p.relative_to(DOCS)) for p in PAGES if python_blocks(p)}
     assert pages_with_code <= set(results), f"pages not run: {sorted(pages_with_code - set(results))}"
     failed = {name: r["error"] for name, r in results.items() if r["error"]}
     assert not failed, "\n\n".join(f"== {name}: {err[-3000:]}" for name, err in failed.items())
+
+    left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
+    if left_out:
+        pytest.skip(f"every page ran; blocks left out for want of {missing}: {left_out}")
+
+
+def test_the_site_builds_strictly(tmp_path):
+    from conftest import require
+
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        require(module)
+    site = tmp_path / "site"
+    results = _subprocess(tmp_path, site)
+    assert set(results) == {"mkdocs build --strict"}
+    error = results["mkdocs build --strict"]["error"]
+    assert not error, error[-3000:]
 
     # the strict build made every page, and the gallery shows a GIF of every built-in environment
     for page in PAGES:
@@ -154,10 +176,6 @@ def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
     reference = (site / "reference" / "jaxenvs" / "index.html").read_text()
     for method in ("reset_env", "step_env", "observation_space", "action_space", "default_params"):
         assert f"jaxenvs.core.Environment.{method}" in reference, f"Environment.{method} is missing from the reference"
-
-    left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
-    if left_out:
-        pytest.skip(f"every page ran and the site built; blocks left out for want of {missing}: {left_out}")
 
 
 if __name__ == "__main__":
