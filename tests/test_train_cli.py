@@ -26,8 +26,14 @@ from jaxenvs.train.evaluate import format_table
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# the subprocesses compile without XLA:CPU's backend optimisations: their runs are tiny, so compiling
+# dominates, and what they compute is the same (the XLA_FLAGS the test session set stay)
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
 def run(*args, cache=None, timeout=300):
-    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache) if cache else ""}
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache) if cache else "",
+           "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()}
     return subprocess.run(
         [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env
     )
@@ -380,7 +386,7 @@ def test_the_printed_evaluate_hint_works_from_another_directory(run_dir, tmp_pat
     run_dir, stdout, cache = run_dir
     (hint,) = [line.split("evaluate again: ", 1)[1] for line in stdout.splitlines() if line.startswith("evaluate again: ")]
     assert hint == f"python -m jaxenvs.train.evaluate {run_dir.resolve()}"
-    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache)}
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache), "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()}
     p = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode in (0, 1) and "evaluation: GridWorld-v0" in p.stdout, p.stderr
@@ -397,7 +403,7 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     here.mkdir(), elsewhere.mkdir()
     (here / "my_module.py").write_text(CUSTOM_MODULE)
-    env = {**os.environ, "JAXENVS_CACHE_DIR": ""}
+    env = {**os.environ, "JAXENVS_CACHE_DIR": "", "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()}
     p = subprocess.run([sys.executable, "-m", "jaxenvs.train", "--env", "my_module:custom/Grid-v0", "--total-timesteps", "64",
                         "--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1",
                         "--hidden-sizes", "8", "--chunks", "1", "--no-gif"], cwd=here, capture_output=True, text=True,
