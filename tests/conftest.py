@@ -25,6 +25,66 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules.get("tests"), "__file__",
     sys.modules["tests"] = _tests
 
 
+# ---- scheduling under pytest-xdist ---------------------------------------------------------------
+# The README's ``pytest -n 2`` runs on two cores, where a handful of tests (subprocesses that train,
+# build the docs or run notebooks) take most of the time. So that they do not end up last on one
+# worker, and module-scoped fixtures (trained run directories, a benchmark run) are computed once
+# rather than once per worker: ``-n`` without ``--dist`` schedules like ``--dist loadgroup``, a
+# module's tests that share a module-scoped fixture form one group (one worker runs them in order),
+# every other test is scheduled on its own, and the units start heaviest first (``SLOW_FIRST``,
+# measured; the rest in collection order). An explicit ``--dist`` is left as given.
+
+# nodeid prefixes, heaviest unit first (a module fixture's group counts as one unit)
+SLOW_FIRST = (
+    "tests/test_docs.py::test_every_page_runs",
+    "tests/test_docs.py::test_the_site_builds",
+    "tests/test_startup.py",
+    "tests/test_checkpoint_resume.py",
+    "tests/test_notebooks.py::test_notebook_runs_top_to_bottom[02",
+    "tests/test_distributed.py",
+    "tests/test_train_cli.py",
+    "tests/test_notebooks.py::test_notebook_runs_top_to_bottom",
+    "tests/test_sharding.py::test_data_parallel",
+    "tests/test_readme.py::test_core_examples",
+    "tests/test_ppo.py",
+    "tests/test_gymnax.py::test_check_env_on_gymnax_ids[",
+    "tests/test_readme.py",
+    "tests/test_play_against.py",
+    "tests/test_checker.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    opt = config.option
+    if getattr(opt, "numprocesses", None) and getattr(opt, "dist", None) == "no" and not hasattr(config, "workerinput"):
+        opt.dist = "loadgroup"
+        opt.loadscopereorder = False  # keep SLOW_FIRST's order (xdist would sort the units by size)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):  # pytest-xdist's hook, on the controller: tell each worker
+    node.workerinput["jaxenvs_dist"] = node.config.option.dist
+
+
+def pytest_configure(config):
+    # a worker parses the bare command line (-n 2: no --dist): group as the controller schedules
+    if getattr(config, "workerinput", {}).get("jaxenvs_dist") == "loadgroup":
+        config.option.loadgroup = True
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the groups
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: a module's tests keep their order
+    for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(d.scope in ("module", "class", "package") for fixture_defs in defs.values() for d in fixture_defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture
 def rollout_without_retrace():
     """``run(env, num_steps, num_envs)``: a random-policy :func:`jaxenvs.rollout.rollout` (no

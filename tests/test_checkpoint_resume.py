@@ -96,7 +96,8 @@ def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path,
     trainer, runner, meta = load_run(run_dir)  # every env's state round-trips through the checkpoint
     assert meta["update"] == 0 and trainer.config.env_id == env_id
     keys = jax.random.split(jax.random.key(0), 1)  # --seed 0: the state the run started from
-    fresh = jax.vmap(trainer.init, in_axes=(0, None))(keys, trainer.config.hparams())
+    # one jitted program, as the trainer builds it (op-by-op dispatch of the init is much slower)
+    fresh = jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))(keys, trainer.config.hparams())
     assert all(
         np.array_equal(jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
                        jax.random.key_data(b) if jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key) else b)

@@ -2,7 +2,10 @@
 processes on this machine (loopback coordinator, Gloo CPU collectives, 2 CPU devices each)
 trains one data-parallel PPO run over the 4-device mesh. Both processes finish with identical
 parameters, process 0 alone writes the run directory, and its checkpoint holds exactly those
-parameters, equal (up to float summation order) to a single-process run's."""
+parameters, equal (up to float summation order) to a single-process run's.
+
+The two processes compile without XLA:CPU's backend optimisations (the programs are tiny, so
+compiling dominates; what they compute is the same)."""
 
 import os
 import re
@@ -31,7 +34,8 @@ def two_process_run(tmp_path_factory):
     procs = []
     for i in range(2):
         env = dict(
-            os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+            os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0",
+            JAX_PLATFORMS="cpu",
             JAXENVS_COORDINATOR=f"127.0.0.1:{port}", JAXENVS_NUM_PROCESSES="2", JAXENVS_PROCESS_ID=str(i),
         )
         cmd = [sys.executable, "-m", "jaxenvs.train", "--distributed", "--out", str(out / f"process{i}"), *ARGS]

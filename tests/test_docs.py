@@ -4,10 +4,12 @@ blocks in order, in one namespace, in a fresh directory), and ``mkdocs build --s
 Blocks that must not run use another fence (```console, ```text, ...; see
 ``docs/contributing.md``). The README's blocks run in tests/test_readme.py.
 
-All pages and the build run in ONE subprocess whose XLA:CPU backend skips LLVM's optimisation
-passes (``--xla_backend_optimization_level=0``): the examples are tiny, so compiling dominates
-their cost, and this halves it without changing what they compute.
-``python tests/test_docs.py OUT.json [SITE_DIR]`` is that subprocess.
+The pages run in ``SHARDS`` subprocesses (a few pages each, balanced by ``PAGE_SECONDS``) whose
+XLA:CPU backend skips LLVM's optimisation passes (``--xla_backend_optimization_level=0``): the
+examples are tiny, so compiling dominates their cost, and this halves it without changing what
+they compute. The site builds in a subprocess of its own; pytest-xdist runs them side by side.
+``python tests/test_docs.py OUT.json [PAGE ...]`` runs pages (all without a PAGE);
+``python tests/test_docs.py OUT.json --site SITE_DIR`` builds the site.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import time
 import traceback
 import types
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "generated" not in p.relative_to(DOCS).parts)
@@ -32,6 +36,16 @@ REQUIRES = re.compile(r"<!--\s*requires:\s*([\w.]+)\s*-->\s*\Z")
 # fences the docs may use: python runs, the others are shown only
 LANGUAGES = {"python", "console", "bash", "text", "json", "toml"}
 FAST_COMPILE = "--xla_backend_optimization_level=0"
+# seconds each page's blocks took (2 cores under heavy load): they only balance the shards; a page
+# not listed counts as 20
+PAGE_SECONDS = {
+    "tutorials/verify.md": 87, "tutorials/turn-based-games.md": 55, "tutorials/custom-environment.md": 30,
+    "guides/own-environment.md": 28, "guides/train.md": 26, "concepts.md": 25, "tutorials/games-and-traits.md": 22,
+    "getting-started.md": 22, "guides/profile.md": 21, "guides/adapters.md": 18, "tutorials/multi-agent.md": 10,
+    "gallery.md": 9, "guides/scale-out.md": 8, "tutorials/continuous-control.md": 7, "guides/performance.md": 3,
+    "index.md": 3,
+}
+SHARDS = 3
 
 
 def python_blocks(page: pathlib.Path) -> list[tuple[str, str | None]]:
@@ -42,6 +56,18 @@ def python_blocks(page: pathlib.Path) -> list[tuple[str, str | None]]:
             req = REQUIRES.search(text[: m.start()])
             blocks.append((m.group(2), req.group(1) if req else None))
     return blocks
+
+
+def shards() -> list[list[str]]:
+    """The pages with code (paths under docs/) in ``SHARDS`` groups: longest first, each into the
+    group with the least seconds so far."""
+    pages = sorted((str(p.relative_to(DOCS)) for p in PAGES if python_blocks(p)), key=lambda n: -PAGE_SECONDS.get(n, 20))
+    groups, load = [[] for _ in range(SHARDS)], [0] * SHARDS
+    for name in pages:
+        i = load.index(min(load))
+        groups[i].append(name)
+        load[i] += PAGE_SECONDS.get(name, 20)
+    return [sorted(g) for g in groups]
 
 
 def run_page(page: pathlib.Path, workdir: pathlib.Path) -> dict:
@@ -79,16 +105,17 @@ def build_site(site_dir: pathlib.Path) -> dict:
     return {"error": error, "s": round(time.perf_counter() - t0, 2)}
 
 
-def _main(out: str, site_dir: str | None = None) -> None:
+def _main(out: str, *args: str) -> None:
     import jaxenvs.train  # noqa: F401  (its XLA:CPU flag, as in tests/conftest.py)
 
     work = pathlib.Path(out).parent
     results = {}
-    for page in PAGES:
-        if python_blocks(page):
-            results[str(page.relative_to(DOCS))] = run_page(page, work / page.relative_to(DOCS).with_suffix(""))
-    if site_dir:
-        results["mkdocs build --strict"] = build_site(pathlib.Path(site_dir))
+    if args[:1] == ("--site",):
+        results["mkdocs build --strict"] = build_site(pathlib.Path(args[1]))
+    else:
+        for page in PAGES:
+            if python_blocks(page) and (not args or str(page.relative_to(DOCS)) in args):
+                results[str(page.relative_to(DOCS))] = run_page(page, work / page.relative_to(DOCS).with_suffix(""))
     pathlib.Path(out).write_text(json.dumps(results, indent=1))
 
 
@@ -105,13 +132,30 @@ def test_every_fence_names_a_known_language():
     assert not bad, f"code fences must name one of {sorted(LANGUAGES)} (```python blocks run in the tests): {sorted(bad)}"
 
 
-def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
-    import pytest
+def _subprocess(tmp_path, *args) -> dict:
+    """Run ``python tests/test_docs.py OUT.json ARGS...`` in ``tmp_path``; its results."""
+    out = tmp_path / "results.json"
+    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    proc = subprocess.run(
+        [sys.executable, __file__, str(out), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def test_the_shards_hold_every_page_with_code_once():
+    names = [name for group in shards() for name in group]
+    assert sorted(names) == sorted(str(p.relative_to(DOCS)) for p in PAGES if python_blocks(p))
+    assert all(shards()), "a shard without pages"
+
+
+@pytest.mark.parametrize("shard", range(SHARDS), ids=lambda i: f"shard{i + 1}of{SHARDS}")
+def test_every_page_runs(shard, tmp_path):
     from conftest import require
 
-    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
-        require(module)
-    optional = {m for p in PAGES for _, m in python_blocks(p) if m}
+    pages = shards()[shard]
+    optional = {m for p in PAGES if str(p.relative_to(DOCS)) in pages for _, m in python_blocks(p) if m}
     missing = []
     for module in sorted(optional):
         try:
@@ -119,18 +163,26 @@ def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
         except pytest.skip.Exception:
             missing.append(module)
 
-    out, site = tmp_path / "results.json", tmp_path / "site"
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
-    proc = subprocess.run(
-        [sys.executable, __file__, str(out), str(site)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0 and out.exists(), proc.stderr[-4000:]
-    results = json.loads(out.read_text())
-
-    pages_with_code = {str(p.relative_to(DOCS)) for p in PAGES if python_blocks(p)}
-    assert pages_with_code <= set(results), f"pages not run: {sorted(pages_with_code - set(results))}"
+    results = _subprocess(tmp_path, *pages)
+    assert set(pages) <= set(results), f"pages not run: {sorted(set(pages) - set(results))}"
     failed = {name: r["error"] for name, r in results.items() if r["error"]}
     assert not failed, "\n\n".join(f"== {name}: {err[-3000:]}" for name, err in failed.items())
+
+    left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
+    if left_out:
+        pytest.skip(f"every page ran; blocks left out for want of {missing}: {left_out}")
+
+
+def test_the_site_builds_strictly(tmp_path):
+    from conftest import require
+
+    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
+        require(module)
+    site = tmp_path / "site"
+    results = _subprocess(tmp_path, "--site", site)
+    assert set(results) == {"mkdocs build --strict"}
+    error = results["mkdocs build --strict"]["error"]
+    assert not error, error[-3000:]
 
     # the strict build made every page, and the gallery shows a GIF of every built-in environment
     for page in PAGES:
@@ -154,10 +206,6 @@ def test_every_page_runs_and_the_site_builds_strictly(tmp_path):
     reference = (site / "reference" / "jaxenvs" / "index.html").read_text()
     for method in ("reset_env", "step_env", "observation_space", "action_space", "default_params"):
         assert f"jaxenvs.core.Environment.{method}" in reference, f"Environment.{method} is missing from the reference"
-
-    left_out = {name: r["left_out"] for name, r in results.items() if r.get("left_out")}
-    if left_out:
-        pytest.skip(f"every page ran and the site built; blocks left out for want of {missing}: {left_out}")
 
 
 if __name__ == "__main__":

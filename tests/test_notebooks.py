@@ -141,7 +141,10 @@ def _execute(name: str, tmp_path: Path) -> nbformat.NotebookNode:
     workdir = tmp_path / "work"
     workdir.mkdir()
     nb = _read(name)
-    NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(workdir)}}).execute()
+    # cleanup_kc: shut the kernel down afterwards (nbclient leaves a kernel manager it was given
+    # running, and the kernel would hold its memory and threads until the test session ends)
+    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(workdir)}})
+    client.execute(cleanup_kc=True)
     return nb
 
 

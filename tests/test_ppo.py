@@ -135,7 +135,7 @@ def test_checkpoint_round_trip_and_exact_resume(tiny, tmp_path):
     tiny, _ = tiny
     cfg, settings = tiny.config, RunSettings(num_seeds=2, seed=7)
     run_one = jax.jit(jax.vmap(lambda r: tiny.run_updates(r, num_updates=1)))
-    start = jax.vmap(tiny.init)(jnp.stack([jax.random.key(5), jax.random.key(6)]))
+    start = jax.jit(jax.vmap(tiny.init))(jnp.stack([jax.random.key(5), jax.random.key(6)]))  # one program, not op by op
     straight, _ = run_one(run_one(start)[0])
     half, _ = run_one(start)
     path = save_checkpoint(tmp_path / "ckpt.msgpack", cfg, half, settings)
