@@ -43,6 +43,8 @@ SLOW_FIRST = (
     "tests/test_notebooks.py::test_notebook_runs_top_to_bottom[02",
     "tests/test_distributed.py",
     "tests/test_train_cli.py",
+    "tests/test_game_eval.py",
+    "tests/test_selfplay.py",
     "tests/test_notebooks.py::test_notebook_runs_top_to_bottom",
     "tests/test_sharding.py::test_data_parallel",
     "tests/test_readme.py::test_core_examples",
