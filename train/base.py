@@ -353,9 +353,7 @@ class Trainer:
         axis), the form `train.matches` and `train.opponents` use: greedy (the mode) or sampled."""
 
         def policy(key, obs):
-            x = self.preprocess(obs)[None]
-            mask = None if not self.turn_based else (jnp.asarray(obs["action_mask"]) != 0)[None]
-            dist, _ = self.policy(params, x, mask)
+            dist, _ = self.policy(params, self.preprocess(obs)[None], self.row_mask(obs))  # one row
             a = dist.mode() if greedy else dist.sample(key)
             return self.to_env_action(a)[0]
 

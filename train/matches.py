@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["play", "play_games", "versus", "head_to_head", "seat_stats"]
+__all__ = ["play", "play_games", "seat_games", "versus", "head_to_head", "seat_stats"]
 
 
 def _agent(tree, i: int):
@@ -134,17 +134,25 @@ def play_games(env, policies: Sequence[Callable], num_games: int, key, params=No
     return dict(returns=c["returns"], plies=c["plies"], illegal=c["illegal"], finished=c["done"])
 
 
+def seat_games(env, policy, opponent, key, num_games: int, params=None, max_plies: int = 1000) -> tuple:
+    """`policy` in each seat `s` in turn, `opponent` in every other seat, `num_games` games per
+    seat (traceable: `play_games`, one key of ``jax.random.split(key, N)`` per seat): a tuple of
+    `play_games` results, the one at index `s` with `policy` in seat `s`."""
+    n = env.num_agents
+    return tuple(
+        play_games(env, tuple(policy if i == seat else opponent for i in range(n)), num_games, k, params, max_plies)
+        for seat, k in zip(range(n), jax.random.split(key, n))
+    )
+
+
 def versus(env, policy, opponent, key, num_games: int, params=None, max_plies: int = 1000) -> dict:
     """`policy` in each seat `s` in turn, `opponent` in every other seat, `num_games` games per
-    seat (traceable: `play_games`). Returns float32 arrays `[N]` indexed by `policy`'s seat:
+    seat (traceable: `seat_games`). Returns float32 arrays `[N]` indexed by `policy`'s seat:
     `win`, `draw`, `loss` (fractions of games by the sign of its return; a game cut at `max_plies`
     counts in none of them, see `unfinished`), `mean_return`, `illegal` (its illegal moves per
     game) and `unfinished` (the fraction of games not ended within `max_plies`)."""
-    n = env.num_agents
     rows = []
-    for seat, k in zip(range(n), jax.random.split(key, n)):
-        policies = tuple(policy if i == seat else opponent for i in range(n))
-        res = play_games(env, policies, num_games, k, params, max_plies)
+    for seat, res in enumerate(seat_games(env, policy, opponent, key, num_games, params, max_plies)):
         r, fin = res["returns"][:, seat], res["finished"]
         rows.append(dict(
             win=jnp.mean((r > 0) & fin), draw=jnp.mean((r == 0) & fin), loss=jnp.mean((r < 0) & fin),

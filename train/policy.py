@@ -33,17 +33,9 @@ import jax.numpy as jnp
 
 
 __all__ = [
-    "load_policy", "make_policy", "action_distribution", "make_opponent", "OPPONENT_NAMES", "OpponentError",
+    "load_policy", "make_policy", "make_opponent", "OPPONENT_NAMES", "OpponentError",
     "is_two_player_game",
 ]
-
-
-def action_distribution(trainer, params, obs):
-    """The policy's action distribution for ONE agent's raw observation ``obs`` (a batch of one
-    row: sample or mode give int32 ``[1]``), masked by ``obs["action_mask"]`` when the observation
-    carries one and the run's config has ``mask_actions`` on (the default)."""
-    x = trainer.preprocess(obs)[None]
-    return trainer.policy(params, x, trainer.row_mask(obs))[0]  # row_mask: bool[1, n] or None
 
 
 def _check_one_agent(trainer, obs) -> None:
@@ -201,16 +193,12 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
     cache_key = (type(trainer).__qualname__, config, opponent, num_games, max_plies, greedy)
     if cache_key not in _VERSUS:
         from .episodes import eval_env
-        from .matches import play_games
+        from .matches import seat_games
 
         env = eval_env(trainer)
 
         def run(params, key):
-            policy = make_policy(trainer, params, greedy)
-            k0, k1 = jax.random.split(key)
-            first = play_games(env, (policy, opponent), num_games, k0, None, max_plies)
-            second = play_games(env, (opponent, policy), num_games, k1, None, max_plies)
-            return first, second
+            return seat_games(env, make_policy(trainer, params, greedy), opponent, key, num_games, None, max_plies)
 
         _VERSUS[cache_key] = (trainer, jax.jit(run))
     return _VERSUS[cache_key][1]
