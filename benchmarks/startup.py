@@ -229,9 +229,16 @@ def first_policy(program: str, cache: str, quick: bool, workdir: str, timeout: f
     }
 
 
-def floor(workdir: str, timeout: float) -> float:
-    """Wall s of a fresh ``python -c "import jax; jnp.zeros(1)"``: what any JAX command costs."""
-    code = "import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()"
+FLOOR_CODE = "import jax, jax.numpy as jnp; jnp.zeros(1).block_until_ready()"
+# the libraries the main job cannot do without: the network and optimizer (flax, optax) and the
+# learning curve's plot (matplotlib); imageio writes the GIF
+LIBRARY_FLOOR_CODE = ("import jax, jax.numpy as jnp, flax.linen, optax, matplotlib; matplotlib.use('Agg'); "
+                      "import matplotlib.pyplot, imageio; jnp.zeros(1).block_until_ready()")
+
+
+def floor(workdir: str, timeout: float, code: str = FLOOR_CODE) -> float:
+    """Wall s of a fresh ``python -c CODE``; by default ``import jax`` and one tiny computation,
+    what any JAX command costs (`LIBRARY_FLOOR_CODE`: the main job's libraries as well)."""
     _, wall, lines, err, status = _run([sys.executable, "-c", code], dict(os.environ), workdir, timeout)
     _check(status, "the floor", err, lines)
     return wall
@@ -321,11 +328,12 @@ def main(argv=None) -> dict | None:
     env_runs = {env: {"cold": [], "warm": []} for env in args.env_list}
     main_runs = env_runs[args.env_list[0]]
     fp_runs = {prog: {"cold": [], "warm": []} for prog in programs}
-    floors = []
+    floors, library_floors = [], []
     with tempfile.TemporaryDirectory(prefix="jaxenvs-startup-") as tmp:
         imports = import_times(tmp, args.timeout)
         for r in range(args.repeats):
             floors.append(floor(tmp, args.timeout))
+            library_floors.append(floor(tmp, args.timeout, LIBRARY_FLOOR_CODE))
             for env in args.env_list:
                 cache = tempfile.mkdtemp(prefix="cache-main-", dir=tmp)
                 for kind in ("cold", "warm"):
@@ -342,7 +350,7 @@ def main(argv=None) -> dict | None:
                           f"(imports {res['imports_s']:.2f}, trace {res['trace_s']:.2f}, lower {res['lower_s']:.2f}, "
                           f"compile {res['compile_s']:.2f}, train {res['train_s']:.2f})", flush=True)
             # the record so far, rewritten after every repeat (a long run stopped early keeps its repeats)
-            result = _record(args, load_before, _load(), floors, env_runs, fp_runs, imports, r + 1)
+            result = _record(args, load_before, _load(), (floors, library_floors), env_runs, fp_runs, imports, r + 1)
     print(f"load after: {result['machine']['load_after']}", flush=True)
     print(markdown(result))
     print(f"wrote {out / 'startup.json'} and {out / 'startup.md'}")
@@ -359,7 +367,10 @@ def _record(args, load_before, load_after, floors, env_runs, fp_runs, imports, d
         "repeats_done": done,
         "machine": {"cpus": os.cpu_count(), "jax": jax.__version__, "python": sys.version.split()[0],
                     "load_before": load_before, "load_after": load_after},
-        "floor_s": {"median": statistics.median(floors), "runs": floors},
+        "floor_s": {"median": statistics.median(floors[0]), "runs": floors[0]},
+        # a fresh process that imports jax, flax, optax, matplotlib (pyplot) and imageio: the least any
+        # run with the main job's outputs can take
+        "library_floor_s": {"median": statistics.median(floors[1]), "runs": floors[1]},
         "main_job": {kind: summarise_main(runs) for kind, runs in env_runs[args.env_list[0]].items()},
         "per_env": {env: {kind: summarise_main(runs)["median"] for kind, runs in kinds.items()} for env, kinds in env_runs.items()},
         # per env, every cold and warm run wrote the same numbers (metrics.csv, evaluation.json)
@@ -403,7 +414,8 @@ def markdown(result: dict) -> str:
         f"({result['repeats_done']} of {s['repeats']} repeats run); {m['cpus']} CPUs, "
         f"jax {m['jax']}.",
         f"Load before: `{m['load_before']}`; after: `{m['load_after']}`. "
-        f"Floor (`import jax` + one op, fresh process): {result['floor_s']['median']:.2f} s.",
+        f"Floor (`import jax` + one op, fresh process): {result['floor_s']['median']:.2f} s; with the main job's "
+        f"libraries (flax, optax, matplotlib, imageio): {result['library_floor_s']['median']:.2f} s.",
         "",
         "| main job | wall | before its clock | " + " | ".join(phases) + " |",
         "|---|---|---|" + "---|" * len(phases),

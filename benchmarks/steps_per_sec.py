@@ -41,7 +41,7 @@ under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committe
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 4096 16384 --devices 1 2 4
     srun python benchmarks/steps_per_sec.py --distributed --envs GridWorld-v0 --num-envs 65536
 
-``--distributed`` starts ``jax.distributed`` (as ``python -m train --distributed`` does) and
+``--distributed`` starts ``jax.distributed`` (as ``python -m jaxenvs.train --distributed`` does) and
 measures the plain path over every process's devices (``--devices`` defaults to all of them);
 process 0 prints and writes the results.
 """
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--distributed", action="store_true",
-        help="start jax.distributed (see python -m train --help) and measure over every process's devices",
+        help="start jax.distributed (see python -m jaxenvs.train --help) and measure over every process's devices",
     )
     return p
 

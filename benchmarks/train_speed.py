@@ -35,11 +35,14 @@ Torch runs with its own default thread count unless ``--torch-threads`` sets one
 **Games** (``--games``): two-player turn-based games (``TicTacToe-v0``, ``ConnectFour-v0``; ``--envs``
 picks others), paired in the same process:
 
-* ``jaxenvs PPO (self-play)``: the env's config (``train.configs``: its tuned entry when it has
-  one), one seed, one shared policy in both seats, trained in chunks; after each chunk its greedy
-  policy plays ``--eval-games`` games in each seat against random-legal play
-  (`train.policy.versus`, one compiled program). Every ply is a decision of the trained policy, so
-  env-steps/s = decisions/s.
+* ``jaxenvs PPO``: the env's config (``train.configs``: its tuned entry when it has one), one
+  seed, one shared policy in both seats (self-play) or, with the config's ``random_opponents = f``,
+  against random-legal play in a fraction ``f`` of the envs (Connect Four's entry: ``f = 1``),
+  trained in chunks; after each chunk its greedy policy plays ``--eval-games`` games in each seat
+  against random-legal play (`train.policy.versus`, one compiled program). Its env steps are plies:
+  in self-play every ply is a decision of the trained policy; with random opponents in a fraction
+  ``f`` of the envs the policy makes about ``1 - f / 2`` of them (one seat of two there), and
+  ``decisions_per_sec`` counts that share only (``plies_per_sec`` all of them).
 * ``MaskablePPO (vs random)``: sb3-contrib's MaskablePPO on the single-agent view of the same game
   against a random-legal opponent in a random seat per episode
   (``jaxenvs.wrappers.PlayAgainst`` through `jaxenvs.adapters.sb3.SB3VecEnv`, whose
@@ -99,7 +102,7 @@ def jaxenvs_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs:
     """Train one seed of ``algo`` ("ppo" or "trpo") in ``num_chunks`` jitted calls, evaluating after each."""
     cfg = _config(env_id, num_envs, algo=algo)  # the seed is the key of trainer.init below
     trainer = make_trainer(cfg)
-    per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m train: equal chunks, num_updates in all
+    per_chunk = chunk_length(cfg.num_updates, num_chunks)  # as python -m jaxenvs.train: equal chunks, num_updates in all
     t0 = time.perf_counter()
     runner = jax.block_until_ready(trainer.init(jax.random.key(seed)))
     jax.block_until_ready(trainer.run_updates(runner, num_updates=per_chunk))  # compiles (and runs once)
@@ -366,9 +369,11 @@ def jaxenvs_game_run(env_id: str, num_chunks: int, eval_games: int, seed: int = 
         if solved:
             solved_at = (train_s, steps)
             break
+    share = 1.0 - cfg.random_opponents / 2  # the policy's share of the plies (one seat of two in random-opponent envs)
     return {
         "config": cfg.to_dict(), "compile_s": compile_s, "train_s": train_s, "env_steps": steps,
-        "decisions_per_sec": steps / train_s, "solved_by": "tuned evaluation" if tuned_eval else "win-rate bar",
+        "plies_per_sec": steps / train_s, "policy_share_of_plies": share,
+        "decisions_per_sec": share * steps / train_s, "solved_by": "tuned evaluation" if tuned_eval else "win-rate bar",
         "solved": solved_at is not None, "time_to_solve_s": solved_at[0] if solved_at else None,
         "steps_to_solve": solved_at[1] if solved_at else None, "curve": curve,
     }
@@ -456,7 +461,9 @@ def print_game(env_id: str, r: dict) -> None:
     t = lambda x: "not solved" if x is None else f"{x:.2f} s"  # noqa: E731
     print(f"\n{env_id} (solved: win rate vs random-legal >= {bar[0]:g} as first mover and >= {bar[1]:g} as second"
           f"{', or the tuned evaluation for jaxenvs' if r['jaxenvs']['solved_by'] == 'tuned evaluation' else ''})")
-    for label, x in (("jaxenvs PPO (self-play)", r["jaxenvs"]), ("MaskablePPO (vs random)", r.get("sb3"))):
+    f = r["jaxenvs"].get("config", {}).get("random_opponents", 0.0)
+    mine = "jaxenvs PPO (self-play)" if not f else f"jaxenvs PPO ({f:.0%} vs rnd)"
+    for label, x in ((mine, r["jaxenvs"]), ("MaskablePPO (vs random)", r.get("sb3"))):
         if not x:
             continue
         last = x["curve"][-1] if x["curve"] else {}
@@ -500,7 +507,7 @@ def main(argv=None):
     p.add_argument("--envs", nargs="+", default=["GridWorld-v0"])
     p.add_argument("--seeds", type=int, default=8, help="seeds vmapped in one program for the seeds comparison")
     p.add_argument("--chunks", type=int, default=20, help="evaluations along a run, at least (time-to-solve resolution): the updates split into equal "
-                   "chunks as python -m train --chunks splits them")
+                   "chunks as python -m jaxenvs.train --chunks splits them")
     p.add_argument("--sb3-timesteps", type=int, default=None, help="SB3's budget per env (default: 200000; "
                    "--games: the jaxenvs config's total_timesteps, in MaskablePPO's own decisions)")
     p.add_argument("--no-sb3", action="store_true")

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "generated"
 RESULTS = ROOT / "benchmarks" / "results"
-CURVES = ROOT / "docs" / "images" / "curves"  # learning curves of python -m train (committed)
+CURVES = ROOT / "docs" / "images" / "curves"  # learning curves of python -m jaxenvs.train (committed)
 GALLERY_ENVS, GALLERY_STEPS, GALLERY_FRAMES = 8, 24, 48  # episodes tried, steps each, frames per GIF
 
 
@@ -62,7 +62,7 @@ def gallery(force: bool = False) -> list[Path]:
                 "Learning curve of PPO with the tuned defaults, one seed, made by",
                 "",
                 "```bash",
-                f"python -m train --env {env_id} --out /tmp/curves",
+                f"python -m jaxenvs.train --env {env_id} --out /tmp/curves",
                 "```",
                 "",
                 f"![{env_id} learning curve](images/curves/{env_id}.png)",

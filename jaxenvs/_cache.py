@@ -1,4 +1,4 @@
-"""JAX's persistent compilation cache for the command lines (``jaxenvs`` and ``python -m train``).
+"""JAX's persistent compilation cache for the command lines (``jaxenvs`` and ``python -m jaxenvs.train``).
 
 Compiled programs are kept on disk, so a second run of the same command skips most of its
 compile time. The cache lives in a per-user folder: ``$JAXENVS_CACHE_DIR`` when set, else

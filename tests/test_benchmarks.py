@@ -86,4 +86,7 @@ def test_games_mode_bars_and_report(train_speed, capsys):
     out = capsys.readouterr().out
     assert ">= 0.92 as first mover and >= 0.74 as second" in out
     assert "jaxenvs vs MaskablePPO: 100.0x decisions/s, 15.0x sooner solved" in out
-    assert "last win rate 0.950 / 0.800 (seat 0 / seat 1)" in out
+    assert "last win rate 0.950 / 0.800 (seat 0 / seat 1)" in out and "jaxenvs PPO (self-play)" in out
+    mixed = {**run(50_000.0, 2.0), "config": {"random_opponents": 1.0}}
+    train_speed.print_game("ConnectFour-v0", {"jaxenvs": mixed, "sb3": run(500.0, 30.0)})
+    assert "jaxenvs PPO (100% vs rnd)" in capsys.readouterr().out

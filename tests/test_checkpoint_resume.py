@@ -84,25 +84,47 @@ def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_p
     assert files(run_dir) == before  # nothing rewritten
 
 
+class _NoBackgroundCompile:
+    """Stands in for `train.run.Background` where a run is stopped before its training program is
+    needed: nothing compiles (a real compile would go on in a thread after the test, in the way of
+    the next ones)."""
+
+    def __init__(self, fn, name=""):
+        del fn, name
+
+    @staticmethod
+    def any_running():
+        return False
+
+
 @pytest.mark.parametrize("env_id", sorted(jaxenvs.registry))
 def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path, capsys, monkeypatch):
     def interrupt(self, plan):
         raise KeyboardInterrupt
 
+    saved = []
+    real_save = run_module.Run.save
+
+    def save(self):
+        saved.append(self.runner)
+        return real_save(self)
+
     monkeypatch.setattr(run_module.Run, "compile_chunks", interrupt)
+    monkeypatch.setattr(run_module.Run, "_lower_chunk_program", lambda self, plan, template: None)
+    monkeypatch.setattr(run_module, "Background", _NoBackgroundCompile)
+    monkeypatch.setattr(run_module.Run, "save", save)
     code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and "--resume" in out
     run_dir = only_run(tmp_path)
     trainer, runner, meta = load_run(run_dir)  # every env's state round-trips through the checkpoint
     assert meta["update"] == 0 and trainer.config.env_id == env_id
-    keys = jax.random.split(jax.random.key(0), 1)  # --seed 0: the state the run started from
-    # one jitted program, as the trainer builds it (op-by-op dispatch of the init is much slower)
-    fresh = jax.jit(jax.vmap(trainer.init, in_axes=(0, None)))(keys, trainer.config.hparams())
-    assert all(
-        np.array_equal(jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a,
-                       jax.random.key_data(b) if jax.dtypes.issubdtype(b.dtype, jax.dtypes.prng_key) else b)
-        for a, b in zip(jax.tree.leaves(runner), jax.tree.leaves(fresh))
-    )
+    assert len(saved) == 2  # the run directory's first checkpoint, and again at the interrupt
+    key_data = lambda a: jax.random.key_data(a) if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key) else a  # noqa: E731
+    started, loaded = jax.tree.leaves(saved[-1]), jax.tree.leaves(runner)
+    assert len(started) == len(loaded) > 0
+    for a, b in zip(started, loaded):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(np.asarray(key_data(a)), np.asarray(key_data(b)))
     if env_id == "GridWorld-v0":  # and resume trains it to the end (the program grid_run compiled)
         monkeypatch.undo()
         code, out, err = train(capsys, "--resume", str(run_dir))
@@ -249,6 +271,8 @@ def test_sigterm_and_sighup_save_a_checkpoint_like_ctrl_c(signame, tmp_path, cap
         raise AssertionError("the signal did not stop the run")
 
     monkeypatch.setattr(run_module.Run, "compile_chunks", stop)
+    monkeypatch.setattr(run_module.Run, "_lower_chunk_program", lambda self, plan, template: None)
+    monkeypatch.setattr(run_module, "Background", _NoBackgroundCompile)
     before = signal.getsignal(getattr(signal, signame))
     code, out, _ = train(capsys, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and f"interrupted by {signame}: checkpoint saved" in out and "--resume" in out
@@ -350,3 +374,35 @@ def test_training_runs_under_jax_debug_nans(tmp_path, capsys):
     assert code == 0, err
     stored = json.loads((only_run(tmp_path) / "metrics.json").read_text())
     assert stored["per_seed"]["episode_return"] == [[None]] and stored["per_seed"]["episodes"] == [[0.0]]
+
+
+def test_a_real_ctrl_c_during_the_background_compile_exits_130_not_an_abort(tmp_path):
+    """The command in its own process, Ctrl-C (SIGINT) while the training program still compiles in
+    its background thread (a cold cache; Tic-Tac-Toe's program, with its per-update games, compiles
+    for many seconds): the checkpoint is saved and the process exits 130, where interpreter
+    shutdown under the compiling thread used to abort it (``FATAL: exception not rethrown``, 134)."""
+    import signal
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JAXENVS_CACHE_DIR=str(tmp_path / "empty-cache"), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxenvs.train", "--env", "TicTacToe-v0", "--total-timesteps", "4096",
+         "--num-envs", "8", "--num-steps", "16", "--hidden-sizes", "8", "--no-gif", "--out", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )
+    lines = []
+    for line in proc.stdout:  # wait until the run directory exists (a checkpoint can then be saved)
+        lines.append(line)
+        if "evaluating the untrained policy" in line:
+            break
+    assert any("in the background" in line for line in lines), lines
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    out = "".join(lines) + out
+    assert "FATAL" not in err and "terminate called" not in err, err
+    assert proc.returncode == 130, (proc.returncode, out[-2000:], err[-2000:])
+    assert "checkpoint saved" in out and "--resume" in out
+    # the background compile was still running when the run stopped: it never reported being done
+    assert not any(line.startswith("compiling the training program") and "done in" in line for line in out.splitlines())
+    assert load_run(only_run(tmp_path / "runs"))[2]["update"] == 0

@@ -176,3 +176,13 @@ def test_acting_helpers():
     # clipped surrogate: -min(r A, clip(r) A), 0 on non-acting rows
     lp, old, adv = jnp.log(jnp.array([1.5, 0.5, 1.0, 9.0])), jnp.zeros(4), jnp.array([1.0, 1.0, -2.0, 5.0])
     np.testing.assert_allclose(clipped_surrogate(lp, old, adv, acting, 0.2), [-1.2, -0.5, 2.0, 0.0], rtol=1e-6)
+
+
+def test_mode_keeps_the_order_of_logits_closer_than_float32_resolution():
+    """Logits -1.3e-30 and 0 (found by the property test above) normalise to the same float32
+    log-probability; the mode is still the larger one."""
+    x = np.full((2, 5), -1.3230633e-30, np.float32)
+    x[0, 1] = 0.0
+    x[1, 3] = 1e-38  # a subnormal-adjacent gap, the largest at index 3
+    mode = jax.jit(lambda v: MaskedCategorical(v, np.ones((2, 5), bool)).mode())(x)
+    np.testing.assert_array_equal(np.asarray(mode), [1, 3])

@@ -187,3 +187,54 @@ def test_update_reports_illegal_rate_and_game_fractions_per_seat(tiny):
 def test_trpo_refuses_masked_games_naming_ppo():
     with pytest.raises(ValueError, match=r"TRPO does not train turn-based games.*--algo ppo"):
         make_trainer(get_config("KuhnPoker-v0", algo="trpo"))
+
+
+# ---- random-legal opponents in some envs (config random_opponents) -------------------------------------
+
+
+def test_random_opponents_play_uniform_legal_moves_that_are_not_trained_on():
+    """random_opponents = 0.5 of 64 envs: in env e < 32 seat e % 2 plays uniformly among its legal
+    moves. The policy is made (nearly) deterministic on cell 0, so a row following it could not
+    spread its moves; the opponent rows never act (no loss term) and never move illegally."""
+    cfg = get_config("TicTacToe-v0", num_envs=64, num_steps=12, total_timesteps=64 * 12, hidden_sizes=(8,),
+                     update_epochs=1, num_minibatches=2, match_games=0, random_opponents=0.5)
+    trainer = make_trainer(cfg)
+    rows = trainer.opponent_rows
+    expected = np.zeros((64, 2), bool)
+    expected[np.arange(32), np.arange(32) % 2] = True
+    np.testing.assert_array_equal(rows, expected.reshape(-1))
+    hp = cfg.hparams()
+
+    @jax.jit
+    def rollout(key):
+        runner = trainer._init(key, hp)
+        head = runner.params["params"]["policy_head"]
+        head = dict(head, kernel=jnp.zeros_like(head["kernel"]), bias=jnp.zeros_like(head["bias"]).at[0].set(30.0))
+        params = {"params": dict(runner.params["params"], policy_head=head)}
+        return trainer._rollout(runner.replace(params=params), hp)[1]
+
+    traj, stats = rollout(jax.random.key(4))
+    mask, acting, action = np.asarray(traj.mask), np.asarray(traj.acting), np.asarray(traj.action)
+    turn = mask.any(-1)
+    assert not acting[:, rows].any()
+    np.testing.assert_array_equal(acting[:, ~rows], turn[:, ~rows])
+    assert int(np.asarray(stats[4]).sum()) == 0  # no illegal move by anyone
+    legal = np.take_along_axis(mask, action[..., None], -1)[..., 0]
+    assert legal[turn].all()
+    # the policy's rows play cell 0 whenever it is free; the opponents' moves are uniform over the legal
+    # cells: the position of the move among the legal cells, (rank + 0.5) / k, has mean 1/2 and variance
+    # < 1/12 per move, so its mean over n moves is within 4.5 / sqrt(12 n) of 1/2
+    learner_free0 = turn & mask[..., 0] & ~rows
+    assert learner_free0.sum() > 50 and (action[learner_free0] == 0).all()
+    opp = turn & rows
+    k = mask[opp].sum(-1)
+    rank = np.array([np.flatnonzero(m).tolist().index(a) for m, a in zip(mask[opp], action[opp])])
+    n = int(opp.sum())
+    assert n > 150
+    assert abs(((rank + 0.5) / k).mean() - 0.5) < 4.5 / np.sqrt(12 * n)
+    assert (action[opp & mask[..., 0]] != 0).mean() > 0.5
+
+
+def test_random_opponents_need_a_turn_based_game():
+    with pytest.raises(ValueError, match=r"random_opponents = 0.5 needs a turn-based game.*GridWorld-v0"):
+        make_trainer(get_config("GridWorld-v0", random_opponents=0.5))

@@ -44,7 +44,8 @@ def test_startup_json_structure(quick_run):
     assert result["same_outputs_cold_and_warm"] == {"GridWorld-v0": True}
     assert len(result["main_job"]["cold"]["outputs_sha256"]) == 1
     assert "load average" in result["machine"]["load_before"] and "load average" in result["machine"]["load_after"]
-    assert result["floor_s"]["median"] > 0
+    assert result["floor_s"]["median"] > 0 and len(result["library_floor_s"]["runs"]) == 1
+    assert result["library_floor_s"]["median"] > 0 and "main job's libraries" in (out / "startup.md").read_text()
     for kind in ("cold", "warm"):
         job = result["main_job"][kind]
         med = job["median"]

@@ -74,7 +74,8 @@ def test_frozen_lake_port_passes_on_the_model_tier(frozen_report):
     assert any(s.tier == "sample" and not s.required for s in r.statistics)
 
 
-def test_planted_slip_bug_is_caught():
+def test_planted_slip_bug_is_caught(frozen_report):
+    del frozen_report  # the faithful run, in this process: its reference rollouts are in CACHE
     with pytest.raises(PortMismatch) as info:
         verify_port(V.frozen_lake(slip=0.35), V.frozen_reference, num_episodes=100, reference_cache=CACHE)
     e = info.value
@@ -83,10 +84,12 @@ def test_planted_slip_bug_is_caught():
     assert re.search(r"port \(n=\d+\): at observation \d+, action \d: .*TV 0\.0", str(e))
 
 
-def test_user_transition_probs_are_the_model():
+def test_user_transition_probs_are_the_model(frozen_report):
     """A table given as transition_probs replaces the reference's: the faithful port against the
     table of a 0.40 slip fails on it."""
     import gymnasium
+
+    del frozen_report  # the reference rollouts come from CACHE (the faithful run, in this process)
 
     true = gymnasium.make("FrozenLake-v1", is_slippery=True).unwrapped.P
 

@@ -61,6 +61,7 @@ The command lives in `train.command` (exit statuses), `train.parser` (flags), `t
 steps of a run) and `train.metrics_log` (metrics files); this file is its entry point.
 """
 
+import os
 import sys
 import time
 
@@ -82,7 +83,15 @@ def main(argv=None) -> int:
         return 2
     from .command import main as run_command  # imported here, so the imports count in the wall time
 
-    return run_command(argv, started=_STARTED if argv is None else None)  # in-process calls: from now
+    code = run_command(argv, started=_STARTED if argv is None else None)  # in-process calls: from now
+    if argv is None:  # the command owns the process
+        from .run import Background
+
+        if Background.any_running():  # interrupted during the background compile: see train.run.Background
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    return code
 
 
 # names scripts imported from here before the command was split into its modules

@@ -30,11 +30,14 @@ Details every algorithm inherits:
   observation). ``mask_actions=False`` (an ablation) keeps the policy over all actions; ``acting``
   still comes from the mask. Every update also reports ``illegal_rate`` and, with
   ``match_games > 0``, the greedy policy's win/draw/loss per seat against random-legal play.
-  Opponents are always the current policy (pure self-play): no pool of past checkpoints. A pool
-  would carry K copies of the parameters in the runner state (and in every checkpoint) and run K
-  network passes per step to let each seat's row pick its opponent, several times the rollout's
-  cost; the tuned games reach their bars without one (a strong entropy bonus keeps the self-play
-  policy exploring, see `train.tuned`).
+  Opponents are the current policy (self-play) and, with the config's ``random_opponents`` (a
+  fraction of the envs), random-legal play: in those envs one seat (seat ``e % num_agents`` of env
+  ``e``, so the learner meets it from every seat) moves uniformly among its legal moves and its
+  rows never act in the losses (`Trainer.opponent_rows`). No pool of past checkpoints: a pool would
+  carry K copies of the parameters in the runner state (and in every checkpoint) and run K network
+  passes per step to let each seat's row pick its opponent, several times the rollout's cost;
+  Tic-Tac-Toe and Kuhn poker reach their bars in pure self-play (a strong entropy bonus keeps the
+  policy exploring), Connect Four with random-legal opponents (see `train.tuned`).
 * **Traced hyperparameters**: the config's ``HPARAMS`` are arguments of the compiled program, so
   ``jax.vmap`` over them sweeps e.g. the learning rate in one call (`stack_hparams`).
 * **Chunks**: ``run_updates`` runs any number of updates from a runner state; ``jaxenvs-train``
@@ -375,7 +378,15 @@ class Trainer:
             x = self.flat_obs(r.obs)
             mask = self.row_mask(r.obs)
             dist, value = self.policy(r.params, x, mask)
-            sample = dist.sample(k_act)
+            acting = None if mask is None else mask.any(-1)
+            opponent = self.opponent_rows
+            if opponent is not None:  # random-legal moves in the opponent rows, left out of the losses
+                k_act, k_opp = jax.random.split(k_act)
+                sample = jnp.where(opponent, MaskedCategorical(jnp.zeros(mask.shape), mask).sample(k_opp),
+                                   dist.sample(k_act))
+                acting = acting & ~opponent
+            else:
+                sample = dist.sample(k_act)
             log_prob = dist.log_prob(sample)
             env_keys = jax.random.split(k_env, self.config.num_envs)
             obs, env_state, reward, terminated, truncated, info = self.env_step(
@@ -401,7 +412,7 @@ class Trainer:
                 truncated=self._to_rows(truncated),
                 final_obs=self.flat_obs(info["final_obs"]),
                 mask=mask,
-                acting=None if mask is None else mask.any(-1),
+                acting=acting,
             )
             return r, (t, stats)
 
@@ -438,6 +449,19 @@ class Trainer:
             for i in range(self.num_agents):
                 out.update({f"{k}_seat{i}": res[k][i] for k in ("win", "draw", "loss")})
         return out
+
+    @property
+    def opponent_rows(self) -> np.ndarray | None:
+        """bool[batch_size]: the rows played by random-legal moves (the config's ``random_opponents``,
+        a fraction of the envs: in env ``e`` of the first ``round(fraction * num_envs)`` the seat
+        ``e % num_agents``, so the learner meets the random player from every seat); None when
+        there are none (pure self-play, and every environment without an action mask)."""
+        n_envs = int(round(float(getattr(self.config, "random_opponents", 0.0)) * self.config.num_envs))
+        if not self.turn_based or n_envs == 0:
+            return None
+        rows = np.zeros((self.config.num_envs, self.num_agents), bool)
+        rows[np.arange(n_envs), np.arange(n_envs) % self.num_agents] = True
+        return rows.reshape(-1)
 
     @property
     def max_plies(self) -> int:

@@ -155,6 +155,12 @@ class PPOConfig(TrainConfig):
         "turn-based games: games per seat of the greedy policy against random-legal play in every update "
         "(win/draw/loss per seat in the metrics; 0: none)",
     )
+    random_opponents: float = field(
+        0.0, Float(0, 1),
+        "turn-based games: the fraction of the envs (rounded) in which one seat, alternating between envs, is "
+        "played by random-legal moves instead of the policy; those moves are not trained on (0: pure self-play; "
+        "1: every env, no self-play)",
+    )
 
 
 @struct.dataclass

@@ -63,8 +63,9 @@ class MaskedCategorical:
         self.has_legal = jnp.any(mask, axis=-1)
         legal_max = jnp.max(jnp.where(mask, logits, -jnp.inf), axis=-1, keepdims=True)
         legal_max = jax.lax.stop_gradient(jnp.where(self.has_legal[..., None], legal_max, 0.0))
-        shifted = jnp.maximum(logits - legal_max, MASKED_LOGIT / 2)
-        self.logits = jax.nn.log_softmax(jnp.where(mask, shifted, MASKED_LOGIT), axis=-1)
+        shifted = jnp.where(mask, jnp.maximum(logits - legal_max, MASKED_LOGIT / 2), MASKED_LOGIT)
+        self._shifted = shifted  # the order of the given logits, kept exactly (for `mode`)
+        self.logits = jax.nn.log_softmax(shifted, axis=-1)
 
     def probs(self):
         """float32 `[..., n]`: probabilities, exactly 0 on illegal actions of rows that have a
@@ -80,7 +81,9 @@ class MaskedCategorical:
     def mode(self):
         """int32 `[...]`: the most probable legal action (the lowest index among ties), 0 on rows
         with no legal action."""
-        return jnp.where(self.has_legal, jnp.argmax(self.logits, axis=-1), 0).astype(jnp.int32)
+        # the argmax of the shifted logits, not of the normalised ones: normalising rounds logits
+        # that differ by less than float32's resolution at log k (1e-30 and 0) to a tie
+        return jnp.where(self.has_legal, jnp.argmax(self._shifted, axis=-1), 0).astype(jnp.int32)
 
     def log_prob(self, action):
         """float32 `[...]`: log-probability of `action` (int `[...]`); 0 on rows with no legal

@@ -36,6 +36,11 @@ class PPOTrainer(Trainer):
     config: PPOConfig
 
     def check(self) -> None:
+        if self.config.random_opponents and not (self.turn_based and self.num_agents > 1):
+            raise ValueError(
+                f"random_opponents = {self.config.random_opponents} needs a turn-based game of several seats "
+                f"(observations with an action_mask); {self.config.env_id} has none: leave it at 0"
+            )
         rows = self.batch_size * self.config.num_steps
         if rows % self.config.num_minibatches:
             raise ValueError(

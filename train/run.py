@@ -100,14 +100,28 @@ class Background:
     """``fn()`` in a daemon thread, started at once; `result` waits for it and returns its value or
     raises what it raised (KeyboardInterrupt included). Meant for work that runs without Python's
     GIL: XLA's compile of a program lowered on the main thread (tracing and lowering are Python, and
-    two threads doing them only take turns), image encoding; it then runs on another core."""
+    two threads doing them only take turns), image encoding; it then runs on another core.
+
+    A process must not end by interpreter shutdown while one of these is still inside XLA (a Ctrl-C
+    during the background compile): the daemon thread is torn down in C++ code and the process
+    aborts (``FATAL: exception not rethrown``, exit 134). `any_running` tells the command to leave
+    with ``os._exit`` instead (`train.__main__`)."""
+
+    _live: "set[Background]" = set()
 
     def __init__(self, fn, name: str = "jaxenvs-background"):
         self.started = time.perf_counter()
         self.duration: float | None = None
         self._value = self._error = None
         self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
+        Background._live.add(self)
         self._thread.start()
+
+    @classmethod
+    def any_running(cls) -> bool:
+        """Whether a background job of this process is still running."""
+        cls._live = {job for job in cls._live if job._thread.is_alive()}
+        return bool(cls._live)
 
     def _run(self, fn):
         try:
