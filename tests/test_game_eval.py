@@ -341,3 +341,17 @@ def test_a_single_agent_policy_takes_the_observation_without_agent_axis():
     np.testing.assert_array_equal(got, want)  # the trainer's own greedy actions
     with pytest.raises(ValueError, match=r"takes one observation .*\(for a batch, jax.vmap the policy\)"):
         jax.eval_shape(policy, jax.random.key(0), obs)
+
+
+def test_the_evaluation_header_says_what_it_counted():
+    """Kuhn poker's evaluation is exact (no episodes played); the games count games per seat."""
+    from jaxenvs.train.evaluate import format_table
+
+    def header(env_id, metrics):
+        return format_table({"env_id": env_id, "num_episodes": 1000, "solved": True,
+                             "seeds": [dict(metrics, solved=True)]}).splitlines()[0]
+
+    assert header("KuhnPoker-v0", {"exploitability": 0.05}) == (
+        "evaluation: KuhnPoker-v0, exact (enumerated, no episodes played), stochastic policy (1 seed)")
+    assert header("ConnectFour-v0", {"win_vs_random_seat0": 1.0}) == (
+        "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy (1 seed)")

@@ -159,10 +159,11 @@ def format_table(result: dict) -> str:
     game = game_without_entry(result["env_id"])
     no_criterion = ("no criterion for this game (it has no entry in jaxenvs.train.tuned): win / draw / loss against "
                     "random-legal play per seat" if game else "no criterion for this environment (its spec has no reward_threshold)")
+    entry = _entry(result["env_id"])
+    played = (f"{result.get('num_episodes', NUM_EPISODES)} {entry.counted} per seed" if entry.counted
+              else "exact (enumerated, no episodes played)")
     lines = [
-        f"evaluation: {result['env_id']}, {result.get('num_episodes', NUM_EPISODES)} "
-        f"{_entry(result['env_id']).counted} per seed, {_entry(result['env_id']).judged}"
-        f" ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
+        f"evaluation: {result['env_id']}, {played}, {entry.judged} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
         f"solved when: {result.get('solved_when') or no_criterion}",
     ]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in [head] + rows]

@@ -544,7 +544,9 @@ class Run:
         params = to_host(self.runner.params)  # replicated: this process's own copy
         result = None
         if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
-            with say.phase(f"evaluating {NUM_EPISODES} episodes per seed", "evaluate"):
+            counted = tuned.entry(config.env_id).counted
+            what = f"{NUM_EPISODES} {counted} per seed" if counted else "exactly (no episodes)"
+            with say.phase(f"evaluating {what}", "evaluate"):
                 result = evaluate(trainer, params)
             self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
 

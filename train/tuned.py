@@ -50,7 +50,9 @@ class TunedEnv:
     progress: tuple = ("mean_return",)  # metrics followed after every chunk of training
     metrics: dict = dataclasses.field(default_factory=dict)  # metric name -> Metric
     judged: str = "greedy policy"  # what the evaluation plays: "greedy policy" or "stochastic policy"
-    counted: str = "episodes"  # what its num_episodes counts: "episodes" or, for games, "games per seat"
+    # what its num_episodes counts: "episodes", for games "games per seat"; "" for an exact evaluation
+    # that plays none (Kuhn poker's exploitability, by enumeration)
+    counted: str = "episodes"
     curves: tuple = ()  # per-update metrics of the compiled update drawn on the learning curve (see `metrics`)
 
 
@@ -412,6 +414,7 @@ ENTRIES: dict[str, TunedEnv] = {
     ),
     "KuhnPoker-v0": TunedEnv(
         judged="stochastic policy",
+        counted="",
         # Plain self-play PPO with an entropy bonus, judged on the last policy (no averaging). Without the
         # bonus (or at 0.01-0.03) the policy turned nearly deterministic (entropy < 0.1 nats) and cycled at
         # exploitability 0.25-0.57 after 400k steps; at 0.1 it keeps the mixed strategies Kuhn's equilibria
