@@ -37,7 +37,7 @@ from .xla import enable_compilation_cache
 __all__ = [
     "evaluate", "evaluate_params", "first_episodes", "progress_metrics", "format_table", "format_progress",
     "solved_hint", "NUM_EPISODES", "PROGRESS_EPISODES", "PROG", "main", "evaluate_game_vs_random", "head_to_head_runs",
-    "format_head_to_head",
+    "format_head_to_head", "what_is_counted",
 ]
 
 PROG = "python -m jaxenvs.train.evaluate"
@@ -146,6 +146,13 @@ def _cell(v) -> str:
     return str(v)
 
 
+def what_is_counted(env_id: str, num_episodes: int = NUM_EPISODES) -> str:
+    """What the evaluation of ``env_id`` plays, for its header and progress line: ``"1000 episodes
+    per seed"``, ``"1000 games per seat per seed"``, or that it is exact and plays none."""
+    counted = _entry(env_id).counted
+    return f"{num_episodes} {counted} per seed" if counted else "exact (enumerated, no episodes played)"
+
+
 def format_table(result: dict) -> str:
     """A readable report of `evaluate`'s result: one column per seed, each metric's meaning, the
     solved criterion and the verdict (both from the environment's entry in `train.tuned`)."""
@@ -160,8 +167,7 @@ def format_table(result: dict) -> str:
     no_criterion = ("no criterion for this game (it has no entry in jaxenvs.train.tuned): win / draw / loss against "
                     "random-legal play per seat" if game else "no criterion for this environment (its spec has no reward_threshold)")
     entry = _entry(result["env_id"])
-    played = (f"{result.get('num_episodes', NUM_EPISODES)} {entry.counted} per seed" if entry.counted
-              else "exact (enumerated, no episodes played)")
+    played = what_is_counted(result["env_id"], result.get("num_episodes", NUM_EPISODES))
     lines = [
         f"evaluation: {result['env_id']}, {played}, {entry.judged} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})",
         f"solved when: {result.get('solved_when') or no_criterion}",

@@ -538,15 +538,13 @@ class Run:
             print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
         if not self.main_process:
             return
-        from .evaluate import NUM_EPISODES, evaluate, format_table, solved_hint
+        from .evaluate import evaluate, format_table, solved_hint, what_is_counted
         from .plotting import plot_learning_curve, policy_gif
 
         params = to_host(self.runner.params)  # replicated: this process's own copy
         result = None
         if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
-            counted = tuned.entry(config.env_id).counted
-            what = f"{NUM_EPISODES} {counted} per seed" if counted else "exactly (no episodes)"
-            with say.phase(f"evaluating {what}", "evaluate"):
+            with say.phase(f"evaluating {what_is_counted(config.env_id)}", "evaluate"):
                 result = evaluate(trainer, params)
             self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
 
