@@ -189,6 +189,71 @@ def point_env(mutant=None, amount=None):
     return TimeLimit(env, 100)
 
 
+# ---------------------------------------------------------------------------------------------
+# A slippery corridor (no transition table) against tests/reference_envs.py's Gymnasium env
+# ---------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class CorridorParams:
+    slip: float = 0.2  # probability that a move goes the other way
+    step_cost: float = 0.1
+    start_shift: float = 0.0  # probability of starting in cell 2 instead of 3
+    bug_cell: int = -1  # a local bug: in this cell ...
+    bug_slip: float = 0.2  # ... the slip probability is this
+
+
+@struct.dataclass
+class CorridorState:
+    pos: jax.Array  # int32 scalar
+
+
+class Corridor(Environment):
+    """tests/reference_envs.py's SlipperyCorridorEnv ported: 7 cells, start in 3, actions 0 left
+    and 1 right, a move goes the other way with probability `slip`, each step costs `step_cost`,
+    cell 6 pays 1, cells 0 and 6 end the episode."""
+
+    traits = Traits(num_agents=1, chance="stochastic", information="perfect", reward_style="step")
+
+    @property
+    def default_params(self):
+        return CorridorParams()
+
+    def reset_env(self, key, params):
+        pos = jnp.where(jax.random.uniform(key) < params.start_shift, 2, 3).astype(jnp.int32)
+        return pos, CorridorState(pos)
+
+    def step_env(self, key, state, action, params):
+        slip = jnp.where(state.pos == params.bug_cell, params.bug_slip, params.slip)
+        move = jnp.where(action == 1, 1, -1)
+        move = jnp.where(jax.random.uniform(key) < slip, -move, move)
+        pos = (state.pos + move).astype(jnp.int32)
+        terminated = (pos == 0) | (pos == 6)
+        reward = (-params.step_cost + jnp.where(pos == 6, 1.0, 0.0)).astype(jnp.float32)
+        return pos, CorridorState(pos), reward, terminated, jnp.zeros((), bool), {}
+
+    def observation_space(self, params=None):
+        return spaces.Discrete(7)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+
+def corridor(**params):
+    """The port in a TimeLimit of 50 (the reference's), with params changed by `params` (mutants)."""
+    env = Corridor() if not params else jaxenvs.wrappers.WithParams(Corridor(), CorridorParams(**params))
+    return TimeLimit(env, 50)
+
+
+def corridor_reference():
+    return _reference_envs().make_corridor()
+
+
+def corridor_state(ref):
+    """state_to_jax for the corridor: the reference's cell."""
+    return CorridorState(np.int32(ref.unwrapped.pos))
+
+
 def _reference_envs():
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import reference_envs

@@ -13,7 +13,8 @@
     jaxenvs profile GridWorld-v0 --num-envs 1 64 4096    compile time, steps/s per num_envs, memory, wrappers
     jaxenvs profile my_module:ns/MyEnv-v0           an env registered by my_module (found from the cwd)
 
-Exit status: 0 on success, 1 when a check fails (``verify``: 0 pass, 1 fail, 2 inconclusive) or something outside the command line is
+Exit status: 0 on success, 1 when a check fails (``verify``: 0 pass, 1 fail, 2 a mistake, a bad reference or a
+missing extra, 3 inconclusive) or something outside the command line is
 missing (an optional package, a display, a writable folder), 2 for a mistake in the command line
 (unknown flag or environment id, bad value or path). Mistakes are reported as one line on stderr.
 
@@ -258,21 +259,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
 
     p = sub.add_parser(
-        "verify", help="verify a port against the environment it was ported from (exit 0 pass, 1 fail, 2 inconclusive)",
+        "verify", help="verify a port against the environment it was ported from (exit 0 pass, 1 fail, 3 inconclusive)",
         description="jaxenvs.testing.verify_port on a registered port: prints the report's table; exit status 0 for "
-        "pass, 1 for fail, 2 for inconclusive (or a mistake in the command line).",
+        "pass, 1 for fail, 2 for a mistake in the command line, a reference that cannot be built or a missing extra, "
+        "3 for inconclusive.",
     )
     _add_env_args(p)
     p.add_argument(
         "--reference", required=True, metavar="REF",
-        help="the original: 'gymnasium:ID' (gymnasium.make) or 'module:factory' (a zero-argument callable; "
-        "modules are imported from the current directory too)",
+        help="the original: 'gymnasium:ID' (gymnasium.make), 'pyspiel:GAME' (an OpenSpiel game, pyspiel.load_game) "
+        "or 'module:factory' (a zero-argument callable returning a gymnasium.Env, a pettingzoo ParallelEnv or AECEnv, "
+        "or a pyspiel.Game; e.g. pettingzoo.classic.tictactoe_v3:env; modules are imported from the current "
+        "directory too)",
     )
     p.add_argument("--reference-kwargs", type=_json_object, default={}, metavar="JSON",
                    help="keyword arguments of the reference, as a JSON object")
     p.add_argument("--episodes", type=int_arg(10), default=1000, metavar="N", help="episodes per side to start with")
     p.add_argument("--max-episodes", type=int_arg(10), default=None, metavar="N",
                    help="episodes per side at most (default: verify_port's MAX_EPISODES)")
+    p.add_argument("--budget", type=_positive_float, default=None, metavar="SECONDS",
+                   help="time to draw more episodes in until every statistic reaches --detect (default: verify_port's "
+                   "BUDGET_S, 60)")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     p.add_argument("--alpha", type=_probability, default=None, help="false-alarm rate (default: verify_port's ALPHA)")
     p.add_argument("--detect", type=_probability, default=None, help="effect a pass must detect (default: DETECT)")
@@ -639,15 +646,18 @@ def cmd_bench(args) -> None:
 
 # ---- verify ------------------------------------------------------------------------------------
 def reference_factory(text: str, kwargs: dict):
-    """The zero-argument factory `--reference` names: `gymnasium:ID` or `module:callable`."""
+    """The reference `--reference` names: a zero-argument factory (`gymnasium:ID`,
+    `module:callable`) or, for `pyspiel:GAME` or a factory returning one, the `pyspiel.Game`
+    itself. Every failure to build it is a `UsageError` (exit 2)."""
     prefix, sep, name = text.partition(":")
     if not sep or not prefix or not name:
-        raise UsageError(f"--reference: expected 'gymnasium:ID' or 'module:factory', got {text!r}")
+        raise UsageError(f"--reference: expected 'gymnasium:ID', 'pyspiel:GAME' or 'module:factory', got {text!r}")
     if prefix == "gymnasium":
         try:
             import gymnasium
         except ImportError as e:
-            raise Failure(f"--reference gymnasium:... needs gymnasium: pip install 'jaxenvs[gymnasium]' ({_message(e)})") from e
+            raise UsageError(f"--reference gymnasium:... needs gymnasium: pip install 'jaxenvs[verify,gymnasium]' "
+                             f"({_message(e)})") from e
         try:
             gymnasium.spec(name)
         except Exception as e:  # noqa: BLE001 -- gymnasium's own errors (NameNotFound, VersionNotFound, ...)
@@ -655,6 +665,15 @@ def reference_factory(text: str, kwargs: dict):
 
         def factory():
             return gymnasium.make(name, **kwargs)
+    elif prefix == "pyspiel":
+        try:
+            import pyspiel
+        except ImportError as e:
+            raise UsageError(f"--reference pyspiel:... needs OpenSpiel: pip install 'jaxenvs[verify,openspiel]' "
+                             f"({_message(e)})") from e
+
+        def factory():
+            return pyspiel.load_game(name, kwargs) if kwargs else pyspiel.load_game(name)
     else:
         import importlib
 
@@ -670,9 +689,21 @@ def reference_factory(text: str, kwargs: dict):
             return fn(**kwargs)
 
     try:
-        factory().close()
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"--reference {text!r} with --reference-kwargs {kwargs!r}: {_message(e)}") from e
+        probe = factory()
+    except Exception as e:  # noqa: BLE001 -- whatever the user's factory raises is a bad reference, not a failing port
+        raise UsageError(f"--reference {text!r} with --reference-kwargs {kwargs!r} raised {type(e).__name__}: "
+                         f"{_message(e)}") from e
+    if probe is None:
+        raise UsageError(f"--reference {text!r} returned None; it must return a gymnasium.Env, a pettingzoo "
+                         "ParallelEnv or AECEnv, or a pyspiel.Game")
+    if type(probe).__module__ == "pyspiel" and hasattr(probe, "new_initial_state"):
+        return probe  # an OpenSpiel game: verify_port takes the game itself
+    close = getattr(probe, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # noqa: BLE001 -- a probe that cannot close is not the port's fault
+            pass
     return factory
 
 
@@ -684,9 +715,14 @@ def cmd_verify(args) -> int:
             raise UsageError(f"--save {args.save!r}: the folder {str(parent)!r} does not exist")
     env = _make(args.env_id, args.kwarg, autoreset=False)
     factory = reference_factory(args.reference, args.reference_kwargs)
-    from jaxenvs.testing import PortMismatch, verify_port
+    try:
+        from jaxenvs.testing import PortMismatch, verify_port
+    except ImportError as e:
+        raise UsageError(f"jaxenvs verify needs the verify extra: pip install 'jaxenvs[verify]' ({_message(e)})") from e
 
     options = {k: getattr(args, k) for k in ("alpha", "detect", "power", "max_episodes") if getattr(args, k) is not None}
+    if args.budget is not None:
+        options["budget_s"] = args.budget
     if options.get("max_episodes", args.episodes) < args.episodes:
         raise UsageError(f"--max-episodes {options['max_episodes']} is below --episodes {args.episodes}")
     try:
@@ -696,9 +732,9 @@ def cmd_verify(args) -> int:
             print(f"{env.spec.id}: verdict FAIL: {_message(e)}")
             return 1
         report = e.report
-    except ImportError as e:
-        raise Failure(_message(e)) from e
-    except (TypeError, ValueError) as e:
+    except ImportError as e:  # a missing extra (scipy, gymnasium, pettingzoo, ...)
+        raise UsageError(_message(e)) from e
+    except (TypeError, ValueError, AttributeError) as e:  # a reference or an argument verify_port refuses
         raise UsageError(_message(e)) from e
     print(report)
     if args.save is not None:
@@ -706,7 +742,7 @@ def cmd_verify(args) -> int:
             print(f"saved the report to {report.save(args.save)}")
         except OSError as e:
             raise UsageError(f"--save {args.save!r}: {_message(e)}") from e
-    return {"pass": 0, "fail": 1, "inconclusive": 2}[report.verdict]
+    return {"pass": 0, "fail": 1, "inconclusive": 3}[report.verdict]
 
 
 # ---- profile -----------------------------------------------------------------------------------

@@ -263,3 +263,36 @@ REFERENCES = {
     "Lottery-v0": LotteryEnv,
     "RockPaperScissors-v0": RockPaperScissorsEnv,
 }
+
+
+class SlipperyCorridorEnv(gym.Env):
+    """A slippery corridor of 7 cells in plain Gymnasium, with no transition table: the agent
+    starts in cell 3 and moves left (0) or right (1), but with probability `slip` it moves the
+    other way; each step costs `step_cost`, reaching cell 6 pays 1; cells 0 and 6 end the
+    episode. ``make_corridor()`` adds ``TimeLimit(50)``. (The stochastic env of the port
+    verification tests: `benchmarks/verify_power.py` ports it.)"""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, slip: float = 0.2, step_cost: float = 0.1):
+        self.slip, self.step_cost = slip, step_cost
+        self.observation_space = spaces.Discrete(7)
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos = 3
+        return self.pos, {}
+
+    def step(self, action):
+        move = 1 if action == 1 else -1
+        if self.np_random.random() < self.slip:
+            move = -move
+        self.pos += move
+        terminated = self.pos in (0, 6)
+        reward = -self.step_cost + (1.0 if self.pos == 6 else 0.0)
+        return self.pos, reward, terminated, False, {}
+
+
+def make_corridor():
+    return TimeLimit(SlipperyCorridorEnv(), 50)

@@ -255,7 +255,7 @@ def test_cli_verify_exit_status(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     args = ["--reference", "my_lottery:reference", "--episodes", "200", "--max-episodes", "200"]
-    assert main(["verify", "my_lottery:vtest/Lottery-v0", *args, "--save", "cert.json"]) == 2  # inconclusive
+    assert main(["verify", "my_lottery:vtest/Lottery-v0", *args, "--save", "cert.json"]) == 3  # inconclusive
     out = capsys.readouterr().out
     assert "verdict: INCONCLUSIVE" in out and json.loads((tmp_path / "cert.json").read_text())["verdict"] == "inconclusive"
     assert main(["verify", "vtest/Lottery-v0", *args, "--detect", "0.6"]) == 0

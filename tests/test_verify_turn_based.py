@@ -21,7 +21,7 @@ from conftest import require
 
 require("scipy")
 require("pettingzoo")
-N_GAMES = {"TicTacToe-v0": 200, "ConnectFour-v0": 100, "KuhnPoker-v0": 200}
+N_GAMES = {"TicTacToe-v0": 200, "ConnectFour-v0": 150, "KuhnPoker-v0": 200}
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +166,52 @@ def test_turn_based_refusals():
         "traits": dataclasses.replace(kuhn_poker.KuhnPoker.traits, chance="deterministic")})
     with pytest.raises(PortMismatch, match="chance outcomes: the reference has chance nodes"):
         verify_port(kuhn_as_deterministic(), _kuhn_reference())
+
+
+@pytest.mark.parametrize("env_id", ["TicTacToe-v0", "ConnectFour-v0"])
+def test_aec_adapter_terminal_mask_matches_pettingzoo(env_id):
+    """Replayed games: after the end, the selected agent's action_mask lists the empty cells /
+    open columns as PettingZoo's tictactoe_v3 / connect_four_v3 do; every live ply matches too."""
+    import numpy as np
+
+    from jaxenvs.adapters.pettingzoo import AECEnv
+
+    ours, ref = AECEnv(env_id), CASES[env_id][0]()
+    rng = np.random.default_rng(0)
+    terminal = 0
+    for g in range(40):
+        ours.reset(seed=g)
+        ref.reset(seed=g)
+        while True:
+            r_mask = ref.observe(ref.agent_selection)["action_mask"]
+            o_mask = ours.observe(ours.agent_selection)["action_mask"]
+            np.testing.assert_array_equal(o_mask, r_mask, err_msg=f"game {g}")
+            if any(ref.last()[2:4]):
+                terminal += 1
+                assert r_mask.any() or env_id == "TicTacToe-v0"  # a full board lists nothing
+                break
+            move = int(rng.choice(np.flatnonzero(r_mask)))
+            ref.step(move)
+            ours.step(move)
+    assert terminal == 40
+
+
+def test_turn_based_power_rule_a_mutant_never_passes(cache):
+    """Below the games detect needs the verdict is inconclusive (never pass); a mutant fails or
+    is inconclusive at every game count; the faithful port passes from the needed count on."""
+    from jaxenvs.testing import PortInconclusive
+    from jaxenvs.testing.verify import games_needed
+
+    need = games_needed(0.05, 0.95)
+    assert need == 59
+    for games in (10, 20, 40):
+        try:
+            r = verify_port(WrongWinLine(), _tictactoe_reference, num_episodes=games, detect=0.05,
+                            raise_inconclusive=False, reference_cache=cache)
+            assert r.verdict == "inconclusive"
+        except PortMismatch:
+            pass
+    with pytest.raises(PortInconclusive, match="59 games would do"):
+        verify_port(jaxenvs.make("TicTacToe-v0"), _tictactoe_reference, num_episodes=20, detect=0.05, reference_cache=cache)
+    r = verify_port(jaxenvs.make("TicTacToe-v0"), _tictactoe_reference, num_episodes=need, detect=0.05, reference_cache=cache)
+    assert r.verdict == "pass" and all(s.detectable <= 0.05 for s in r.statistics)

@@ -16,12 +16,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 from copy import deepcopy
 from typing import Any
 
 import gymnasium
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jaxenvs._optional import require
 
@@ -225,6 +228,23 @@ def _fold_chance(env):
     return FoldChanceNodes(env)
 
 
+
+
+def _reopened(state):
+    """`(state with its "terminated" field set to False, that field)` for a state (or a wrapper's
+    state around one) that records the end of the game in a field `terminated`; `(state, None)`
+    otherwise."""
+    if dataclasses.is_dataclass(state) and not isinstance(state, type):
+        names = {f.name for f in dataclasses.fields(state)}
+        if "terminated" in names:
+            return state.replace(terminated=jnp.zeros_like(state.terminated)), state.terminated
+        for name in names:
+            inner, ended = _reopened(getattr(state, name))
+            if ended is not None:
+                return state.replace(**{name: inner}), ended
+    return state, None
+
+
 @functools.lru_cache(maxsize=64)
 def _aec_functions(env):
     """Jitted ``reset(key, params)`` and ``step(key, state, action, params)`` for `AECEnv`, each
@@ -238,7 +258,13 @@ def _aec_functions(env):
         return obs
 
     def view(state, params):
-        return env.legal_action_mask(state, params), env.current_player(state, params)
+        mask = env.legal_action_mask(state, params)
+        open_state, ended = _reopened(state)
+        if ended is not None:
+            # after the end PettingZoo's classic games still list the selected agent's moves as if
+            # the game went on (tictactoe_v3's empty cells, connect_four_v3's open columns)
+            mask = jnp.where(ended, env.legal_action_mask(open_state, params), mask)
+        return mask, env.current_player(state, params)
 
     def reset(key, params):
         key, sub = jax.random.split(key)

@@ -219,11 +219,44 @@ class GymReference(Reference):
         initial = None if initial is None else np.asarray(initial, np.float64)
         return TransitionModel(table, initial, f"{type(un).__qualname__}.P (the reference's transition table)")
 
+    def _fresh(self):
+        """A new reference env from the factory; refused when the factory hands out one shared
+        instance (episodes run side by side would step one env)."""
+        e = self.factory()
+        if e is None:
+            raise ValueError("verify_port: reference() returned None; it must build a fresh environment on each call")
+        if e is self.probe or any(e is p for p in self._pool) or e is self._resetter:
+            raise ValueError(
+                "verify_port: reference() returned the same environment instance twice; it must build a fresh one on "
+                "each call (verify_port runs many reference episodes side by side), e.g. "
+                "reference=lambda: gymnasium.make(...) rather than reference=lambda: env"
+            )
+        return e
+
+    def _reset(self, e, seed: int):
+        try:
+            out = e.reset(seed=int(seed))
+        except TypeError as err:
+            if "seed" in str(err):
+                raise ValueError(
+                    f"verify_port: the reference {type(e).__name__} follows the old gym API (reset() takes no seed: "
+                    f"{err}); verify_port needs Gymnasium's (reset(seed=...) -> (obs, info), step -> (obs, reward, "
+                    "terminated, truncated, info)): port the reference to gymnasium, or wrap it with shimmy's "
+                    "GymV21CompatibilityV0 (pip install shimmy)"
+                ) from err
+            raise
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(
+                f"verify_port: the reference's reset returned {type(out).__name__}, not (obs, info): an old gym API; "
+                "port the reference to gymnasium, or wrap it with shimmy's GymV21CompatibilityV0 (pip install shimmy)"
+            )
+        return out[0]
+
     def initial_observations(self, seed: int, start: int, stop: int) -> np.ndarray:
         if self._resetter is None:
-            self._resetter = self.factory()
+            self._resetter = self._fresh()
         e = self._resetter
-        return np.stack([self.convert_obs(e.reset(seed=int(s))[0]) for s in episode_seeds(seed, start, stop)])
+        return np.stack([self.convert_obs(self._reset(e, s)) for s in episode_seeds(seed, start, stop)])
 
     def _step(self, e, a_ref, rng):
         """Step `e` (reseeded from `rng` when given: a copy being resampled)."""
@@ -237,7 +270,14 @@ class GymReference(Reference):
             if not all(a in o for a in self.agents):
                 raise ValueError("verify_port: a ParallelEnv step returned observations for only some agents")
         else:
-            o, reward, term, trunc, _ = e.step(a_ref)
+            out = e.step(a_ref)
+            if len(out) != 5:
+                raise ValueError(
+                    f"verify_port: the reference's step returned {len(out)} values, not Gymnasium's 5 (obs, reward, "
+                    "terminated, truncated, info): an old gym API; port the reference to gymnasium, or wrap it with "
+                    "shimmy's GymV21CompatibilityV0 (pip install shimmy)"
+                )
+            o, reward, term, trunc, _ = out
             reward = np.array([float(reward)])
         reward = reward.astype(np.float32).astype(np.float64)  # the port's float32 rewards, summed alike
         return self.convert_obs(o), reward, bool(term), bool(trunc)
@@ -260,13 +300,13 @@ class GymReference(Reference):
             alive=np.zeros((n, horizon), bool),
         )
         while len(self._pool) < min(n, CHUNK):
-            self._pool.append(self.factory())
+            self._pool.append(self._fresh())
         recorded = []
         for lo in range(0, n, CHUNK):
             count = min(CHUNK, n - lo)
             envs = self._pool[:count]
             cur = np.zeros((CHUNK, obs_dim))
-            cur[:count] = [self.convert_obs(e.reset(seed=int(sd))[0]) for e, sd in zip(envs, seeds[lo : lo + count])]
+            cur[:count] = [self.convert_obs(self._reset(e, sd)) for e, sd in zip(envs, seeds[lo : lo + count])]
             side.obs0[lo : lo + count] = cur[:count]
             done = np.zeros(count, bool)
             for t in range(horizon):

@@ -17,6 +17,7 @@ __all__ = ["Statistic", "PortReport", "PortMismatch", "PortInconclusive", "TIERS
 TIERS = {
     "exact": "the port replays the reference's states and trajectories; any difference fails",
     "model": "the port's outcome distribution per (state, action) against the reference's exact probabilities",
+    "from-state": "the reference's outcome at each visited reference state ranked among the port's draws there",
     "sample": "two-sample test of the port's and the reference's episodes",
 }
 VERDICTS = ("pass", "fail", "inconclusive")
@@ -87,6 +88,8 @@ class PortReport:
     cache: str | None
     seconds: float
     notes: tuple[str, ...] = ()
+    budget_s: float | None = None  # the time budget the run drew episodes within
+    budget_needed_s: float | None = None  # about the budget that would have certified detect (inconclusive runs)
 
     @property
     def failed(self) -> tuple[Statistic, ...]:

@@ -48,6 +48,11 @@ __all__ = [
     "needed_tv",
     "needed_ks",
     "needed_model",
+    "pooled_stratified_test",
+    "detectable_weighted_tv",
+    "rank_test",
+    "detectable_rank",
+    "needed_rank",
 ]
 
 MIN_EXPECTED = 5  # below this expected count a table is tested exactly (Fisher)
@@ -250,3 +255,109 @@ def needed_model(effect: float, df: int, alpha: float, power: float, start: int 
     while _model_power(n, df, alpha, effect) < power and n < 1 << 30:
         n *= 2
     return n
+
+
+# ---------------------------------------------------------------------------------------------
+# pooled strata and ranks
+# ---------------------------------------------------------------------------------------------
+
+POOL_MIN = 10  # outcome categories with fewer samples (both sides) in a stratum are merged into one
+
+
+def _merged(table: np.ndarray) -> np.ndarray:
+    """A 2 x K table with the categories holding fewer than `POOL_MIN` samples merged into one
+    (a coarsening: still a test of homogeneity, its chi-square approximation kept honest)."""
+    table = table[:, table.sum(0) > 0]
+    small = table.sum(0) < POOL_MIN
+    if small.sum() >= 1 and (~small).sum() >= 1:
+        table = np.concatenate([table[:, ~small], table[:, small].sum(1, keepdims=True)], axis=1)
+    elif small.all():
+        table = table.sum(1, keepdims=True)
+    return table
+
+
+def pooled_stratified_test(tables: dict, weights: dict) -> dict:
+    """The pooled test of homogeneity across strata: Pearson's chi-square of each stratum's
+    2 x K table (rare outcome categories merged, `_merged`), summed over the strata where every
+    expected count is at least 1 and each side has at least `POOL_MIN` samples (the *pooled*
+    strata), with degrees of freedom summed: every pooled stratum contributes, and many small
+    differences add up. Combined by Bonferroni with each stratum's own `table_test` (one stratum
+    that differs a lot, rare strata included): `p = 2 min(p_pooled, S min_s p_s)`.
+
+    `weights` are the strata's shares of visits (summing to 1 over all strata). Returns a dict:
+    `p`, `p_pooled`, `p_local`, `df`, `pooled` (the pooled strata), `rare` (the others, by
+    share), `inv_info` (`sum_s w_s^2 / n_eff_s` over the pooled strata: the variance scale of
+    the weighted total variation) and `rare_share` (the visits outside the pooled strata).
+    """
+    st = _st()
+    stat, df, pooled, rare, inv_info, local = 0.0, 0, [], [], 0.0, []
+    for s, t in tables.items():
+        t = np.asarray(t)
+        if np.count_nonzero(t.sum(0)) >= 2:
+            local.append(table_test(t))
+        m = _merged(t)
+        n = m.sum(1)
+        if m.shape[1] >= 1 and n.min() >= POOL_MIN:
+            if m.shape[1] >= 2:
+                expected = n[:, None] * m.sum(0)[None] / n.sum()
+                if expected.min() < 1:
+                    rare.append(s)
+                    continue
+                stat += float(((m - expected) ** 2 / expected).sum())
+                df += m.shape[1] - 1
+            pooled.append(s)
+            inv_info += weights.get(s, 0.0) ** 2 / (n[0] * n[1] / n.sum())
+        else:
+            rare.append(s)
+    p_pooled = float(st.chi2.sf(stat, df)) if df > 0 else 1.0
+    p_local = min(1.0, len(local) * min(local)) if local else 1.0
+    return {
+        "p": min(1.0, 2.0 * min(p_pooled, p_local)),
+        "p_pooled": p_pooled,
+        "p_local": p_local,
+        "df": df,
+        "pooled": pooled,
+        "rare": sorted(rare, key=lambda s: -weights.get(s, 0.0)),
+        "inv_info": inv_info,
+        "rare_share": float(sum(weights.get(s, 0.0) for s in rare)),
+    }
+
+
+def detectable_weighted_tv(inv_info: float, df: int, rare_share: float, alpha: float, power: float) -> float:
+    """The smallest visitation-weighted total variation `D = sum_s w_s TV_s` that the pooled
+    test (`pooled_stratified_test`, its pooled half at level `alpha / 2`) detects with
+    probability `power`, plus the rare strata's share of visits (where a difference cannot be
+    ruled out). The pooled chi-square's non-centrality is at least `sum_s 4 n_s TV_s^2`
+    (`detectable_tv`'s bound per stratum); its least value subject to `sum_s w_s TV_s = D` is
+    `4 D^2 / sum_s (w_s^2 / n_s)` (Cauchy-Schwarz), whichever way the difference is spread."""
+    if df <= 0 or inv_info <= 0:
+        return 1.0
+    lam = _noncentrality(max(int(df), 1), alpha / 2.0, power)
+    return min(1.0, math.sqrt(lam * inv_info / 4.0) + rare_share)
+
+
+def rank_test(ranks) -> tuple[float, float]:
+    """`(statistic, p_value)`: one-sample Kolmogorov-Smirnov test that `ranks` (randomised
+    ranks scaled to (0, 1): exactly uniform when each reference outcome is exchangeable with
+    the port's draws at its state) are uniform."""
+    u = np.asarray(ranks, np.float64).ravel()
+    if len(u) == 0:
+        return 0.0, 1.0
+    res = _st().kstest(u, "uniform")
+    return float(res.statistic), float(res.pvalue)
+
+
+def detectable_rank(n: int, alpha: float, power: float) -> float:
+    """The smallest Kolmogorov-Smirnov distance from uniform that `rank_test` on `n` ranks
+    detects with probability `power` (asymptotically; `detectable_ks` with one side exact)."""
+    st = _st()
+    if n <= 0:
+        return 1.0
+    c = float(st.kstwobign.isf(alpha)) + 0.5 * float(st.norm.isf(1.0 - power))
+    return min(1.0, c / math.sqrt(n))
+
+
+def needed_rank(effect: float, alpha: float, power: float) -> int:
+    st = _st()
+    c = float(st.kstwobign.isf(alpha)) + 0.5 * float(st.norm.isf(1.0 - power))
+    return int(math.ceil((c / effect) ** 2))

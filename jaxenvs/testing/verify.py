@@ -77,6 +77,7 @@ __all__ = [
     "DETECT",
     "POWER",
     "MAX_EPISODES",
+    "BUDGET_S",
     "MAX_DRAWS",
     "HORIZON",
     "MAX_STATES",
@@ -88,11 +89,14 @@ __all__ = [
 ALPHA = 1e-3  # probability that a faithful port fails
 DETECT = 0.02  # the effect (total variation / KS distance) a pass must be able to detect ...
 POWER = 0.95  # ... with this probability
-MAX_EPISODES = 10_000  # episodes each side may be run for (adaptive sampling)
+MAX_EPISODES = 1 << 20  # episodes each side may be run for (adaptive sampling, within the budget)
+BUDGET_S = 60.0  # seconds a call may spend drawing more episodes (the default call, on a 2-core CPU)
 MAX_DRAWS = 1 << 18  # port draws per (observation, action), and initial observations per side
 HORIZON = 1000  # steps per episode when the port has no TimeLimit
 MAX_STATES = 512  # reference states the port steps from with state_to_jax
-RESAMPLES = 8  # outcomes per side and state when a stochastic port steps from reference states
+RESAMPLES = 1  # reference outcomes per recorded state (its own step; copies are no longer drawn)
+FROM_STATE_DRAWS = 128  # port draws per reference state in the from-state tier
+MAX_FROM_STATES = 1 << 15  # reference states the from-state tier records at most
 STATES_PER_OBS = 2  # port states per observation the model tier steps from: its earliest and latest visit
 MAX_CATEGORIES = 32  # a scalar statistic with at most this many distinct values is categorical
 RTOL, ATOL = 1e-5, 1e-6  # one step from a reference state: float32 port against a float64 reference
@@ -551,27 +555,79 @@ def _step_from_states(env, params, recorded, key, stochastic, power, detect) -> 
                                   f"{what} {np.asarray(pv).tolist()} {where}",
                                   f"{np.asarray(rv).tolist()} (floats compared with rtol={RTOL:g}, atol={ATOL:g})")
         return _exact(name, True, len(recorded), len(recorded), f"{len(recorded)} states", "the same outcome at each")
-    strata_p, out_p, strata_r, out_r = [], [], [], []
-    for s, (_, _, _, _, outs) in enumerate(recorded):
-        rows_p = np.concatenate([p_obs[s], p_rew[s], p_term[s, :, None], p_trunc[s, :, None]], axis=1)
-        rows_r = np.stack([np.concatenate([o[0], o[1], [o[2]], [o[3]]]) for o in outs])
-        strata_p += [s] * resamples
-        strata_r += [s] * len(outs)
-        out_p.append(_quantize(rows_p))
-        out_r.append(_quantize(rows_r))
-    out_p, out_r = np.concatenate(out_p), np.concatenate(out_r)
-    p, k = stats.stratified_test(np.array(strata_p), _codes(out_p), np.array(strata_r), _codes(out_r))
-    df = max(len(np.unique(_codes(np.concatenate([out_p, out_r])))) - 1, 1)
+    return _exact(name, True, len(recorded), len(recorded), f"{len(recorded)} states", "the same outcome at each")
+
+
+def _ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng) -> np.ndarray:
+    """Randomised ranks in (0, 1) of each reference outcome `ref_rows[s]` among the port's draws
+    `port_rows[s, :]` at the same state (ties broken at random): exactly uniform when the
+    reference's outcome and the port's draws are exchangeable, whatever the outcomes' type."""
+    less = (port_rows < ref_rows[:, None]).sum(1)
+    eq = (port_rows == ref_rows[:, None]).sum(1)
+    k = port_rows.shape[1]
+    return (less + rng.uniform(size=len(less)) * (eq + 1)) / (k + 1)
+
+
+def _from_state(env, params, recorded, key, discrete: bool, power, detect, seed: int, per_episode: float) -> _Pending:
+    """The from-state tier of a stochastic port: at each reference state in `recorded` the port
+    steps `FROM_STATE_DRAWS` times (vmapped) with the reference's action, and the reference's
+    own outcome there is ranked among the port's draws (`_ranks`); the ranks of all states are
+    tested for uniformity (`stats.rank_test`), per component -- the whole outcome row in a fixed
+    order for discrete observations; each observation entry, the reward and the flags for real
+    ones -- Bonferroni over the components. The certified effect is a Kolmogorov-Smirnov
+    distance of the ranks from uniform."""
+    draws = FROM_STATE_DRAWS
+    fn = _compiled("state step", _state_step_fn, env, draws)
+    p_rows, r_rows = [], []
+    chunk = 1024
+    for lo in range(0, len(recorded), chunk):
+        part = recorded[lo : lo + chunk]
+        m = len(part)
+        size = 1 << max(0, int(math.ceil(math.log2(m))))  # padded to a power of two: few compiles
+        idx = np.minimum(np.arange(size), m - 1)
+        state_batch = _port_states(env, params, [(part[i][2], part[i][1]) for i in idx])
+        actions = np.stack([np.asarray(part[i][3]) for i in idx])
+        keys = jax.random.split(jax.random.fold_in(key, (3 << 28) + lo), size)
+        nobs, reward, term, trunc = fn(params, state_batch, actions, keys)
+        obs = _flat(nobs, 2)[:m]
+        rew = np.asarray(reward, np.float64).reshape(size, draws, -1)[:m]
+        flags = (np.asarray(term).astype(np.float64) * 2 + np.asarray(trunc))[:m, :, None]
+        p_rows.append(np.concatenate([obs, rew, flags], axis=2))
+        for e, t, core, a, outs in part:
+            o = outs[-1]
+            r_rows.append(np.concatenate([o[0], o[1], [2.0 * o[2] + o[3]]]))
+    p_rows = _quantize(np.concatenate(p_rows))
+    r_rows = _quantize(np.stack(r_rows))
+    S, K, C = p_rows.shape
+    rng = np.random.default_rng([seed, 5])
+    if discrete:  # one component: the whole row, in the order of its distinct values
+        codes = _codes(np.concatenate([p_rows.reshape(S * K, C), r_rows]))
+        _, labels = np.unique(codes, return_inverse=True)
+        labels = labels.ravel().astype(np.float64)
+        comps = [("outcome", labels[: S * K].reshape(S, K), labels[S * K :])]
+    else:
+        names = [f"obs[{j}]" for j in range(C - 2)] + ["reward", "flags"]
+        comps = [(names[j], p_rows[:, :, j], r_rows[:, j]) for j in range(C)]
+    results = []
+    for cname, pc, rc in comps:
+        if np.all(pc == pc[:, :1]) and np.all(rc == pc[:, 0]):
+            continue  # the same constant outcome on both sides at every state: nothing to rank
+        stat, p = stats.rank_test(_ranks(pc, rc, rng))
+        results.append((p, stat, cname))
+    n_comp = max(len(results), 1)
+    p_all = min(1.0, n_comp * min((r[0] for r in results), default=1.0))
+    worst = min(results, default=(1.0, 0.0, "-"))
+    name = "from reference states (rank of the reference's outcome)"
 
     def needed(level):
-        per_state = 2 * stats.needed_tv(detect, df, level / (2 * k), power)
-        return None, f"needs about {int(per_state):,} resamples per state"
+        n = stats.needed_rank(detect, level / n_comp, power)
+        return int(math.ceil(n / max(per_episode, 1e-9))), f"needs about {n:,} reference states"
 
     return _Pending(
-        name, "sample", "fisher/chi-square per state", p, "tv", len(strata_p), len(strata_r), False,
-        f"{k} states, {resamples} outcomes each", "the same states, reseeded copies",
-        detectable=lambda level: stats.detectable_tv(resamples / 2, df, level / (2 * max(k, 1)), power),
-        needed=needed, kind="transition",
+        name, "from-state", "rank KS per component", p_all, "rank ks", S * K, S, True,
+        f"{S} states x {K} draws; least uniform: {worst[2]} (KS {worst[1]:.4f})",
+        f"the reference's outcome at each ({n_comp} components ranked)",
+        detectable=lambda level: stats.detectable_rank(S, level / n_comp, power), needed=needed, kind="transition",
     )
 
 
@@ -769,11 +825,14 @@ def _first_visits(side: Side):
 
 
 def _transition_statistics(port: Side, ref: Side, power, detect) -> list[_Pending]:
-    """Next observation (with terminated) and reward per (observation, action), first visits.
+    """Next observation (with terminated) and reward per (observation, action), first visits,
+    pooled over the strata (`stats.pooled_stratified_test`).
 
-    The detectable effect is the total variation in any one stratum among those that carry all
-    but a fraction `detect` of the reference's first visits (a difference confined to rarer
-    strata changes the episodes by less than `detect`)."""
+    The certified effect is the visitation-weighted total variation `sum_s w_s TV_s`, `w_s` the
+    stratum's share of the reference's first visits: what the policy's episodes see of the
+    transitions. Strata too rare to pool are listed with their share of visits, which is added to
+    the certified effect (a difference there cannot be ruled out); they do not block a pass on their
+    own. A large difference in any one stratum still fails it (the pooled test's local half)."""
     ps, pn, pr = _first_visits(port)
     rs, rn, rr = _first_visits(ref)
     episodes = len(ref)
@@ -783,37 +842,39 @@ def _transition_statistics(port: Side, ref: Side, power, detect) -> list[_Pendin
         ("reward | (observation, action)", pr, rr),
     ):
         cx, cy = _codes(px), _codes(rx)
-        p, k = stats.stratified_test(ps, cx, rs, cy)
         tables = stats.stratified_tables(ps, cx, rs, cy)
-        # strata by the reference's visits, most visited first, until 1 - detect of them
-        ref_counts = {s: t[1].sum() for s, t in tables.items()}
         total = max(len(rs), 1)
-        covered, mass = [], 0
-        for s in sorted(ref_counts, key=lambda s: -ref_counts[s]):
-            if mass >= (1 - detect) * total:
-                break
-            covered.append(s)
-            mass += ref_counts[s]
-        sizes = [(tables[s][0].sum(), tables[s][1].sum(), max(np.count_nonzero(tables[s].sum(0)) - 1, 1)) for s in covered]
-        uncovered_mass = 1 - mass / total
+        weights = {s: float(t[1].sum()) / total for s, t in tables.items()}
+        # reference visits in strata the port never reached: outside the pooled strata too
+        missing = 1.0 - sum(weights.values())
+        res = stats.pooled_stratified_test(tables, weights)
+        inv_info, df, rare_share = res["inv_info"], res["df"], res["rare_share"] + max(missing, 0.0)
 
-        def detectable(level, sizes=sizes, k=k, uncovered_mass=uncovered_mass):
-            if uncovered_mass > detect:  # the reference's visits fall outside the strata both sides reached
-                return 1.0
-            per = [stats.detectable_tv(n * m / (n + m), df, level / (2 * max(k, 1)), power) for n, m, df in sizes]
-            return max(per, default=1.0)
+        def detectable(level, inv_info=inv_info, df=df, rare_share=rare_share):
+            if df <= 0:  # one outcome per stratum on both sides: the pooled sum has nothing to vary
+                return rare_share if inv_info > 0 else 1.0
+            return stats.detectable_weighted_tv(inv_info, df, rare_share, level, power)
 
-        def needed(level, sizes=sizes, k=k):
-            worst = 0
-            for n, m, df in sizes:
-                per_side = 2 * stats.needed_tv(detect, df, level / (2 * max(k, 1)), power)
-                worst = max(worst, per_side * episodes / max(min(n, m), 1))
-            return int(math.ceil(worst)), f"needs about {int(math.ceil(worst)):,} episodes for every stratum"
+        def needed(level, inv_info=inv_info, df=df, rare_share=rare_share):
+            if rare_share >= detect or df <= 0:
+                return None, f"strata outside the pool hold {rare_share:.3f} of the visits (>= detect)"
+            lam = stats._noncentrality(max(df, 1), level / 2, power)
+            # inv_info falls as 1 / episodes: the episodes at which sqrt(lam inv_info / 4) + rare = detect
+            target = (detect - rare_share) ** 2 * 4 / lam
+            n = int(math.ceil(episodes * inv_info / max(target, 1e-300)))
+            return n, f"needs about {n:,} episodes"
 
-        worst = _worst_stratum(ps, px, rs, rx) if p < 1e-3 else ("", "")
+        worst = _worst_stratum(ps, px, rs, rx) if res["p"] < 1e-3 else ("", "")
+        rare = res["rare"]
+        rare_txt = ""
+        if rare:
+            shown = ", ".join(f"{_fmt_row(np.frombuffer(bytes(s), np.float64))}: {weights.get(s, 0.0):.4f}" for s in rare[:3])
+            rare_txt = f"; {len(rare)} rare strata ({rare_share:.4f} of visits) outside the pool" + (
+                f", e.g. {shown}" if shown else "")
         out.append(_Pending(
-            name, "sample", "fisher/chi-square per stratum", p, "tv", len(ps), len(rs), True,
-            f"{k} strata on both sides{worst[0]}", f"{len(covered)} strata carry {mass / total:.0%} of the visits{worst[1]}",
+            name, "sample", "pooled chi-square over strata + per-stratum exact", res["p"], "weighted tv", len(ps), len(rs),
+            True, f"{len(tables)} strata on both sides, {len(res['pooled'])} pooled (df {df}){worst[0]}",
+            f"first visits weighted by the reference's share{rare_txt}{worst[1]}",
             detectable=detectable, needed=needed, kind="transition",
         ))
     return out
@@ -1136,7 +1197,20 @@ def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_na
     return out, first_at
 
 
-def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start):
+def games_needed(detect: float, power: float) -> int:
+    """Games the exact lockstep needs: a port that differs in a fraction `detect` of the
+    reference's random games shows it in at least one of `G` games with probability
+    `1 - (1 - detect)^G >= power`."""
+    return int(math.ceil(math.log(1.0 - power) / math.log(1.0 - detect)))
+
+
+def _games_detectable(games: int, power: float) -> float:
+    """The smallest fraction of differing games that `games` games catch with probability `power`."""
+    return 1.0 - (1.0 - power) ** (1.0 / max(games, 1))
+
+
+def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start,
+                       raise_inconclusive=True):
     """`verify_port` against a `TurnBasedReference`: the reference plays `num_games` games with
     random legal moves (and illegal ones where it defines them); the port replays every game in
     one compiled call; every ply is compared exactly."""
@@ -1184,9 +1258,15 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
     pending, first_at = _lockstep_statistics(games, first, traj, explicit_chance, ref.observation_name)
 
     level = alpha / len(pending)
+    certified = _games_detectable(G, power)
+    needed_games = games_needed(detect, power)
+    for p in pending:  # an exact comparison over G random games detects a fraction `certified` of them differing
+        p.effect = "games differing"
+        p.detectable = lambda level, c=certified: c
+        p.needed = lambda level, n=needed_games: (n, f"needs {n:,} games")
     statistics = tuple(p.finish(level, detect) for p in pending)
     failed = [s for s in statistics if s.p_value < level]
-    verdict = "fail" if failed else "pass"
+    verdict = "fail" if failed else ("inconclusive" if certified > detect else "pass")
     n_plies = int(games.length.sum())
     n_chance = int((games.chance & (np.arange(T)[None] < games.length[:, None])).sum())
     ends = games.length - 1
@@ -1227,7 +1307,7 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
         spaces=tuple(space_notes),
         statistics=statistics,
         states_checked=int((np.arange(T + 1)[None] <= games.length[:, None]).sum()),
-        episodes_needed=None,
+        episodes_needed=needed_games if verdict == "inconclusive" else None,
         cache=f"reference games reused from a ReferenceCache ({', '.join(cache_notes)})" if cache_notes else None,
         seconds=time.perf_counter() - t_start,
         notes=tuple(notes),
@@ -1237,6 +1317,11 @@ def _verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detec
         others = [f.name for f in failed if f is not s]
         more = f" (also differing: {'; '.join(others)})" if others else ""
         raise PortMismatch(s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}", report)
+    if verdict == "inconclusive" and raise_inconclusive:
+        raise PortInconclusive(
+            f"inconclusive after {G:,} games: every ply agrees, but {G:,} random games catch a port that differs in a "
+            f"fraction {certified:.3g} of them with probability {power:g}, above detect={detect:g}; "
+            f"{needed_games:,} games would do (num_episodes={needed_games})", report)
     return report
 
 
@@ -1295,6 +1380,7 @@ def verify_port(
     power: float = POWER,
     reference_cache: ReferenceCache | None = None,
     raise_inconclusive: bool = True,
+    budget_s: float = BUDGET_S,
 ) -> PortReport:
     """Check that `env` (a jaxenvs port) behaves like `reference`; return the `PortReport` of a
     pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
@@ -1341,6 +1427,9 @@ def verify_port(
     """
     t_start = time.perf_counter()
     _check_args(num_episodes, max_episodes, seed, alpha, detect, power)
+    if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0 or budget_s != budget_s:
+        raise ValueError(f"verify_port needs budget_s as a number of seconds > 0, got {budget_s!r}")
+    budget_s = float(budget_s)
     if not isinstance(env, Environment):
         raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
     if not (callable(reference) or _is_openspiel_game(reference)):
@@ -1379,7 +1468,7 @@ def verify_port(
                              "observations compared as they are")
         ref = OpenSpielReference(probe) if _is_openspiel_game(probe) else AECReference(reference, probe)
         return _verify_turn_based(port_env, env, params, ref, num_episodes, seed, alpha, detect, power,
-                                  reference_cache, t_start)
+                                  reference_cache, t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
     if isinstance(probe, type) or not hasattr(probe, "reset"):
         raise TypeError(f"verify_port: reference() returned {probe!r}, not an environment with reset and step")
@@ -1494,18 +1583,31 @@ def verify_port(
     # (deterministic: each trajectory is replayed), and 4 random steps among the first 64 of
     # each of the first 128 episodes
     wanted: dict[int, set] = {}
+    from_states = stochastic and state_to_jax is not None
+
+    def wanted_for(start: int, stop: int, have: int) -> dict:
+        """Every step of episodes `start .. stop - 1` (the from-state tier), up to MAX_FROM_STATES."""
+        room = MAX_FROM_STATES - have
+        if room <= 0:
+            return {}
+        per = max(1, room // max(stop - start, 1))
+        return {i: set(range(min(horizon, per))) for i in range(start, stop)}
+
     if state_to_jax is not None:
         _rebuild_state(env, _state_template(env, params), 0)  # refuse other wrappers early
-        pick, budget = np.random.default_rng([seed, 2]), MAX_STATES
-        for i in range(num_episodes):
-            steps = {0} if (not stochastic or i < 16) else set()
-            if i < 128 and budget > 0:
-                extra = sorted(set(pick.integers(1, max(min(horizon, 64), 2), size=4).tolist()))[:budget]
-                budget -= len(extra)
-                steps |= set(extra)
-            if steps:
+        if from_states:
+            wanted = wanted_for(0, num_episodes, 0)
+        else:
+            pick, budget = np.random.default_rng([seed, 2]), MAX_STATES
+            for i in range(num_episodes):
+                steps = {0}
+                if i < 128 and budget > 0:
+                    extra = sorted(set(pick.integers(1, max(min(horizon, 64), 2), size=4).tolist()))[:budget]
+                    budget -= len(extra)
+                    steps |= set(extra)
                 wanted[i] = steps
-    resamples = RESAMPLES if stochastic else 1
+    resamples = RESAMPLES
+    t_round = time.perf_counter()
 
     port_side = port_episodes(0, num_episodes)
     ref_side, recorded = reference_episodes(0, num_episodes, wanted, resamples)
@@ -1528,12 +1630,19 @@ def verify_port(
         raise ValueError("verify_port: transition_probs needs a single-agent port with Discrete observations and actions "
                          "(and no obs_to_jax)")
     exact: list[_Pending] = []
-    if recorded:
+    recorded_eps = num_episodes
+
+    def from_state_stat(recorded) -> _Pending:
+        per_episode = len(recorded) / max(recorded_eps, 1)
+        p = _from_state(env, params, recorded, key, discrete_obs, power, detect, seed, per_episode)
+        p.required = not (discrete_obs and discrete_act) and not model_ok
+        return p
+
+    if recorded and not stochastic:
         exact.append(_step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, stochastic,
                                        power, detect))
-        if not stochastic:
-            starts = {i: core for i, t, core, _, _ in recorded if t == 0}
-            exact.append(_replay_trajectories(env, params, horizon, ref_side, starts, act_template))
+        starts = {i: core for i, t, core, _, _ in recorded if t == 0}
+        exact.append(_replay_trajectories(env, params, horizon, ref_side, starts, act_template))
     modelled: list[_Pending] = []
     if model_ok:
         if model.initial is not None:
@@ -1542,6 +1651,10 @@ def verify_port(
                                            detect))
 
     transitions_exact = (not stochastic and recorded) or model_ok
+    if recorded and stochastic and not model_ok:
+        exact.append(from_state_stat(recorded))
+    # what certifies the transitions (exactly, by model, from reference states or pooled over strata)
+    transitions_certified = transitions_exact or (from_states and not model_ok) or (discrete_obs and discrete_act)
     initial_exact = model_ok and model.initial is not None
 
     initial_draws: dict = {}
@@ -1567,38 +1680,60 @@ def verify_port(
         for s in out:  # what a stronger tier covers only supports the verdict
             if s.kind == "transition" and transitions_exact:
                 s.required = False
-            if s.kind == "episode" and transitions_exact:
+            if s.kind == "episode" and transitions_certified:
                 s.required = False
         return out
 
     pending = exact + modelled + sample_tier(port_side, ref_side)
-    rounds = 1 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
+    # a fixed plan of at most `rounds` looks at the data (each round grows the episodes by a
+    # quarter at least): each statistic is judged at alpha / (m * rounds) (Bonferroni over the
+    # statistics and the rounds), so however the budget ends a faithful port fails with
+    # probability at most alpha
+    rounds = 2 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
     level = alpha / (len(pending) * rounds)
-    episodes, notes = num_episodes, []
+    episodes, notes, used_rounds = num_episodes, [], 1
+    deadline = t_start + budget_s
     if not any(p.p_value < level for p in pending):  # a failure needs no more samples
         pending = [p.top_up(level) if (p.top_up and p.required and p.detectable(level) > detect) else p for p in pending]
+    round_cost = time.perf_counter() - t_round
+    per_episode_s = round_cost / num_episodes
+    stop_reason = None
     while True:
         failed = any(p.p_value < level for p in pending)
         short = [p for p in pending if p.required and p.detectable(level) > detect]
         if failed or not short:
             break
         needs = [p.needed(level)[0] for p in short]
-        if any(n is None for n in needs) or episodes >= max_episodes:
+        if any(n is None for n in needs):
+            stop_reason = "a statistic short of detect cannot be helped by more episodes"
             break
-        target = max(needs)
-        if target > max_episodes:
+        if episodes >= max_episodes or used_rounds >= rounds:
+            stop_reason = f"max_episodes={max_episodes:,} reached" if episodes >= max_episodes else f"{rounds} rounds used"
             break
+        target = max(int(max(needs) * 1.2), 2 * episodes)  # a margin: the estimate scales the current sample
         new = episodes
         while new < target:
             new *= 2
-        new = min(new, max_episodes)
+        affordable = episodes + int(max(deadline - time.perf_counter(), 0.0) / max(per_episode_s, 1e-9) * 0.9)
+        new = min(new, max_episodes, affordable)
+        if new < episodes * 5 // 4:
+            stop_reason = f"the budget ({budget_s:g} s) ends"
+            break
+        t_round = time.perf_counter()
         port_side = Side.concat([port_side, port_episodes(episodes, new - episodes)])
-        more_ref, _ = reference_episodes(episodes, new, {}, 1)
+        extra_wanted = wanted_for(episodes, new, len(recorded)) if from_states and not model_ok else {}
+        more_ref, more_rec = reference_episodes(episodes, new, extra_wanted, 1)
         ref_side = Side.concat([ref_side, more_ref])
-        episodes = new
+        if more_rec:
+            recorded = recorded + more_rec
+            recorded_eps = new
+        per_episode_s = (time.perf_counter() - t_round) / (new - episodes)  # the last round's rate (compiled)
+        episodes, used_rounds = new, used_rounds + 1
         fresh = sample_tier(port_side, ref_side)
+        if more_rec:
+            fresh.append(from_state_stat(recorded))
         by_name = {p.name: p for p in fresh}
-        pending = [by_name.get(p.name, p) if p.tier == "sample" else p for p in pending]
+        pending = [by_name.get(p.name, p) if p.tier in ("sample", "from-state") else p for p in pending]
         pending = [p.top_up(level) if (p.top_up and p.kind == "initial" and p.required and p.detectable(level) > detect)
                    else p for p in pending]
 
@@ -1608,15 +1743,26 @@ def verify_port(
     verdict = "fail" if failed else ("inconclusive" if short else "pass")
     needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
     episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
-    if stochastic and state_to_jax is not None and not model_ok:
-        notes.append("a stochastic port's steps from reference states are compared as distributions (supporting)")
+    budget_needed = None
+    if episodes_needed:
+        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
+        notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} s "
+                     f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} ms each on this machine)"
+                     + (f"; stopped: {stop_reason}" if stop_reason else ""))
+    if from_states and not model_ok:
+        notes.append(f"from-state tier: the reference's outcome at each of {len(recorded):,} reference states ranked "
+                     f"among {FROM_STATE_DRAWS} port draws there" + ("" if any(p.tier == "from-state" and p.required
+                                                                            for p in pending) else " (supporting)"))
+    if discrete_obs and discrete_act and not transitions_exact:
+        notes.append("transitions pooled over (observation, action) strata from each episode's first visit to each: "
+                     "episodes are independent, steps within one need not be (the observation need not be the state)")
     if model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
     report = _port_report(
         ref, port_env, env,
         verdict=verdict,
-        tiers=tuple(t for t in ("exact", "model", "sample") if any(s.tier == t for s in statistics)),
+        tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
         num_episodes=episodes,
         horizon=horizon,
         seed=seed,
@@ -1627,6 +1773,8 @@ def verify_port(
         spaces=tuple(space_notes),
         statistics=statistics,
         states_checked=len(recorded),
+        budget_s=budget_s,
+        budget_needed_s=budget_needed,
         episodes_needed=episodes_needed,
         cache=f"reference rollouts reused from a ReferenceCache ({', '.join(cache_notes)})" if cache_notes else None,
         seconds=time.perf_counter() - t_start,
