@@ -558,12 +558,16 @@ def _step_from_states(env, params, recorded, key, stochastic, power, detect) -> 
     return _exact(name, True, len(recorded), len(recorded), f"{len(recorded)} states", "the same outcome at each")
 
 
-def _ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng) -> np.ndarray:
+def _ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) -> np.ndarray:
     """Randomised ranks in (0, 1) of each reference outcome `ref_rows[s]` among the port's draws
     `port_rows[s, :]` at the same state (ties broken at random): exactly uniform when the
-    reference's outcome and the port's draws are exchangeable, whatever the outcomes' type."""
-    less = (port_rows < ref_rows[:, None]).sum(1)
-    eq = (port_rows == ref_rows[:, None]).sum(1)
+    reference's outcome and the port's draws are exchangeable, whatever the outcomes' type.
+    With `tol`, real values within `RTOL`/`ATOL` of each other count as ties (a float32 port
+    against a float64 reference)."""
+    ref = ref_rows[:, None]
+    width = RTOL * np.abs(ref) + ATOL if tol else 0.0
+    less = (port_rows < ref - width).sum(1)
+    eq = (np.abs(port_rows - ref) <= width).sum(1)
     k = port_rows.shape[1]
     return (less + rng.uniform(size=len(less)) * (eq + 1)) / (k + 1)
 
@@ -596,8 +600,10 @@ def _from_state(env, params, recorded, key, discrete: bool, power, detect, seed:
         for e, t, core, a, outs in part:
             o = outs[-1]
             r_rows.append(np.concatenate([o[0], o[1], [2.0 * o[2] + o[3]]]))
-    p_rows = _quantize(np.concatenate(p_rows))
-    r_rows = _quantize(np.stack(r_rows))
+    p_rows = np.concatenate(p_rows)
+    r_rows = np.stack(r_rows)
+    if discrete:
+        p_rows, r_rows = _quantize(p_rows), _quantize(r_rows)
     S, K, C = p_rows.shape
     rng = np.random.default_rng([seed, 5])
     if discrete:  # one component: the whole row, in the order of its distinct values
@@ -610,9 +616,9 @@ def _from_state(env, params, recorded, key, discrete: bool, power, detect, seed:
         comps = [(names[j], p_rows[:, :, j], r_rows[:, j]) for j in range(C)]
     results = []
     for cname, pc, rc in comps:
-        if np.all(pc == pc[:, :1]) and np.all(rc == pc[:, 0]):
+        if np.all(pc == pc[:, :1]) and np.allclose(rc, pc[:, 0], rtol=RTOL, atol=ATOL):
             continue  # the same constant outcome on both sides at every state: nothing to rank
-        stat, p = stats.rank_test(_ranks(pc, rc, rng))
+        stat, p = stats.rank_test(_ranks(pc, rc, rng, tol=not discrete))
         results.append((p, stat, cname))
     n_comp = max(len(results), 1)
     p_all = min(1.0, n_comp * min((r[0] for r in results), default=1.0))
