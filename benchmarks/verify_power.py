@@ -249,6 +249,13 @@ def corridor_reference():
     return _reference_envs().make_corridor()
 
 
+def corridor_as_gymnasium():
+    """The corridor port as a Gymnasium env (jaxenvs' adapter): the reference of the A/A rows."""
+    from jaxenvs.adapters.gymnasium import GymnasiumEnv
+
+    return GymnasiumEnv(corridor())
+
+
 def corridor_state(ref):
     """state_to_jax for the corridor: the reference's cell."""
     return CorridorState(np.int32(ref.unwrapped.pos))
@@ -279,6 +286,11 @@ FAITHFUL = {
     "FrozenLake-v1 (slippery)": (frozen_lake, frozen_reference, {}),
     "CliffWalking-v1": (cliff_walking, cliff_reference, {}),
     "PointEnv (garage's tutorial)": (point_env, point_reference, {"state_to_jax": point_state}),
+    # a stochastic env with no transition table: the pooled sample tier, within the default budget
+    "corridor (slippery, 7 cells)": (corridor, corridor_reference, {}),
+    "corridor, with state_to_jax": (corridor, corridor_reference, {"state_to_jax": corridor_state}),
+    # A/A: the port against itself, through jaxenvs' Gymnasium adapter
+    "corridor port vs itself": (corridor, lambda: corridor_as_gymnasium(), {}),
 }
 
 # name: (env, port factory, its effect as a total-variation / KS distance, where it shows)
@@ -293,6 +305,16 @@ MUTANTS = {
     "start one cell up": ("CliffWalking-v1", lambda: cliff_walking(start=24), 1.0, "TV of the initial state"),
     "action scaled by 1.05": ("PointEnv (garage's tutorial)", lambda: point_env("scale", 1.05), 1.0, "exact replay"),
     "start x shifted by 0.1": ("PointEnv (garage's tutorial)", lambda: point_env("shift", 0.1), 0.05, "KS of initial x"),
+    # subtle corridor mutants, each verified at detect equal to its effect (the 5th entry)
+    "corridor slip 0.23 (0.03 off)": ("corridor (slippery, 7 cells)", lambda: corridor(slip=0.23), 0.03,
+                                      "visit-weighted TV", {"detect": 0.03}),
+    "corridor local bug: slip 0.35 in cell 4": ("corridor (slippery, 7 cells)", lambda: corridor(bug_cell=4, bug_slip=0.35),
+                                                0.03, "visit-weighted TV (0.15 in cell 4, 21% of visits)",
+                                                {"detect": 0.03}),
+    "corridor start shifted (5%)": ("corridor (slippery, 7 cells)", lambda: corridor(start_shift=0.05), 0.05,
+                                    "TV of the initial state", {"detect": 0.05}),
+    "corridor step cost 0.11 (0.01 off)": ("corridor (slippery, 7 cells)", lambda: corridor(step_cost=0.11), 1.0,
+                                           "TV of the reward per stratum", {"detect": 0.02}),
 }
 
 
@@ -324,6 +346,7 @@ def main(argv=None):
     ap.add_argument("--mutant-seeds", type=int, default=10, help="seeds per mutant")
     ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
+    ap.add_argument("--only", default=None, help="run only the rows whose name or env contains this text")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     from jaxenvs.testing import ALPHA, DETECT, POWER, ReferenceCache
@@ -332,6 +355,8 @@ def main(argv=None):
     caches = {name: ReferenceCache(max_runs=4 * args.seeds) for name in FAITHFUL}
     rows, t_all = [], time.perf_counter()
     for name, (make, factory, kwargs) in FAITHFUL.items():
+        if args.only and args.only not in name:
+            continue
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
         for seed in range(args.seeds):
@@ -344,8 +369,11 @@ def main(argv=None):
                      "false_alarm_upper_95": binomial_upper(counts["fail"], args.seeds)})
         print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
         save(args, rows, t_all)
-    for mname, (env_name, make, effect, where) in MUTANTS.items():
+    for mname, (env_name, make, effect, where, *extra) in MUTANTS.items():
+        if args.only and args.only not in mname and args.only not in env_name:
+            continue
         _, factory, kwargs = FAITHFUL[env_name]
+        kwargs = {**kwargs, **(extra[0] if extra else {})}
         port = make()
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
@@ -355,13 +383,14 @@ def main(argv=None):
             eps.append(e)
             secs.append(s)
         rows.append({"kind": "mutant", "name": mname, "env": env_name, "effect": effect, "where": where,
+                     "detect": kwargs.get("detect", DETECT),
                      "seeds": args.mutant_seeds, **counts, "episodes": [int(min(eps)), int(max(eps))],
                      "seconds_per_run": float(np.mean(secs))})
         print(f"{mname}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
         save(args, rows, t_all)
     result = save(args, rows, t_all)
     print(table(result))
-    bad = [r["name"] for r in rows if r["kind"] == "mutant" and r["effect"] >= DETECT and r["pass"]]
+    bad = [r["name"] for r in rows if r["kind"] == "mutant" and r["effect"] >= r.get("detect", DETECT) and r["pass"]]
     alarms = [r["name"] for r in rows if r["kind"] == "faithful" and r["fail"] > max(1, 3 * ALPHA * r["seeds"])]
     if bad or alarms:
         print(f"VIOLATED: mutants passed {bad}; false alarms {alarms}")
@@ -391,7 +420,7 @@ def table(result) -> str:
     head = ("port", "env", "effect", "seeds", "pass", "inconclusive", "fail", "episodes", "s/run")
     lines = []
     for r in result["rows"]:
-        effect = "faithful" if r["kind"] == "faithful" else f"{r['effect']:.3g} ({r['where']})"
+        effect = "faithful" if r["kind"] == "faithful" else f"{r['effect']:.3g} ({r['where']}; detect {r.get('detect', result['detect']):g})"
         lo, hi = r["episodes"]
         lines.append((r["name"] if r["kind"] == "mutant" else "faithful port", r["env"], effect, str(r["seeds"]),
                       str(r["pass"]), str(r["inconclusive"]), str(r["fail"]), f"{lo}" if lo == hi else f"{lo}..{hi}",
