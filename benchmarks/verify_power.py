@@ -349,7 +349,7 @@ def main(argv=None):
     ap.add_argument("--only", default=None, help="run only the rows whose name or env contains this text")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
-    from jaxenvs.testing import ALPHA, DETECT, POWER, ReferenceCache
+    from jaxenvs.testing import ALPHA, DETECT, ReferenceCache
 
     faithful_ports = {name: make() for name, (make, _, _) in FAITHFUL.items()}
     caches = {name: ReferenceCache(max_runs=4 * args.seeds) for name in FAITHFUL}

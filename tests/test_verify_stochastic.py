@@ -13,7 +13,6 @@ import os
 import sys
 
 import pytest
-
 from conftest import require
 
 require("gymnasium")

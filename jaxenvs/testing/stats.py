@@ -53,6 +53,8 @@ __all__ = [
     "rank_test",
     "detectable_rank",
     "needed_rank",
+    "noncentrality",
+    "group",
 ]
 
 MIN_EXPECTED = 5  # below this expected count a table is tested exactly (Fisher)
@@ -111,7 +113,7 @@ def ks_test(x, y) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def _group(codes: np.ndarray) -> dict:
+def group(codes: np.ndarray) -> dict:
     """`{code: indices}` of the rows holding each code."""
     if len(codes) == 0:
         return {}
@@ -124,7 +126,7 @@ def _group(codes: np.ndarray) -> dict:
 def stratified_tables(strata_x, outcome_x, strata_y, outcome_y) -> dict:
     """`{stratum: 2 x K table}` for the strata both sides sampled."""
     outcome_x, outcome_y = np.asarray(outcome_x), np.asarray(outcome_y)
-    sx, sy = _group(np.asarray(strata_x)), _group(np.asarray(strata_y))
+    sx, sy = group(np.asarray(strata_x)), group(np.asarray(strata_y))
     return {s: _table(outcome_x[sx[s]], outcome_y[sy[s]]) for s in sorted(sx.keys() & sy.keys(), key=repr)}
 
 
@@ -172,7 +174,7 @@ def goodness_of_fit(counts, probs) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _noncentrality(df: int, alpha: float, power: float) -> float:
+def noncentrality(df: int, alpha: float, power: float) -> float:
     """The non-centrality at which a chi-square(df) test at level `alpha` has power `power`."""
     st = _st()
     crit = st.chi2.isf(alpha, df)
@@ -192,12 +194,12 @@ def detectable_tv(n_eff: float, df: int, alpha: float, power: float) -> float:
     two samples."""
     if n_eff <= 0:
         return 1.0
-    return min(1.0, math.sqrt(_noncentrality(max(int(df), 1), alpha, power) / (4.0 * n_eff)))
+    return min(1.0, math.sqrt(noncentrality(max(int(df), 1), alpha, power) / (4.0 * n_eff)))
 
 
 def needed_tv(effect: float, df: int, alpha: float, power: float) -> float:
     """`n_eff` at which `detectable_tv` reaches `effect`."""
-    return _noncentrality(max(int(df), 1), alpha, power) / (4.0 * effect * effect)
+    return noncentrality(max(int(df), 1), alpha, power) / (4.0 * effect * effect)
 
 
 def detectable_ks(n: int, m: int, alpha: float, power: float) -> float:
@@ -332,7 +334,7 @@ def detectable_weighted_tv(inv_info: float, df: int, rare_share: float, alpha: f
     `4 D^2 / sum_s (w_s^2 / n_s)` (Cauchy-Schwarz), whichever way the difference is spread."""
     if df <= 0 or inv_info <= 0:
         return 1.0
-    lam = _noncentrality(max(int(df), 1), alpha / 2.0, power)
+    lam = noncentrality(max(int(df), 1), alpha / 2.0, power)
     return min(1.0, math.sqrt(lam * inv_info / 4.0) + rare_share)
 
 

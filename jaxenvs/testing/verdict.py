@@ -1,0 +1,108 @@
+"""A statistic before its level is known (`Pending`): what every tier of `verify_port` returns
+and the verdict judges; `compare` (a two-sample comparison) and `exact_statistic` build them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import jax
+import numpy as np
+
+from jaxenvs.testing import stats
+from jaxenvs.testing.report import PortReport, Statistic
+from jaxenvs.testing.runs import (
+    MAX_CATEGORIES,
+    codes,
+    quantize,
+    summary_categorical,
+    summary_real,
+)
+
+
+@dataclasses.dataclass
+class Pending:
+    """A computed comparison whose detectable effect depends on the level it will be judged at:
+    `detectable(level) -> effect` and `needed(level) -> (episodes or None, text)`; `top_up(level)`
+    (optional) draws more samples and returns the improved comparison."""
+
+    name: str
+    tier: str
+    test: str
+    p_value: float
+    effect: str
+    n_port: int
+    n_reference: int
+    required: bool
+    port: str
+    reference: str
+    detectable: Callable[[float], float]
+    needed: Callable[[float], tuple[int | None, str]] = lambda level: (None, "")
+    top_up: Callable[[float], "Pending"] | None = None
+    kind: str = "episode"  # which behaviour it covers: "initial", "transition", "episode"
+
+    def finish(self, level: float, detect: float) -> Statistic:
+        d = float(self.detectable(level))
+        needed = self.needed(level)[1] if d > detect else ""
+        return Statistic(
+            self.name, self.tier, self.test, float(self.p_value), d, self.effect, int(self.n_port),
+            int(self.n_reference), self.required, self.port, self.reference, needed,
+        )
+
+
+def exact_statistic(name, ok: bool, n_port, n_ref, port="", reference="", kind="transition") -> Pending:
+    return Pending(name, "exact", "replay", 1.0 if ok else 0.0, "exact", n_port, n_ref, True, port, reference,
+                    detectable=lambda level: 0.0, kind=kind)
+
+
+def _episodes_for(per_side: float, have: int, samples_per_episode: float = 1.0) -> int:
+    return int(math.ceil(per_side / max(samples_per_episode, 1e-12))) if have else 0
+
+
+def compare(name: str, x: np.ndarray, y: np.ndarray, power: float, detect: float, *, categorical: bool | None = None,
+             per_episode: float = 1.0, kind: str = "episode") -> Pending:
+    """Two-sample comparison of rows `x` [n, D] and `y` [m, D]: categorical when `categorical`
+    or (`None`) when at most MAX_CATEGORIES distinct rows occur; else KS (D must be 1).
+    `per_episode`: samples each episode contributes (for the episodes needed)."""
+    x, y = quantize(np.reshape(x, (len(x), -1))), quantize(np.reshape(y, (len(y), -1)))
+    cx, cy = codes(x), codes(y)
+    n, m = len(x), len(y)
+    if categorical is None:
+        categorical = len(np.unique(np.concatenate([cx, cy]))) <= MAX_CATEGORIES
+    if categorical:
+        p = stats.categorical_test(cx, cy)
+        df = max(len(np.unique(np.concatenate([cx, cy]))) - 1, 1)
+
+        def needed(level):
+            per_side = 2 * stats.needed_tv(detect, df, level, power)
+            return _episodes_for(per_side, n, per_episode), f"needs about {int(per_side):,} samples per side"
+
+        return Pending(name, "sample", "chi-square/fisher", p, "tv", n, m, True,
+                        summary_categorical(cx, x), summary_categorical(cy, y),
+                        detectable=lambda level: stats.detectable_tv(n * m / max(n + m, 1), df, level, power),
+                        needed=needed, kind=kind)
+    _, p = stats.ks_test(x[:, 0], y[:, 0])
+
+    def needed_ks(level):
+        per_side = stats.needed_ks(detect, level, power)
+        return _episodes_for(per_side, n, per_episode), f"needs about {per_side:,} samples per side"
+
+    return Pending(name, "sample", "ks", p, "ks", n, m, True, summary_real(x[:, 0]), summary_real(y[:, 0]),
+                    detectable=lambda level: stats.detectable_ks(n, m, level, power), needed=needed_ks, kind=kind)
+
+
+def port_report(ref, port_env, env, **fields) -> "PortReport":
+    """A `PortReport` naming the port (its repr and spec id) and the reference with the versions
+    of both sides; ``fields`` are the rest of the report."""
+    import jaxenvs
+
+    name, versions = ref.describe()
+    spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
+    return PortReport(
+        port=repr(port_env),
+        port_id=getattr(spec, "id", None),
+        reference=name,
+        versions={"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions},
+        **fields,
+    )
