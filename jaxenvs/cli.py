@@ -669,7 +669,7 @@ def reference_factory(text: str, kwargs: dict):
         try:
             import pyspiel
         except ImportError as e:
-            raise UsageError(f"--reference pyspiel:... needs OpenSpiel: pip install 'jaxenvs[verify,openspiel]' "
+            raise UsageError(f"--reference pyspiel:... needs OpenSpiel: pip install 'jaxenvs[verify,games]' "
                              f"({_message(e)})") from e
 
         def factory():
