@@ -7,9 +7,9 @@ Writes benchmarks/results/certificates/<env>.json (the `PortReport`, or the reas
 run) and benchmarks/results/certificates/README.md (the table docs/certificates.md shows: verdict,
 tier, certified effect, episodes, seconds). The originals: the tutorials' environments as Python
 re-implementations (tests/reference_envs.py), PettingZoo's tictactoe_v3 / connect_four_v3,
-OpenSpiel's kuhn_poker, Gymnasium's classic control for the gymnax ports (with the state mappings
-of jaxenvs.adapters.gymnax_states). Pgx as a reference: verify_port takes no Pgx reference yet, so
-those rows say so. A real divergence found is a finding: the row says FAIL with its evidence.
+Pgx's tic_tac_toe / connect_four, OpenSpiel's kuhn_poker, Gymnasium's classic control for the
+gymnax ports (with the state mappings of jaxenvs.adapters.gymnax_states). A real divergence found
+is a finding: the row says FAIL with its evidence.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ def rows():
 
         return factory
 
+    def pgx_env(name):
+        import pgx
+
+        return pgx.make(name)
+
     def kuhn():
         import pyspiel
 
@@ -49,9 +54,9 @@ def rows():
         out.append((env_id, "tests/reference_envs.py (the tutorial's original)", lambda e=env_id: R.REFERENCES[e],
                     {"state_to_jax": R.STATE_TO_JAX[env_id]}))
     out.append(("TicTacToe-v0", "PettingZoo tictactoe_v3", lambda: pz("tictactoe_v3"), {}))
-    out.append(("TicTacToe-v0", "Pgx tic_tac_toe", None, "verify_port takes no Pgx reference yet"))
+    out.append(("TicTacToe-v0", "Pgx tic_tac_toe", lambda: pgx_env("tic_tac_toe"), {}))
     out.append(("ConnectFour-v0", "PettingZoo connect_four_v3", lambda: pz("connect_four_v3"), {}))
-    out.append(("ConnectFour-v0", "Pgx connect_four", None, "verify_port takes no Pgx reference yet"))
+    out.append(("ConnectFour-v0", "Pgx connect_four", lambda: pgx_env("connect_four"), {}))
     out.append(("KuhnPoker-v0", "OpenSpiel kuhn_poker", kuhn, {}))
     for gid in GX:
         out.append((f"gymnax/{gid}", f"Gymnasium {gid}", lambda g=gid: gx_ref(g), {"state_to_jax": GX[gid]}))
@@ -77,14 +82,18 @@ def certify(env_id, ref_name, make_ref, kwargs, budget):
         return {**row, "verdict": "fail", "evidence": evidence, "seconds": time.perf_counter() - t0}
     req = [s for s in report.statistics if s.required]
     worst = max(req, key=lambda s: s.detectable) if req else None
-    certified = "exact" if worst is None or worst.effect == "exact" else f"{worst.effect} {worst.detectable:.3g}"
-    return {**row, "verdict": report.verdict, "tier": report.tiers[0] if report.tiers else "", "certified": certified,
+    if report.verdict == "fail":  # the statistic that failed, with its tier
+        worst = min(report.failed, key=lambda s: s.p_value)
+        certified = f"failed: {worst.name}"
+    else:
+        certified = "exact" if worst is None or worst.effect == "exact" else f"{worst.effect} {worst.detectable:.3g}"
+    return {**row, "verdict": report.verdict, "tier": worst.tier if worst is not None else "", "certified": certified,
             "detect": report.detect, "episodes": report.num_episodes, "seconds": round(report.seconds, 1),
             "evidence": evidence, "report": json.loads(report.to_json())}
 
 
 def table(results) -> str:
-    head = "| env | reference | verdict | tier | certified effect (detect) | episodes | s |\n|---|---|---|---|---|---|---|"
+    head = "| env | reference | verdict | tier (of the weakest required statistic) | certified effect (detect) | episodes | s |\n|---|---|---|---|---|---|---|"
     lines = [head]
     for r in results:
         if r["verdict"] == "not run":

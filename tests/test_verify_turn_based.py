@@ -215,3 +215,14 @@ def test_turn_based_power_rule_a_mutant_never_passes(cache):
         verify_port(jaxenvs.make("TicTacToe-v0"), _tictactoe_reference, num_episodes=20, detect=0.05, reference_cache=cache)
     r = verify_port(jaxenvs.make("TicTacToe-v0"), _tictactoe_reference, num_episodes=need, detect=0.05, reference_cache=cache)
     assert r.verdict == "pass" and all(s.detectable <= 0.05 for s in r.statistics)
+
+
+def test_pgx_reference(cache):
+    """Pgx as the reference: the port passes, the wrong win line fails (Pgx's random first player
+    mapped to seat 0)."""
+    pgx = require("pgx")
+    ref = pgx.make("tic_tac_toe")
+    report = verify_port(jaxenvs.make("TicTacToe-v0"), ref, num_episodes=150)
+    assert report.verdict == "pass" and report.reference.startswith("pgx tic_tac_toe")
+    with pytest.raises(PortMismatch):
+        verify_port(WrongWinLine(), ref, num_episodes=150)

@@ -112,9 +112,9 @@ def _turn_based_spaces(env, params, ref, explicit_chance):
     space = env.action_space(params)
     if not isinstance(space, spaces.Discrete):
         raise ValueError(f"verify_port compares turn-based games with Discrete actions; the port's are {space!r}")
-    if isinstance(ref, OpenSpielReference):
+    if isinstance(ref, OpenSpielReference) or ref.action_space() is None:
         n_ref = ref.num_actions
-        ref_desc = f"num_distinct_actions() = {n_ref}"
+        ref_desc = f"num_distinct_actions() = {n_ref}" if isinstance(ref, OpenSpielReference) else f"num_actions = {n_ref}"
     else:
         ref_space = ref.action_space()
         n_ref = getattr(ref_space, "n", None)

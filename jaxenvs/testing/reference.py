@@ -28,6 +28,8 @@ __all__ = [
     "TurnBasedReference",
     "AECReference",
     "OpenSpielReference",
+    "PgxReference",
+    "is_pgx_env",
     "Games",
     "TransitionModel",
     "Side",
@@ -543,6 +545,95 @@ class AECReference(TurnBasedReference):
                 g["reward"].append(np.array([float(e.rewards.get(a, 0.0)) for a in self.agents]))
                 g["reward_known"].append(known)
                 mover, obs, mask = self._snapshot(e, ended)
+                for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
+                    g[k].append(v)
+            games.append(g)
+        return Games.stack(games, max(len(g["action"]) for g in games))
+
+
+def is_pgx_env(x) -> bool:
+    """Whether `x` is a Pgx environment (`pgx.make(...)`)."""
+    return type(x).__module__.split(".")[0] == "pgx" and hasattr(x, "init") and hasattr(x, "step")
+
+
+class PgxReference(TurnBasedReference):
+    """A Pgx environment (`pgx.make(...)`, two players, no chance): played one game at a time with
+    its jitted `init`/`step`. Pgx draws which player moves first; the port's agent 0 is the player
+    who moves first in each game (agent `i` is the `i`-th to move), so rewards, observations
+    (`env.observe(state, player)`) and masks are reordered into seats. The mask is the mover's
+    `legal_action_mask` (the others' rows all zero) and is not compared after the end. Illegal
+    moves are not played: Pgx ends the game with -1 for the mover and +1 for the other, as the
+    jaxenvs contract does, but its observations after one keep the mover's turn (a Pgx quirk),
+    so there is nothing defined to compare them with."""
+
+    illegal_defined = False
+
+    def __init__(self, env):
+        import jax
+
+        self.env = env
+        if int(env.num_players) != 2:
+            raise ValueError(f"verify_port compares two-player Pgx games; {env.id} has {env.num_players} players")
+        self.agents = [0, 1]
+        self.num_actions = int(env.num_actions)
+        self._init, self._step = jax.jit(env.init), jax.jit(env.step)
+        self._observe = jax.jit(env.observe)
+
+    def observation_space(self):
+        return None
+
+    def action_space(self):
+        return None
+
+    def describe(self) -> tuple[str, dict]:
+        import pgx
+
+        return f"pgx {self.env.id} ({self.env.version})", {"pgx": pgx.__version__, "reference module": type(self.env).__module__}
+
+    def fingerprint(self) -> tuple:
+        return ("pgx", self.env.id, self.env.version)
+
+    def _snapshot(self, state, order, ended: bool):
+        obs = np.stack([np.asarray(self._observe(state, int(order[i])), np.float64).ravel() for i in range(2)])
+        mask = np.zeros((2, self.num_actions), np.int8)
+        mover = -1
+        if not ended:
+            mover = int(np.flatnonzero(order == int(state.current_player))[0])
+            mask[mover] = np.asarray(state.legal_action_mask).astype(np.int8)
+        return mover, obs, mask
+
+    def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        import jax
+
+        rng = np.random.default_rng([seed, 3])
+        games = []
+        for sd in episode_seeds(seed, 0, num_games):
+            state = self._init(jax.random.key(int(sd)))
+            first = int(state.current_player)
+            order = np.array([first, 1 - first])  # seat i -> pgx player id
+            mover, obs, mask = self._snapshot(state, order, False)
+            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
+                                 "reward_known")}
+            g.update(mover=[mover], is_chance=[False], mask=[mask], mask_known=[True], obs=[obs], probs=None, returns=None)
+            ended = False
+            while not ended:
+                if len(g["action"]) >= MAX_PLIES:
+                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
+                legal, masked = np.flatnonzero(mask[mover] == 1), np.flatnonzero(mask[mover] == 0)
+                illegal = self.illegal_defined and len(masked) > 0 and rng.random() < illegal_prob
+                action = int(rng.choice(masked if illegal else legal))
+                state = self._step(state, action, jax.random.key(0))
+                ended = bool(state.terminated) or bool(state.truncated)
+                rewards = np.asarray(state.rewards, np.float64)[order]
+                g["action"].append(action)
+                g["chance"].append(False)
+                g["illegal"].append(illegal)
+                g["terminated"].append(bool(state.terminated))
+                g["truncated"].append(bool(state.truncated))
+                g["flags_exact"].append(True)
+                g["reward"].append(rewards)
+                g["reward_known"].append(np.ones(2, bool))
+                mover, obs, mask = self._snapshot(state, order, ended)
                 for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
                     g[k].append(v)
             games.append(g)

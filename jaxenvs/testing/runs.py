@@ -36,7 +36,7 @@ MAX_EPISODES = 1 << 20  # episodes each side may be run for (adaptive sampling, 
 BUDGET_S = 60.0  # seconds a call may spend drawing more episodes (the default call, on a 2-core CPU)
 
 
-MAX_DRAWS = 1 << 18  # port draws per (observation, action), and initial observations per side
+MAX_DRAWS = 1 << 20  # port draws per (observation, action), and initial observations per side
 
 
 HORIZON = 1000  # steps per episode when the port has no TimeLimit

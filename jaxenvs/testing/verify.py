@@ -74,6 +74,7 @@ from jaxenvs.testing.lockstep import (
 )
 from jaxenvs.testing.model import model_initial, model_transitions
 from jaxenvs.testing.reference import (
+    is_pgx_env,
     GymReference,
     ReferenceCache,
     Side,
@@ -242,7 +243,7 @@ def verify_port(
     budget_s = float(budget_s)
     if not isinstance(env, Environment):
         raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
-    if not (callable(reference) or is_openspiel_game(reference)):
+    if not (callable(reference) or is_openspiel_game(reference) or is_pgx_env(reference)):
         raise TypeError(
             "verify_port needs reference as a zero-argument callable returning a gymnasium.Env, "
             "pettingzoo.ParallelEnv or pettingzoo.AECEnv (e.g. lambda: gymnasium.make(...)), or a pyspiel.Game, "
@@ -265,18 +266,23 @@ def verify_port(
     stochastic = env.unwrapped.traits.chance != "deterministic"
 
     # ---- 1. spaces ----------------------------------------------------------------------------
-    probe = reference if is_openspiel_game(reference) else reference()
-    if is_openspiel_game(probe) or is_aec_env(probe):
-        from jaxenvs.testing.reference import AECReference, OpenSpielReference
+    probe = reference if (is_openspiel_game(reference) or is_pgx_env(reference)) else reference()
+    if is_openspiel_game(probe) or is_aec_env(probe) or is_pgx_env(probe):
+        from jaxenvs.testing.reference import AECReference, OpenSpielReference, PgxReference
 
         given = {"state_to_jax": state_to_jax, "obs_to_jax": obs_to_jax, "action_to_reference": action_to_reference,
                  "policy": policy, "transition_probs": transition_probs}
         unused = sorted(k for k, v in given.items() if v is not None)
         if unused:
             raise ValueError(f"verify_port: {', '.join(unused)} cannot be used with a turn-based reference (a "
-                             "pettingzoo.AECEnv or pyspiel.Game): its games are replayed move for move, actions and "
+                             "pettingzoo.AECEnv, pyspiel.Game or Pgx env): its games are replayed move for move, actions and "
                              "observations compared as they are")
-        ref = OpenSpielReference(probe) if is_openspiel_game(probe) else AECReference(reference, probe)
+        if is_openspiel_game(probe):
+            ref = OpenSpielReference(probe)
+        elif is_pgx_env(probe):
+            ref = PgxReference(probe)
+        else:
+            ref = AECReference(reference, probe)
         return verify_turn_based(port_env, env, params, ref, num_episodes, seed, alpha, detect, power,
                                   reference_cache, t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
