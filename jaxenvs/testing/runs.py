@@ -30,6 +30,7 @@ DETECT = 0.02  # the effect (total variation / KS distance) a pass must be able 
 POWER = 0.95  # ... with this probability
 
 
+PORT_CHUNK = 4096  # port episodes per compiled call (one shape serves every round)
 MAX_EPISODES = 1 << 20  # episodes each side may be run for (adaptive sampling, within the budget)
 
 
