@@ -347,6 +347,7 @@ def main(argv=None):
     ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
     ap.add_argument("--only", default=None, help="run only the rows whose name or env contains this text")
+    ap.add_argument("--aa-seeds", type=int, default=None, help="seeds of the 'port vs itself' rows (slow references)")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     from jaxenvs.testing import ALPHA, DETECT, ReferenceCache
@@ -359,14 +360,15 @@ def main(argv=None):
             continue
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
-        for seed in range(args.seeds):
+        seeds = args.aa_seeds if (args.aa_seeds and "vs itself" in name) else args.seeds
+        for seed in range(seeds):
             v, e, s = run_one(faithful_ports[name], factory, kwargs, seed, caches[name], args.episodes)
             counts[v] += 1
             eps.append(e)
             secs.append(s)
-        rows.append({"kind": "faithful", "name": name, "env": name, "effect": 0.0, "seeds": args.seeds, **counts,
+        rows.append({"kind": "faithful", "name": name, "env": name, "effect": 0.0, "seeds": seeds, **counts,
                      "episodes": [int(min(eps)), int(max(eps))], "seconds_per_run": float(np.mean(secs)),
-                     "false_alarm_upper_95": binomial_upper(counts["fail"], args.seeds)})
+                     "false_alarm_upper_95": binomial_upper(counts["fail"], seeds)})
         print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
         save(args, rows, t_all)
     for mname, (env_name, make, effect, where, *extra) in MUTANTS.items():

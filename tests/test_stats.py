@@ -101,3 +101,44 @@ def test_needed_inverts_detectable():
         n_eff = stats.needed_tv(0.05, df, 1e-4, 0.95)
         assert stats.detectable_tv(n_eff, df, 1e-4, 0.95) == pytest.approx(0.05)
     assert stats.detectable_tv(4, 1, 1e-3, 0.95) == 1.0  # 8 samples per side detect nothing below certainty
+
+
+def test_pooled_stratified_test_keeps_its_level_and_its_stated_power():
+    """A/A: strata of several sizes (some too small to pool) drawn alike on both sides reject at
+    most at the level; an alternative at exactly the stated visitation-weighted TV, spread as the
+    bound's hardest case (the same TV in every stratum), is rejected at least at the power."""
+    rng = np.random.default_rng(3)
+    level, power = 0.05, 0.9
+    sizes = np.array([400, 300, 200, 100, 60, 8])  # per side; the last stratum too small to pool
+    base = np.array([0.5, 0.3, 0.2])
+
+    def tables(shift):
+        out = {}
+        for s, n in enumerate(sizes):
+            q = base + shift * np.array([1.0, -1.0, 0.0])  # TV = shift in every stratum
+            out[s] = np.stack([rng.multinomial(n, base), rng.multinomial(n, q)])
+        return out
+
+    weights = {s: n / sizes.sum() for s, n in enumerate(sizes)}
+    p_null = [stats.pooled_stratified_test(tables(0.0), weights)["p"] for _ in range(R)]
+    assert np.mean(np.array(p_null) < level) <= level + tolerance(level)
+    res = stats.pooled_stratified_test(tables(0.0), weights)
+    assert res["rare"] == [5] and res["rare_share"] == pytest.approx(8 / sizes.sum())
+    d = stats.detectable_weighted_tv(res["inv_info"], res["df"], 0.0, level, power)
+    p_alt = [stats.pooled_stratified_test(tables(d), weights)["p"] for _ in range(R)]
+    assert np.mean(np.array(p_alt) < level) >= power - tolerance(power)
+
+
+def test_rank_test_is_uniform_under_exchangeability_and_sees_a_shift():
+    rng = np.random.default_rng(4)
+    from jaxenvs.testing.from_state import ranks
+
+    ps = []
+    for _ in range(R):  # discrete outcomes with ties: the randomised ranks are exactly uniform
+        port = rng.integers(0, 3, size=(300, 64)).astype(float)
+        ref = rng.integers(0, 3, size=300).astype(float)
+        ps.append(stats.rank_test(ranks(port, ref, rng))[1])
+    assert np.mean(np.array(ps) < 0.05) <= 0.05 + tolerance(0.05)
+    port = rng.normal(size=(2000, 64))
+    ref = rng.normal(0.3, 1.0, size=2000)
+    assert stats.rank_test(ranks(port, ref, rng))[1] < 1e-6

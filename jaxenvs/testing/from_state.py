@@ -23,7 +23,7 @@ from jaxenvs.testing.runs import (
 from jaxenvs.testing.verdict import Pending
 
 
-def _ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) -> np.ndarray:
+def ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) -> np.ndarray:
     """Randomised ranks in (0, 1) of each reference outcome `ref_rows[s]` among the port's draws
     `port_rows[s, :]` at the same state (ties broken at random): exactly uniform when the
     reference's outcome and the port's draws are exchangeable, whatever the outcomes' type.
@@ -40,7 +40,7 @@ def _ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) 
 def from_state_statistic(env, params, recorded, key, discrete: bool, power, detect, seed: int, per_episode: float) -> Pending:
     """The from-state tier of a stochastic port: at each reference state in `recorded` the port
     steps `FROM_STATE_DRAWS` times (vmapped) with the reference's action, and the reference's
-    own outcome there is ranked among the port's draws (`_ranks`); the ranks of all states are
+    own outcome there is ranked among the port's draws (`ranks`); the ranks of all states are
     tested for uniformity (`stats.rank_test`), per component -- the whole outcome row in a fixed
     order for discrete observations; each observation entry, the reward and the flags for real
     ones -- Bonferroni over the components. The certified effect is a Kolmogorov-Smirnov
@@ -83,7 +83,7 @@ def from_state_statistic(env, params, recorded, key, discrete: bool, power, dete
     for cname, pc, rc in comps:
         if np.all(pc == pc[:, :1]) and np.allclose(rc, pc[:, 0], rtol=RTOL, atol=ATOL):
             continue  # the same constant outcome on both sides at every state: nothing to rank
-        stat, p = stats.rank_test(_ranks(pc, rc, rng, tol=not discrete))
+        stat, p = stats.rank_test(ranks(pc, rc, rng, tol=not discrete))
         results.append((p, stat, cname))
     n_comp = max(len(results), 1)
     p_all = min(1.0, n_comp * min((r[0] for r in results), default=1.0))
