@@ -145,7 +145,7 @@ def initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, powe
                 n = s.needed(level)[0] or 0
                 if n > MAX_DRAWS:  # beyond the budget: the run is inconclusive without drawing in vain
                     return s
-                p0, r0 = more(max(n, len(port0)))
+                p0, r0 = more(max(min(int(n * 1.1), MAX_DRAWS), len(port0)))  # a margin: more draws, more categories
                 return initial_statistics(p0, r0, discrete, power, detect)[i]
 
             s.top_up = top_up
