@@ -249,11 +249,17 @@ def corridor_reference():
     return _reference_envs().make_corridor()
 
 
+_AA_PORT = []  # one port object behind every adapter: its compiled programs are shared
+
+
 def corridor_as_gymnasium():
-    """The corridor port as a Gymnasium env (jaxenvs' adapter): the reference of the A/A rows."""
+    """The corridor port as a Gymnasium env (jaxenvs' adapter): the reference of the A/A rows
+    (a fresh adapter on each call, around one port object)."""
     from jaxenvs.adapters.gymnasium import GymnasiumEnv
 
-    return GymnasiumEnv(corridor())
+    if not _AA_PORT:
+        _AA_PORT.append(corridor())
+    return GymnasiumEnv(_AA_PORT[0])
 
 
 def corridor_state(ref):
