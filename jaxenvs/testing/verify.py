@@ -207,9 +207,19 @@ def verify_port(
     Power: the run passes only if every required statistic detects an effect of size `detect`
     (default `DETECT` = 0.02: a total-variation distance for categories, a KS distance for real
     values) with probability `power` (default 0.95), while a faithful port fails with probability
-    at most `alpha` (default 1e-3). Where the `num_episodes` episodes fall short it runs up to
-    `max_episodes` (default 10,000) on each side, then reports inconclusive with the episodes
-    needed.
+    at most `alpha` (default 1e-3). Where the `num_episodes` episodes fall short it draws more
+    in rounds, within `budget_s` seconds (default `BUDGET_S` = 60) and `max_episodes` episodes a
+    side, then reports inconclusive with the effect each statistic did certify and the episodes
+    (and about the budget) that would certify `detect`. The rounds are a fixed plan of at most
+    `2 + ceil(log2(max_episodes / num_episodes))` looks, each statistic judged at
+    `alpha / (m * rounds)` at every look (Bonferroni), so stopping early never raises the
+    false-alarm rate.
+
+    Transitions of discrete observations and actions are pooled over `(observation, action)`
+    strata (each episode's first visit to each): the certified effect is the visitation-weighted
+    total variation; rare strata are listed with their share of visits. With `state_to_jax` and a
+    stochastic port, the from-state tier ranks each reference outcome among the port's draws at
+    the same state.
 
     Exact tiers: `state_to_jax(reference_env)` returns the unwrapped port's state (what
     `env.unwrapped.reset_env` returns) for the reference's current state; a deterministic port
