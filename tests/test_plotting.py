@@ -26,3 +26,39 @@ def test_policy_gif_appends_the_env_legend_below_each_frame(tmp_path):
     strip = legend_strip(env, width)  # the same strip under every frame
     assert frames.shape[1:3] == (height + strip.shape[0], width)
     np.testing.assert_array_equal(frames[:, height:], np.broadcast_to(strip, (len(frames),) + strip.shape))
+
+
+def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
+    """GridWorld's length ratio from an untrained 76 down to 1.05: a log y axis (a linear one flattens
+    everything after the first point); a fraction and a series holding 0 stay linear."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from jaxenvs.train import plotting
+
+    ratio = [[76.0, 70.0], [3.0, 2.0], [1.05, 1.1]]
+    progress = [{"env_steps": 100 * (i + 1), "success_rate": [0.01 * (i + 1)] * 2, "length_ratio": r} for i, r in enumerate(ratio)]
+    steps, ret, length = np.array([100, 200, 300]), np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]]), np.array([[300.0] * 2, [9.0] * 2, [4.0] * 2])
+    panels = plotting.curve_panels(steps, ret, length, progress, env_id="GridWorld-v0")
+    logs = {p["label"]: p["log"] for p in panels}
+    assert logs["length / optimal length (evaluation)"] and not logs["mean episodic return (training)"]
+    assert logs["mean episode length (training)"]  # 300 / 4 = 75 >= 20
+    assert not logs["success rate (evaluation)"]  # a fraction on [0, 1] (and 0.01 .. 0.03 spans only 3x)
+    # the figure draws what curve_panels says
+    scales = {}
+    real_savefig = plt.Figure.savefig
+
+    def savefig(fig, *a, **k):
+        scales.update({ax.get_ylabel(): ax.get_yscale() for ax in fig.axes})
+        return real_savefig(fig, *a, **k)
+
+    plt.Figure.savefig = savefig
+    try:
+        plotting.plot_learning_curve(steps, ret, length, tmp_path / "curve.png", "GridWorld-v0", progress=progress, env_id="GridWorld-v0")
+    finally:
+        plt.Figure.savefig = real_savefig
+    assert scales["length / optimal length (evaluation) (log scale)"] == "log"
+    assert scales["mean episodic return (training)"] == "linear"
+    assert (tmp_path / "curve.png").stat().st_size > 0
