@@ -205,9 +205,11 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
     steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
     traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
     done = np.asarray(traj.terminated) | np.asarray(traj.truncated)  # [episodes, steps]
-    states = []
+    states, endings = [], []
     for i in range(num_episodes):
         end = int(done[i].argmax()) if done[i].any() else steps - 1
+        endings.append("reached its end (terminated)" if np.asarray(traj.terminated)[i, end] else
+                       "cut by the time limit (truncated)" if np.asarray(traj.truncated)[i, end] else f"stopped after {steps} steps")
         # the states before each action up to the episode's last, then the state it led to
         after_end = jax.tree.map(lambda x: x[i], traj.last_state) if end == steps - 1 else \
             jax.tree.map(lambda x: x[i, end + 1], traj.state)
@@ -224,7 +226,21 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
 
     frames = add_legend(env, frames)
     captions = status_captions(env, states)  # turn-based games: whose move, how each game ended
-    return frames if captions is None else add_captions(frames, captions[:max_frames])
+    if captions is None:  # the others: which episode and step (a new episode starts elsewhere)
+        captions = _episode_captions([len(jax.tree.leaves(x)[0]) for x in states], endings)
+    return add_captions(frames, captions[:max_frames])
+
+
+def _episode_captions(lengths: list[int], endings: list[str]) -> list[str]:
+    """One caption per frame: ``episode i of n: start`` on an episode's first frame (a new initial
+    state: the agent and target may be anywhere), ``step t`` after, and how the episode ended on its
+    last frame."""
+    out = []
+    for i, (length, ending) in enumerate(zip(lengths, endings), 1):
+        for t in range(length):
+            what = "start (a new initial state)" if t == 0 else f"step {t}" + (f": {ending}" if t == length - 1 else "")
+            out.append(f"episode {i} of {len(lengths)}: {what}")
+    return out
 
 
 def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int = 3, max_frames: int = 100) -> Path | None:
