@@ -105,6 +105,10 @@ RULE_DESCRIPTIONS: dict[str, str] = {
         "(info['chance_outcome']) follow it (chi-square) and apply_chance of the drawn outcome gives "
         "step's state"
     ),
+    "apply-chance": (
+        "apply_chance, called eagerly, accepts every outcome of probability > 0 at a visited chance node and "
+        "raises a ValueError on an outcome of probability 0, one out of range and at a decision state"
+    ),
 }
 RULES = tuple(RULE_DESCRIPTIONS)
 
@@ -126,6 +130,7 @@ TURN_BASED_RULES = {
     "current-player": lambda t: t.dynamics == "sequential",
     "non-mover-ignored": lambda t: t.dynamics == "sequential" and t.num_agents > 1,
     "chance-outcomes": lambda t: t.chance == "explicit_stochastic",
+    "apply-chance": lambda t: t.chance == "explicit_stochastic",
 }
 MASK_STEP_STATES = 256  # visited states whose every action mask-step tries
 CHANCE_DRAWS = 4000  # step's draws at one chance node for the chi-square test of chance-outcomes
@@ -1028,6 +1033,8 @@ class _Checker:
             self.check_non_mover_ignored(env, states, masks, player, chance)
         if t.chance == "explicit_stochastic":
             self.check_chance(env, states, chance)
+            if self.on("apply-chance"):
+                self.check_apply_chance(env, states, chance)
 
     def check_mask_mover(self, masks, player, chance):
         """``mask-mover``: at decision states (every visited state is live) the mover has a legal
@@ -1183,6 +1190,35 @@ class _Checker:
                     f"step's draws {counts.tolist()} in {CHANCE_DRAWS} steps do not follow chance_outcomes {p.tolist()} "
                     f"(chi-square p = {pvalue:.2g} < {CHANCE_LEVEL})",
                 )
+
+    def check_apply_chance(self, env, states, chance):
+        """``apply-chance``: eager (host) calls at the first visited chance node: each outcome of
+        probability > 0 is applied, each of probability 0, -1 and ``K`` (out of range) raise a
+        ValueError; at the first visited decision state (if any) a possible outcome raises too."""
+        params = self.params
+        pick = lambda i: jax.tree.map(lambda x: x[i], states)  # noqa: E731
+        node = pick(int(np.flatnonzero(chance)[0]))
+        probs = np.asarray(env.chance_outcomes(node, params))
+        possible = [int(o) for o in np.flatnonzero(probs > 0)]
+        for o in possible:
+            self.call("apply-chance", f"env.apply_chance(state, {o}) at a chance node (probability {probs[o]:g})", env.apply_chance, node, jnp.int32(o), params)
+        bad = [(o, f"outcome {o} of probability 0") for o in np.flatnonzero(probs <= 0).tolist()]
+        bad += [(-1, "outcome -1 (out of range)"), (len(probs), f"outcome {len(probs)} (out of range)")]
+        cases = [(node, o, f"{why} at a chance node (chance_outcomes {probs.tolist()})") for o, why in bad]
+        if (~chance).any() and possible:
+            cases.append((pick(int(np.flatnonzero(~chance)[0])), possible[0], f"outcome {possible[0]} at a decision state (not a chance node)"))
+        for state, o, why in cases:
+            try:
+                env.apply_chance(state, jnp.int32(o), params)
+            except ValueError:
+                continue
+            except Exception as e:
+                raise EnvCheckError("apply-chance", f"apply_chance of {why} raised {type(e).__name__}, expected a ValueError: {e}") from e
+            raise EnvCheckError(
+                "apply-chance",
+                f"apply_chance accepted {why}; called with concrete arguments it must raise a ValueError "
+                "(jaxenvs.core.check_chance_outcome does the checks)",
+            )
 
     def run(self) -> CheckReport:
         self.check_static()

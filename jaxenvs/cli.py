@@ -193,7 +193,12 @@ def _add_env_args(p: argparse.ArgumentParser, optional: bool = False, policy: bo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Reinforcement-learning environments as pure JAX functions.")
+    parser = _Parser(
+        prog=PROG,
+        description="Reinforcement-learning environments as pure JAX functions.",
+        epilog=f"Training is its own command: {TRAIN_PROG} (e.g. {TRAIN_PROG} --env GridWorld-v0; {TRAIN_PROG} --help), "
+        f"with the train extra ({TRAIN_EXTRA}); {PROG} play --policy RUN_DIR plays a trained run.",
+    )
     from jaxenvs import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -783,6 +788,24 @@ COMMANDS = {
 }
 
 
+TRAIN_PROG = "jaxenvs-train"
+TRAIN_EXTRA = "pip install 'jaxenvs[train]'"
+
+
+def _train_pointer(argv: list[str]) -> str:
+    """The error for ``jaxenvs train ...``: training is the separate ``jaxenvs-train`` command; the
+    same words as its command line (a leading environment id becomes ``--env ID``)."""
+    import shlex
+
+    rest = list(argv[1:])
+    if rest and not rest[0].startswith("-"):
+        rest = ["--env", rest[0]] + rest[1:]
+    return (
+        f"training is its own command, {TRAIN_PROG}: run {shlex.join([TRAIN_PROG] + rest)} "
+        f"(see {TRAIN_PROG} --help; it needs the train extra: {TRAIN_EXTRA})"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status.
 
@@ -793,6 +816,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         argv = sys.argv[1:]
         enable_compilation_cache()
+    if list(argv[:1]) == ["train"]:
+        print(f"{PROG}: error: {_train_pointer(list(argv))}", file=sys.stderr)
+        return 2
     try:
         args = build_parser().parse_args(_legacy_render(list(argv)))
         status = COMMANDS[args.command](args)

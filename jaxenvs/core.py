@@ -577,3 +577,31 @@ def _narrow_ints(action):
 
 def _describe(space, shape) -> str:
     return f"action space {space} (batched action shape {shape})"
+
+
+class ChanceError(ValueError):
+    """``apply_chance`` refused its outcome: the state is not a chance node, or the outcome is not
+    an index into `Environment.chance_outcomes` whose probability is > 0 (OpenSpiel refuses the
+    same at a chance node)."""
+
+
+def check_chance_outcome(env: "Environment", state: Any, outcome: Any, params: Any = None) -> None:
+    """Host-side check of ``env.apply_chance(state, outcome, params)``'s arguments: ``state`` is a
+    chance node and ``outcome`` an integer scalar whose probability in ``chance_outcomes`` is > 0;
+    raises `ChanceError` naming the outcomes allowed. Traced arguments pass unchecked (``make(...,
+    checked=True)`` checks them under `jaxenvs.checked`); an environment's ``apply_chance`` calls it
+    on entry."""
+    if not is_concrete((state, outcome, params)):
+        return
+    value = np.asarray(outcome)
+    if value.shape != () or not (np.issubdtype(value.dtype, np.integer) and not np.issubdtype(value.dtype, np.bool_)):
+        raise ChanceError(f"{env.name}.apply_chance: outcome must be an integer scalar (an index into chance_outcomes), got {outcome!r}")
+    if not bool(env.is_chance_node(state, params)):
+        raise ChanceError(f"{env.name}.apply_chance: the state is not a chance node (is_chance_node is False); chance acts only there")
+    probs = np.asarray(env.chance_outcomes(state, params))
+    allowed = np.flatnonzero(probs > 0).tolist()
+    o = int(value)
+    if not 0 <= o < len(probs):
+        raise ChanceError(f"{env.name}.apply_chance: outcome {o} is out of range: chance_outcomes has {len(probs)} outcomes, possible here: {allowed}")
+    if not probs[o] > 0:
+        raise ChanceError(f"{env.name}.apply_chance: outcome {o} has probability 0 at this chance node; possible here: {allowed} (chance_outcomes {probs.tolist()})")

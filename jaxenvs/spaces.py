@@ -140,6 +140,17 @@ def _shape_ok(x, shape) -> bool:
     return tuple(jnp.shape(x)) == tuple(shape)
 
 
+def _as_array(x):
+    """``x`` as a JAX array, or None where it is not a numeric array (a string, None, an object):
+    ``contains`` answers False for those, as Gymnasium's spaces do."""
+    if x is None or isinstance(x, (str, bytes)):
+        return None
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def _uniform_below(key, shape, n) -> jax.Array:
     """int32 array of ``shape`` uniform on ``{0, ..., n - 1}`` (``n``: an int, or an int array
     that broadcasts against ``shape``'s trailing axes), exactly. When every ``n`` is a power of two the low bits of ONE
@@ -211,6 +222,13 @@ class Discrete(Space):
         return values if self.start == 0 else values + jnp.int32(self.start)
 
     def _mask(self, mask, batch_shape):
+        if isinstance(mask, (list, tuple)):  # a host list, e.g. [1, 0, 1]: as NumPy reads it
+            try:
+                mask = np.asarray(mask)
+            except ValueError as e:
+                raise TypeError(f"{self!r}.sample: mask must be an array of shape (..., {self.n}), got a ragged {type(mask).__name__}") from e
+        if not hasattr(mask, "shape") or not hasattr(mask, "dtype"):
+            raise TypeError(f"{self!r}.sample: mask must be a bool or integer array of shape (..., {self.n}) (nonzero = legal), got {mask!r}")
         shape = tuple(jnp.shape(mask))
         want = tuple(batch_shape) + (self.n,)
         try:
@@ -221,14 +239,14 @@ class Discrete(Space):
             raise ValueError(
                 f"{self!r}.sample: mask of shape {shape} does not broadcast to batch_shape + (n,) = {want}"
             )
-        dtype = jnp.result_type(mask)
-        if not (dtype == jnp.bool_ or jnp.issubdtype(dtype, jnp.integer)):
+        dtype = np.dtype(mask.dtype)
+        if not (dtype == np.bool_ or np.issubdtype(dtype, np.integer)):
             raise TypeError(f"{self!r}.sample: mask must be bool or integer (nonzero = legal), got {dtype}")
         return jnp.broadcast_to(jnp.asarray(mask) != 0, want)
 
     def contains(self, x):
-        x = jnp.asarray(x)
-        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+        x = _as_array(x)
+        if x is None or not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
             return jnp.asarray(False)
         return (x >= self.start) & (x < self.start + self.n)
 
@@ -323,8 +341,8 @@ class Box(Space):
         ).astype(jnp.float32)
 
     def contains(self, x):
-        x = jnp.asarray(x)
-        if not _shape_ok(x, self.shape):
+        x = _as_array(x)
+        if x is None or not _shape_ok(x, self.shape):
             return jnp.asarray(False)
         if self.dtype.kind == "f" and not jnp.issubdtype(x.dtype, jnp.floating):
             return jnp.asarray(False)
@@ -373,8 +391,8 @@ class MultiDiscrete(Space):
         return _uniform_below(key, shape, self.nvec)  # nvec broadcasts over the batch axes
 
     def contains(self, x):
-        x = jnp.asarray(x)
-        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+        x = _as_array(x)
+        if x is None or not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
             return jnp.asarray(False)
         return jnp.all((x >= 0) & (x < self.nvec))
 
@@ -404,8 +422,8 @@ class MultiBinary(Space):
         return jax.random.bernoulli(key, jnp.float32(0.5), _batch_shape(self, key, batch_shape) + self.shape).astype(jnp.int32)
 
     def contains(self, x):
-        x = jnp.asarray(x)
-        if not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
+        x = _as_array(x)
+        if x is None or not _shape_ok(x, self.shape) or not jnp.issubdtype(x.dtype, jnp.integer):
             return jnp.asarray(False)
         return jnp.all((x == 0) | (x == 1))
 

@@ -135,6 +135,18 @@ def assert_trees_equal(a, b, dtypes: bool = False):
         np.testing.assert_array_equal(x, y)
 
 
+def enable_x64(on: bool = True):
+    """A context with 64-bit types on (or off): ``jax.enable_x64`` where JAX has it, else (the floor,
+    jax 0.4.36) ``jax.experimental.enable_x64``."""
+    import jax
+
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(on)
+    from jax.experimental import enable_x64 as old, disable_x64
+
+    return old() if on else disable_x64()
+
+
 def require(module: str):
     """Import the optional dependency ``module`` for a test module: the module's tests are skipped
     where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import enable_x64
 from jax.experimental import checkify
 
 import jaxenvs
@@ -69,7 +70,7 @@ def test_wide_integers_are_clipped_before_narrowing(action, moves_as):
 
 
 def test_wide_integers_under_x64_are_clipped_too():
-    with jax.enable_x64(True):
+    with enable_x64(True):
         got = jax.jit(GRID.step)(KEY, GRID_MIDDLE, jnp.asarray(2**31, jnp.int64))  # wrapped to 0 before
     np.testing.assert_array_equal(got[1].agent, [2, 1])  # action 3: down
 

@@ -149,6 +149,21 @@ def test_misuse_is_refused_with_the_rule():
         AECEnv("GridWorld-v0")
 
 
+def test_before_reset_every_call_says_reset_first():
+    game = AECEnv("TicTacToe-v0")
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before observe\(\)"):
+        game.observe("0")
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before last\(\)"):
+        game.last()
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
+        game.step(0)
+    game.reset(seed=0)
+    obs, reward, terminated, truncated, info = game.last()
+    assert obs["action_mask"].tolist() == [1] * 9 and (reward, terminated, truncated) == (0.0, False, False)
+    with pytest.raises(ValueError, match=r"observe: unknown agent 'player_0'; the agents are \['0', '1'\]"):
+        game.observe("player_0")
+
+
 def test_parallel_env_of_a_turn_based_game_applies_only_the_movers_action():
     """PettingZoo's turn-based parallel convention: every live agent passes an action, the mover's
     is applied, the other's ignored whatever its value (here: a cell that is taken, or the same)."""

@@ -90,3 +90,20 @@ def test_games_mode_bars_and_report(train_speed, capsys):
     mixed = {**run(50_000.0, 2.0), "config": {"random_opponents": 1.0}}
     train_speed.print_game("ConnectFour-v0", {"jaxenvs": mixed, "sb3": run(500.0, 30.0)})
     assert "jaxenvs PPO (100% vs rnd)" in capsys.readouterr().out
+
+
+def test_pgx_baseline_plays_zero_sum_games():
+    """The Pgx side of steps_per_sec's games rows (the bench extra's pgx) runs: tic-tac-toe's rewards
+    sum to 0 over the players at every step, so the rollout's total is exactly 0."""
+    pytest.importorskip("pgx")
+    import sys
+
+    import jax
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import baselines
+    finally:
+        sys.path.remove(os.path.join(ROOT, "benchmarks"))
+    run = baselines.make_pgx_rollout("TicTacToe-v0", num_envs=4, num_steps=64)
+    assert float(jax.jit(run)(jax.random.key(0))) == 0.0

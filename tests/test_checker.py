@@ -15,7 +15,7 @@ from flax import struct
 import jaxenvs
 from jaxenvs import spaces
 from jaxenvs.checker import RULES, SKIPPABLE_RULES, TURN_BASED_RULES, CheckReport, EnvCheckError, check_env
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, check_chance_outcome, is_concrete
 
 SMALL = dict(num_steps=12, num_envs=3)
 
@@ -658,6 +658,10 @@ class TakeChance(Take):
         return jnp.where(self.is_chance_node(state), jnp.asarray(self.PROBS, jnp.float32), 0.0)
 
     def apply_chance(self, state, outcome, params=None):
+        check_chance_outcome(self, state, outcome, params)
+        return self.deal(state, outcome)
+
+    def deal(self, state, outcome):
         return state.replace(left=2 + outcome)
 
     def draw(self, key, state):
@@ -666,7 +670,7 @@ class TakeChance(Take):
     def step_env(self, key, state, action, params):
         chance = self.is_chance_node(state)
         outcome = self.draw(key, state)
-        dealt = self.apply_chance(state, outcome)
+        dealt = self.deal(state, outcome)
         obs, moved, reward, terminated, truncated, info = super().step_env(key, state, action, params)
         state = jax.tree.map(lambda c, m: jnp.where(chance, c, m), dealt, moved)
         info = {"illegal_action": info["illegal_action"] & ~chance, "chance_outcome": jnp.where(chance, outcome, -1)}
@@ -806,6 +810,40 @@ def test_chance_outcomes_apply_chance_must_match_step():
             return tuple(out)
 
     expect(E(), "chance-outcomes", match="apply_chance")
+
+
+def test_apply_chance_must_refuse_impossible_outcomes():
+    # A/A: the faithful env passes (TakeChance in test_turn_based_envs_pass, KuhnPoker in
+    # tests/test_kuhn_poker.py); each planted miss is caught. The plants check concrete arguments
+    # only (traced ones, as in check_chance's jitted draws, go through).
+    def planted(check):
+        class E(TakeChance):
+            def apply_chance(self, state, outcome, params=None):
+                if is_concrete((state, outcome)):
+                    check(self, state, int(outcome))
+                return self.deal(state, outcome)
+
+        return E()
+
+    def node_only(env, state, o):
+        if not bool(env.is_chance_node(state)):
+            raise ValueError("not a chance node")
+
+    def range_only(env, state, o):
+        if not 0 <= o < 2:
+            raise ValueError("out of range")
+
+    def refuses_all(env, state, o):
+        raise ValueError("never")
+
+    def wrong_error(env, state, o):
+        {0: 0, 1: 1}[o]
+
+    expect(planted(lambda *a: None), "apply-chance", match="accepted outcome -1 (out of range) at a chance node")
+    expect(planted(node_only), "apply-chance", match="accepted outcome -1")
+    expect(planted(range_only), "apply-chance", match="accepted outcome 0 at a decision state")
+    expect(planted(refuses_all), "apply-chance", match="env.apply_chance(state, 0) at a chance node (probability 0.25) raised ValueError: never")
+    expect(planted(wrong_error), "apply-chance", match="raised KeyError, expected a ValueError")
 
 
 def test_every_rule_has_a_test_here():

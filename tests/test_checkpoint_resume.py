@@ -342,6 +342,29 @@ def test_a_deleted_metrics_json_is_rebuilt_with_its_updates_marked_not_relabelle
     assert stored["per_seed"]["pg_loss"][0] == [None] and stored["per_seed"]["pg_loss"][1][0] is not None
 
 
+@pytest.mark.parametrize("deleted", [("metrics.csv",), ("metrics.json", "metrics.csv")])
+def test_resuming_a_finished_run_rewrites_deleted_metrics(deleted, grid_run, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    csv_before = (run_dir / "metrics.csv").read_text()
+    for name in deleted:
+        (run_dir / name).unlink()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--no-gif", "--no-eval")
+    assert code == 0, err
+    assert f"{', '.join(deleted)} {'is' if len(deleted) == 1 else 'are'} missing or older than its checkpoint; writing the outputs" in out
+    csv_after = (run_dir / "metrics.csv").read_text()
+    if deleted == ("metrics.csv",):  # rebuilt from metrics.json: the same file
+        assert csv_after == csv_before
+    else:  # nothing left to rebuild the values from: the update is there, its values empty
+        header, row = csv_after.splitlines()
+        # the columns of the metrics every trainer reports (a trainer's own extras come back with its next update)
+        assert "episode_return_mean" in header and set(header.split(",")) <= set(csv_before.splitlines()[0].split(","))
+        assert row.startswith(f"1,{STEPS},") and set(row.split(",")[2:]) == {""}
+        assert json.loads((run_dir / "metrics.json").read_text())["env_steps"] == [STEPS]
+    code, out, _ = train(capsys, "--resume", str(run_dir), "--no-gif", "--no-eval")
+    assert code == 0 and "is complete" in out
+
+
 def test_a_damaged_metrics_json_is_refused_naming_the_file(grid_run, tmp_path, capsys):
     run_dir = tmp_path / "run"
     shutil.copytree(grid_run, run_dir)

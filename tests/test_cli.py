@@ -201,6 +201,8 @@ def test_unknown_id_in_a_process(run):
     [
         ([], 2, "the following arguments are required: COMMAND"),
         (["frob"], 2, "invalid choice: 'frob'"),
+        (["train", "GridWorld-v0", "--num-envs", "4"], 2,
+         "training is its own command, jaxenvs-train: run jaxenvs-train --env GridWorld-v0 --num-envs 4 (see jaxenvs-train --help"),
         (["describe", "bad id!"], 2, "malformed environment id 'bad id!'"),
         (["play", "GridWorld-v0", "--episodes", "0"], 2, "argument --episodes: expected an integer >= 1, got '0'"),
         (["play", "GridWorld-v0", "--seed", "x"], 2, "argument --seed: expected an integer in [0, 2**63), got 'x'"),
@@ -300,6 +302,20 @@ def test_version_and_help(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "--render MODE 'text' (print each state)" in out and "[MODE ...]" not in out
     assert "episodes to run (default: 1)" in out and "(default: random)" in out  # defaults shown
+
+
+def test_top_level_help_and_train_point_to_jaxenvs_train(capsys):
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Training is its own command: jaxenvs-train (e.g. jaxenvs-train --env GridWorld-v0; jaxenvs-train --help)" in out
+    # the command line the pointer prints is one jaxenvs-train accepts
+    from jaxenvs.train.parser import parse_args
+
+    assert main(["train", "PointEnv-v0", "--total-timesteps", "64"]) == 2
+    err = capsys.readouterr().err
+    suggested = err.split("run jaxenvs-train ", 1)[1].split(" (see", 1)[0].split()
+    args = parse_args(suggested)
+    assert (args.env_id, args.total_timesteps) == ("PointEnv-v0", 64)
 
 
 def test_play_reports_unfinished_episodes(capsys):

@@ -210,3 +210,15 @@ def test_the_site_builds_strictly(tmp_path):
 
 if __name__ == "__main__":
     _main(*sys.argv[1:])
+
+
+def test_home_and_getting_started_list_every_environment_and_the_trainer():
+    import jaxenvs
+
+    core = [i for i in jaxenvs.registry if "/" not in i]
+    assert len(core) >= 8
+    for page in ("index.md", "getting-started.md"):
+        text = open(os.path.join(ROOT, "docs", page)).read()
+        missing = [i for i in core if f"`{i}`" not in text]
+        assert not missing, f"docs/{page} does not list {missing}"
+        assert "jaxenvs-train" in text, f"docs/{page} does not mention jaxenvs-train"

@@ -355,3 +355,23 @@ def test_the_evaluation_header_says_what_it_counted():
         "evaluation: KuhnPoker-v0, exact (enumerated, no episodes played), stochastic policy (1 seed)")
     assert header("ConnectFour-v0", {"win_vs_random_seat0": 1.0}) == (
         "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy (1 seed)")
+
+
+def test_the_evaluation_table_says_each_meaning_once():
+    """Rows whose meanings differ in a few words (win/draw/loss, first/second mover) show only those
+    words after the first; a meaning of its own stays whole."""
+    from jaxenvs.train import tuned
+    from jaxenvs.train.evaluate import format_table
+
+    names = ["win_vs_random_seat0", "win_vs_random_seat1", "draw_vs_random_seat0", "illegal_vs_random"]
+    table = format_table({"env_id": "TicTacToe-v0", "num_episodes": 1000, "solved": True,
+                          "seeds": [dict({k: 0.5 for k in names}, solved=True)]})
+    meaning = {line.split()[0]: line.split("0.5", 1)[1].strip() for line in table.splitlines() if line.split()[0] in names}
+    full = tuned.entry("TicTacToe-v0").metrics
+    assert meaning["win_vs_random_seat0"] == full["win_vs_random_seat0"].meaning
+    assert meaning["win_vs_random_seat1"] == "... second ..."
+    assert meaning["draw_vs_random_seat0"] == "... draws as first ..."
+    assert meaning["illegal_vs_random"] == full["illegal_vs_random"].meaning
+    # the shorthand stands for the full sentence: the words around it are the row above's
+    assert full["win_vs_random_seat1"].meaning == full["win_vs_random_seat0"].meaning.replace("first mover", "second mover")
+    assert table.count("against random-legal play") == 2  # once for the win/draw rows, once for the illegal one

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import enable_x64
 
 import jaxenvs
 from jaxenvs import spaces
@@ -61,7 +62,7 @@ def _draws():
 
 def test_same_key_same_draws_with_and_without_x64():
     won32, bits32 = _draws()
-    with jax.enable_x64(True):
+    with enable_x64(True):
         won64, bits64 = _draws()
     np.testing.assert_array_equal(won32, won64)
     np.testing.assert_array_equal(bits32, bits64)

@@ -142,3 +142,48 @@ def test_rendering(env):
     assert frame.shape == (96, 192, 3) and frame.dtype == np.uint8
     assert tuple(frame[30, 48]) == (200, 40, 40) and tuple(frame[30, 96 + 48]) == (60, 120, 220)
     assert env.render_text(state) == "KuhnPoker: cards K J, bets '', player 0 to act"
+
+
+def test_apply_chance_refuses_impossible_deals(env):
+    from jaxenvs.core import ChanceError
+
+    _, start = env.reset(jax.random.key(0))
+    one = env.apply_chance(start, 2)
+    np.testing.assert_array_equal(one.cards, [2, -1])
+    both = env.apply_chance(one, 0)
+    np.testing.assert_array_equal(both.cards, [2, 0])
+    cases = [
+        (start, 5, r"outcome 5 is out of range: chance_outcomes has 3 outcomes, possible here: \[0, 1, 2\]"),
+        (start, -1, r"outcome -1 is out of range"),
+        (one, 2, r"outcome 2 has probability 0 at this chance node; possible here: \[0, 1\]"),  # the card dealt
+        (both, 2, r"the state is not a chance node"),  # a decision state: would overwrite a dealt card
+        (start, 0.5, r"outcome must be an integer scalar"),
+    ]
+    for state, outcome, match in cases:
+        with pytest.raises(ChanceError, match=match):
+            env.apply_chance(state, outcome)
+        assert issubclass(ChanceError, ValueError)
+    # traced outcomes: unchecked without checked mode (documented), checked under jaxenvs.checked
+    checked_env = jaxenvs.make("KuhnPoker-v0", autoreset=False, checked=True)
+    deal = jaxenvs.checked(lambda s, o: checked_env.apply_chance(s, o))
+    _, cstart = checked_env.reset(jax.random.key(0))
+    cone = deal(cstart, jnp.int32(1))
+    np.testing.assert_array_equal(cone.env_state.cards, [1, -1])
+    from jax.experimental import checkify
+
+    for state, outcome in ((cstart, 3), (cone, 1), (deal(cone, jnp.int32(0)), 2)):
+        with pytest.raises(checkify.JaxRuntimeError, match=r"KuhnPoker: apply_chance outcome \d is not possible here"):
+            deal(state, jnp.int32(outcome))
+    # host values through the checked env: the env's own host check
+    with pytest.raises(ChanceError, match="outcome 1 has probability 0"):
+        checked_env.apply_chance(cone, 1)
+
+
+def test_step_deals_and_moves_eagerly(env):
+    # step computes the deal at every state (and keeps it at chance nodes only): an eager step at a
+    # decision state must not trip apply_chance's host check
+    _, state = env.reset(jax.random.key(0))
+    state = env.apply_chance(env.apply_chance(state, 0), 1)
+    _, state, *_ = env.step(jax.random.key(1), state, jnp.array([1, 1], jnp.int32))
+    np.testing.assert_array_equal(state.cards, [0, 1])
+    assert int(state.num_actions) == 1

@@ -24,5 +24,70 @@ def test_policy_gif_appends_the_env_legend_below_each_frame(tmp_path):
     _, state = env.reset(jax.random.key(0))
     height, width = np.asarray(render_frames(env, jax.tree.map(lambda x: x[None], state))).shape[1:3]
     strip = legend_strip(env, width)  # the same strip under every frame
-    assert frames.shape[1:3] == (height + strip.shape[0], width)
-    np.testing.assert_array_equal(frames[:, height:], np.broadcast_to(strip, (len(frames),) + strip.shape))
+    assert frames.shape[1] > height + strip.shape[0] and frames.shape[2] == width  # the caption strip below it
+    below = frames[:, height : height + strip.shape[0]]
+    np.testing.assert_array_equal(below, np.broadcast_to(strip, (len(frames),) + strip.shape))
+
+
+def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
+    """GridWorld's GIF plays several episodes one after another: without a caption the target seems
+    to jump at each new episode. Each frame says its episode and step; the first of an episode that
+    it starts anew, the last how it ended."""
+    from jaxenvs.rendering.legend import add_captions
+    from jaxenvs.train.plotting import _episode_captions, gif_frames
+
+    assert _episode_captions([3, 2], ["reached its end (terminated)", "cut by the time limit (truncated)"]) == [
+        "episode 1 of 2: start (a new initial state)", "episode 1 of 2: step 1",
+        "episode 1 of 2: step 2: reached its end (terminated)",
+        "episode 2 of 2: start (a new initial state)", "episode 2 of 2: step 1: cut by the time limit (truncated)",
+    ]
+    trainer = make_trainer(get_config("GridWorld-v0", num_envs=2, num_steps=4, total_timesteps=8, hidden_sizes=(8,)))
+    obs, _ = trainer.env.reset(jax.random.key(0), trainer.env_params)
+    params = trainer.network.init(jax.random.key(1), trainer.flat_obs(jax.tree.map(lambda x: x[None], obs)))
+    frames = gif_frames(trainer, params, jax.random.key(2), num_episodes=2, max_frames=12)
+    env = jaxenvs.make("GridWorld-v0", autoreset=False)
+    _, state = env.reset(jax.random.key(0))
+    height = np.asarray(render_frames(env, jax.tree.map(lambda x: x[None], state))).shape[1]
+    # the caption strip under each frame is the one add_captions draws for that frame's text: find
+    # the episode starts by matching the strips of the two "start" captions
+    strips = frames[:, height:]
+    start1, start2 = (add_captions(frames[:1, :height], [f"episode {i} of 2: start (a new initial state)"])[0, height:] for i in (1, 2))
+    assert (strips[0] == start1).all()
+    starts2 = [t for t in range(len(frames)) if (strips[t] == start2).all()]
+    assert len(starts2) <= 1 and all((strips[t] != start1).any() for t in range(1, len(frames)))
+
+
+def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
+    """GridWorld's length ratio from an untrained 76 down to 1.05: a log y axis (a linear one flattens
+    everything after the first point); a fraction and a series holding 0 stay linear."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from jaxenvs.train import plotting
+
+    ratio = [[76.0, 70.0], [3.0, 2.0], [1.05, 1.1]]
+    progress = [{"env_steps": 100 * (i + 1), "success_rate": [0.01 * (i + 1)] * 2, "length_ratio": r} for i, r in enumerate(ratio)]
+    steps, ret, length = np.array([100, 200, 300]), np.array([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]]), np.array([[300.0] * 2, [9.0] * 2, [4.0] * 2])
+    panels = plotting.curve_panels(steps, ret, length, progress, env_id="GridWorld-v0")
+    logs = {p["label"]: p["log"] for p in panels}
+    assert logs["length / optimal length (evaluation)"] and not logs["mean episodic return (training)"]
+    assert logs["mean episode length (training)"]  # 300 / 4 = 75 >= 20
+    assert not logs["success rate (evaluation)"]  # a fraction on [0, 1] (and 0.01 .. 0.03 spans only 3x)
+    # the figure draws what curve_panels says
+    scales = {}
+    real_savefig = plt.Figure.savefig
+
+    def savefig(fig, *a, **k):
+        scales.update({ax.get_ylabel(): ax.get_yscale() for ax in fig.axes})
+        return real_savefig(fig, *a, **k)
+
+    plt.Figure.savefig = savefig
+    try:
+        plotting.plot_learning_curve(steps, ret, length, tmp_path / "curve.png", "GridWorld-v0", progress=progress, env_id="GridWorld-v0")
+    finally:
+        plt.Figure.savefig = real_savefig
+    assert scales["length / optimal length (evaluation) (log scale)"] == "log"
+    assert scales["mean episodic return (training)"] == "linear"
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -41,6 +41,21 @@ CASES = [
      r"flatten: the element must be a dict with keys \['a', 'b'\], got \['a'\]"),
     ("flatten Tuple too short", lambda: S.flatten(S.Tuple([S.Discrete(2), S.Discrete(3)]), (1,)), ValueError,
      r"flatten: the element must be a tuple of 2 entries, got 1 entries"),
+    # contains of a value that is no numeric array: False (Gymnasium's answer), not a JAX dtype error
+    ("Discrete.contains('a')", lambda: bool(S.Discrete(3).contains("a")), None, False),
+    ("Discrete.contains(None)", lambda: bool(S.Discrete(3).contains(None)), None, False),
+    ("Box.contains('a')", lambda: bool(S.Box(0, 1, ()).contains("a")), None, False),
+    ("MultiDiscrete.contains(object)", lambda: bool(S.MultiDiscrete([2, 2]).contains([object(), 1])), None, False),
+    ("Discrete.contains(2)", lambda: bool(S.Discrete(3).contains(2)), None, True),
+    # a mask given as a host list is read as NumPy reads it; what cannot be a mask is named
+    ("sample mask list of ints", lambda: int(S.Discrete(3).sample(KEY, mask=[0, 0, 1])), None, 2),
+    ("sample mask list of bools", lambda: int(S.Discrete(3).sample(KEY, mask=[False, True, False])), None, 1),
+    ("sample mask list of floats", lambda: S.Discrete(3).sample(KEY, mask=[0.0, 1.0, 1.0]), TypeError,
+     r"Discrete\(3\)\.sample: mask must be bool or integer \(nonzero = legal\), got float64"),
+    ("sample mask ragged list", lambda: S.Discrete(3).sample(KEY, mask=[[1, 0, 1], [1]]), TypeError,
+     r"Discrete\(3\)\.sample: mask must be an array of shape \(\.\.\., 3\), got a ragged list"),
+    ("sample mask 'abc'", lambda: S.Discrete(3).sample(KEY, mask="abc"), TypeError,
+     r"Discrete\(3\)\.sample: mask must be a bool or integer array of shape \(\.\.\., 3\) \(nonzero = legal\), got 'abc'"),
 ]
 
 

@@ -137,3 +137,32 @@ def test_trainer_phases_parses_the_wall_time_line():
              (9.0, "wall time 17.6s of this command (imports 0.5s, init 3.0s, progress evaluation 0.4s; the rest: writing files)")]
     assert startup.trainer_phases(lines) == (17.6, {"imports": 0.5, "init": 3.0, "progress evaluation": 0.4})
     assert startup.trainer_phases([(0.0, "no summary")]) == (None, {})
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_a_message_inside_a_phase_gets_its_own_line(tty, capsys, monkeypatch):
+    """In a terminal a phase prints "label ... " and waits for "done in" on the same line; the
+    background compile's message, printed inside the init phase, must not be glued to it."""
+    import re
+    import sys
+
+    from jaxenvs.train.run import Say
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
+    say = Say(True)
+    with say.phase("building GridWorld-v0", "init"):
+        say("compiling the training program (in the background) ...")
+    with say.phase("loading checkpoint", "init"):
+        pass
+    with pytest.raises(KeyboardInterrupt):
+        with say.phase("evaluating", "evaluate"):
+            raise KeyboardInterrupt
+    say("next")
+    out = re.sub(r"\d+\.\d+s", "Ts", capsys.readouterr().out)
+    if tty:
+        assert out == ("building GridWorld-v0 ... \ncompiling the training program (in the background) ...\n"
+                       "building GridWorld-v0: done in Ts\nloading checkpoint ... done in Ts\nevaluating ... \nnext\n")
+    else:
+        assert out == ("building GridWorld-v0 ...\ncompiling the training program (in the background) ...\n"
+                       "building GridWorld-v0: done in Ts\nloading checkpoint ...\nloading checkpoint: done in Ts\n"
+                       "evaluating ...\nnext\n")

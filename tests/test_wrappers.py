@@ -522,3 +522,17 @@ def wrapped_envs():
 def test_wrapped_env_passes_check_env(name):
     report = check_env(wrapped_envs()[name](), num_steps=20, num_envs=2)
     assert "dtype-stable" in report.rules and not report.skipped
+
+
+def test_wrapping_something_else_names_what_it_got():
+    gymnasium = pytest.importorskip("gymnasium")
+    from jaxenvs.wrappers import TimeLimit
+    from jaxenvs.envs.grid_world import GridWorld
+
+    with pytest.raises(TypeError, match=r"TimeLimit wraps a jaxenvs Environment .*, got a Gymnasium environment \(TimeLimit CartPole-v1\)\. "
+                       r"Wrap it with Gymnasium's own wrappers .*jaxenvs\.make\('gymnax/CartPole-v1'\).*jaxenvs\.spaces\.from_gymnasium"):
+        TimeLimit(gymnasium.make("CartPole-v1"), 10)
+    with pytest.raises(TypeError, match=r"got the class GridWorld: pass an instance \(GridWorld\(\.\.\.\)\) or jaxenvs\.make\(id\)"):
+        TimeLimit(GridWorld, 10)
+    with pytest.raises(TypeError, match=r"TimeLimit wraps a jaxenvs Environment \(reset/step as pure JAX functions\), got int$"):
+        TimeLimit(3, 10)

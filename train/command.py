@@ -107,6 +107,11 @@ def _run(run: Run, started: float, imported: float) -> int:
         elif missing:  # stopped after training, before every output was written
             run.say(f"{run.run_dir} is trained to the end ({steps}) but {', '.join(missing)} "
                     f"{'is' if len(missing) == 1 else 'are'} missing or older than its checkpoint; writing the outputs")
+            if {"metrics.json", "metrics.csv"} & set(missing):  # no training follows to write them: now
+                try:
+                    run.log.write()
+                except OSError as e:
+                    raise StorageError(f"cannot write {e.filename or run.run_dir}: {e.strerror or e}") from None
         else:
             run.say(
                 f"{run.run_dir} is complete: {run.resumed_at} updates ({steps} per seed) trained; nothing to do. "

@@ -153,6 +153,28 @@ def what_is_counted(env_id: str, num_episodes: int = NUM_EPISODES) -> str:
     return f"{num_episodes} {counted} per seed" if counted else "exact (enumerated, no episodes played)"
 
 
+def _short_meanings(meanings: list[str]) -> list[str]:
+    """Each meaning in full where it is new; where it repeats the row above's but for a few words
+    (``wins as first mover`` / ``wins as second mover``), only those words between ``...``: the
+    shared words at both ends (at least half of the sentence) are not printed again."""
+    out = []
+    for i, text in enumerate(meanings):
+        words = text.split()
+        prev = meanings[i - 1].split() if i else []
+        head = 0
+        while head < min(len(words), len(prev)) and words[head] == prev[head]:
+            head += 1
+        tail = 0
+        while tail < min(len(words), len(prev)) - head and words[-1 - tail] == prev[-1 - tail]:
+            tail += 1
+        middle = words[head:len(words) - tail]
+        if middle and 2 * (head + tail) >= len(words) and head and tail:
+            out.append(f"... {' '.join(middle)} ...")
+        else:
+            out.append(text)
+    return out
+
+
 def format_table(result: dict) -> str:
     """A readable report of `evaluate`'s result: one column per seed, each metric's meaning, the
     solved criterion and the verdict (both from the environment's entry in `train.tuned`)."""
@@ -160,7 +182,8 @@ def format_table(result: dict) -> str:
     metrics = _entry(result["env_id"]).metrics
     names = [k for k in seeds[0] if k != "solved"]
     head = ["metric"] + [f"seed {i}" for i in range(len(seeds))] + ["meaning"]
-    rows = [[k] + [_cell(m[k]) for m in seeds] + [metrics[k].meaning if k in metrics else ""] for k in names]
+    meanings = _short_meanings([metrics[k].meaning if k in metrics else "" for k in names])
+    rows = [[k] + [_cell(m[k]) for m in seeds] + [meaning] for k, meaning in zip(names, meanings)]
     rows.append(["solved"] + [_cell(m["solved"]) for m in seeds] + [""])
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head) - 1)]
     game = game_without_entry(result["env_id"])

@@ -40,18 +40,30 @@ def _panel(ax, env_steps, values, label: str, num_seeds: int, legend: bool = Tru
     return mean, low, high
 
 
+LOG_RANGE = 20.0  # a panel whose positive values span this factor or more gets a log y axis
+
+
+def _log_axis(values, unit_range: bool = False) -> bool:
+    """Whether a panel's values are drawn on a log y axis: all finite ones are > 0 and the largest is
+    at least `LOG_RANGE` times the smallest (an untrained GridWorld's length ratio of 76 next to the
+    trained 1.05 would flatten the rest of the curve on a linear axis)."""
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    return bool(not unit_range and v.size and v.min() > 0 and v.max() >= LOG_RANGE * v.min())
+
+
 def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None = None, training=None) -> list[dict]:
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
     progress measures of the environment first, from the evaluations after every chunk, then its
     per-update ``training`` metrics, then the mean episodic return and length of the training
-    episodes)."""
+    episodes); ``"log"``: whether the panel's y axis is logarithmic (`_log_axis`)."""
     panels = []
-    for name, x, values, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
+    for name, x, values, unit_range in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
         v = _nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             panels.append(dict(label=name, x=np.asarray(x), mean=np.nanmean(v, axis=1), low=np.nanmin(v, axis=1),
-                               high=np.nanmax(v, axis=1), values=v))
+                               high=np.nanmax(v, axis=1), values=v, log=_log_axis(values, unit_range)))
     return panels
 
 
@@ -137,6 +149,9 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
         ax.grid(alpha=0.3)
         if unit_range:
             ax.set_ylim(-0.03, 1.03)
+        elif _log_axis(values):
+            ax.set_yscale("log")
+            ax.set_ylabel(f"{label} (log scale)")
     seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
     fig.suptitle(f"{title} ({seeds})" if title else seeds)
     if notes:
@@ -190,9 +205,11 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
     steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
     traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
     done = np.asarray(traj.terminated) | np.asarray(traj.truncated)  # [episodes, steps]
-    states = []
+    states, endings = [], []
     for i in range(num_episodes):
         end = int(done[i].argmax()) if done[i].any() else steps - 1
+        endings.append("reached its end (terminated)" if np.asarray(traj.terminated)[i, end] else
+                       "cut by the time limit (truncated)" if np.asarray(traj.truncated)[i, end] else f"stopped after {steps} steps")
         # the states before each action up to the episode's last, then the state it led to
         after_end = jax.tree.map(lambda x: x[i], traj.last_state) if end == steps - 1 else \
             jax.tree.map(lambda x: x[i, end + 1], traj.state)
@@ -209,7 +226,21 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
 
     frames = add_legend(env, frames)
     captions = status_captions(env, states)  # turn-based games: whose move, how each game ended
-    return frames if captions is None else add_captions(frames, captions[:max_frames])
+    if captions is None:  # the others: which episode and step (a new episode starts elsewhere)
+        captions = _episode_captions([len(jax.tree.leaves(x)[0]) for x in states], endings)
+    return add_captions(frames, captions[:max_frames])
+
+
+def _episode_captions(lengths: list[int], endings: list[str]) -> list[str]:
+    """One caption per frame: ``episode i of n: start`` on an episode's first frame (a new initial
+    state: the agent and target may be anywhere), ``step t`` after, and how the episode ended on its
+    last frame."""
+    out = []
+    for i, (length, ending) in enumerate(zip(lengths, endings), 1):
+        for t in range(length):
+            what = "start (a new initial state)" if t == 0 else f"step {t}" + (f": {ending}" if t == length - 1 else "")
+            out.append(f"episode {i} of {len(lengths)}: {what}")
+    return out
 
 
 def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int = 3, max_frames: int = 100) -> Path | None:

@@ -72,9 +72,13 @@ class Say:
     def __init__(self, enabled: bool):
         self.enabled = enabled
         self.times: dict[str, float] = {}
+        self._open = False  # a terminal line "label ... " waits for its phase's "done in"
 
     def __call__(self, *a, **k):
         if self.enabled:
+            if self._open:  # another message inside a phase: it gets a line of its own
+                print(flush=True)
+                self._open = False
             print(*a, **k, flush=True)
 
     def phase(self, label: str, key: str):
@@ -83,14 +87,19 @@ class Say:
         class _Phase:
             def __enter__(self):
                 self.t0 = time.perf_counter()
-                say(f"{label} ...", end=" " if sys.stdout.isatty() else "\n")
+                tty = sys.stdout.isatty()
+                say(f"{label} ...", end=" " if tty else "\n")
+                say._open = tty and say.enabled
                 return self
 
             def __exit__(self, kind, *_):
                 dt = time.perf_counter() - self.t0
                 say.times[key] = say.times.get(key, 0.0) + dt
-                if kind is None:
-                    say(f"{'' if sys.stdout.isatty() else label + ': '}done in {dt:.1f}s")
+                same_line, say._open = say._open, False
+                if kind is None:  # the label again unless "done in" ends the phase's own line
+                    say(f"{'' if same_line else label + ': '}done in {dt:.1f}s")
+                elif same_line:
+                    say("")
                 return False
 
         return _Phase()

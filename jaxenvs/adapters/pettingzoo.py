@@ -371,12 +371,25 @@ class AECEnv(pettingzoo.AECEnv):
             self._window.show(self._frame())
 
     def observe(self, agent: str):
+        if self._obs is None:
+            raise RuntimeError("call reset() before observe() (there is no observation before the first reset)")
+        if agent not in self.possible_agents:
+            raise ValueError(f"observe: unknown agent {agent!r}; the agents are {self.possible_agents}")
         i = self.possible_agents.index(agent)
         space = self.observation_spaces[agent]
         observation = obs_to_numpy(space["observation"], jax.tree.map(lambda leaf: leaf[i], self._obs))
         return {"observation": observation, "action_mask": self._mask[i].astype(np.int8)}
 
+    def last(self, observe: bool = True):
+        """PettingZoo's ``last()``: the observation, cumulative reward, termination, truncation and
+        info of the agent to act (``agent_selection``)."""
+        if self._obs is None:
+            raise RuntimeError("call reset() before last() (no agent is selected before the first reset)")
+        return super().last(observe)
+
     def step(self, action):
+        if self._obs is None:
+            raise RuntimeError("call reset() before step()")
         if not self.agents:
             raise RuntimeError("the episode is over (no live agents): call reset() before step()")
         agent = self.agent_selection

@@ -7,7 +7,8 @@ A three-card poker game (Kuhn, 1950). Dynamics, as in OpenSpiel's ``kuhn_poker``
 * the game starts at a chance node that deals player 0's card (outcome ``c`` = card ``c``,
   probability 1/3 each), then one that deals player 1's from the two left (1/2 each). At a chance
   node `KuhnPoker.chance_outcomes` is float32[3] over the cards (0 for a dealt one), `apply_chance`
-  deals the given card, and ``step`` ignores the action and draws the card uniformly among those
+  deals the given card (it raises `jaxenvs.core.ChanceError` on a card out of range or already
+  dealt, or on a decision state; traced outcomes under `jaxenvs.checked`), and ``step`` ignores the action and draws the card uniformly among those
   left with its key (``info["chance_outcome"]``: the card dealt, -1 at decision steps);
 * then players alternate, player 0 first: action 0 = Pass, 1 = Bet (both legal at every
   decision); ``action`` is int32[2] (one row per player, sequential dynamics): only the current
@@ -34,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import spaces, struct
-from jaxenvs.core import Environment, Traits
+from jaxenvs.core import Environment, Traits, check_chance_outcome
 from jaxenvs.rendering import draw
 
 NUM_CARDS = 3
@@ -117,7 +118,17 @@ class KuhnPoker(Environment):
         return jnp.where(self.is_chance_node(state), p, 0.0).astype(jnp.float32)
 
     def apply_chance(self, state, outcome, params=None):
-        """Deal card ``outcome`` to the first player without one (player 0, then player 1)."""
+        """Deal card ``outcome`` to the first player without one (player 0, then player 1).
+
+        Concrete arguments are checked on the host (`jaxenvs.core.ChanceError`, a ValueError): the
+        state must be a chance node and the card one not dealt yet (probability > 0 in
+        `chance_outcomes`). Traced ones are checked under ``make(..., checked=True)`` and
+        `jaxenvs.checked`; otherwise an invalid outcome is the caller's error (not detected)."""
+        check_chance_outcome(self, state, outcome, params)
+        return self._deal(state, outcome)
+
+    @staticmethod
+    def _deal(state, outcome):
         seat = jnp.where(state.cards[0] < 0, 0, 1)
         cards = jnp.where(jnp.arange(2) == seat, jnp.asarray(outcome, jnp.int32), state.cards)
         return state.replace(cards=cards)
@@ -136,7 +147,7 @@ class KuhnPoker(Environment):
         chance = self.is_chance_node(state)
         # chance: a card uniform among those left, as chance_outcomes says (exactly uniform)
         card = spaces.Discrete(NUM_CARDS).sample(key, mask=self.chance_outcomes(state) > 0)
-        dealt = self.apply_chance(state, card)
+        dealt = self._deal(state, card)  # used at chance nodes only
 
         player = self.current_player(state)
         move = action[player]

@@ -732,7 +732,9 @@ class OpenSpielReference(TurnBasedReference):
                 g["terminated"].append(state.is_terminal())
                 g["truncated"].append(False)
                 g["flags_exact"].append(True)
-                g["reward"].append(np.asarray(state.rewards(), np.float64))
+                # a chance node pays nothing (OpenSpiel before 1.6 refuses rewards() there)
+                reward = np.zeros(self.num_players) if state.is_chance_node() else np.asarray(state.rewards(), np.float64)
+                g["reward"].append(reward)
                 g["reward_known"].append(np.ones(self.num_players, bool))
                 for k, v in zip(keys, self._snapshot(state)):
                     g[k].append(v)

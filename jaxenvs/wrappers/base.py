@@ -99,6 +99,31 @@ class Forwarding:
         return self.env.name
 
 
+def _not_an_environment(wrapper: str, env: Any) -> str:
+    """The message for a wrapper given something other than a jaxenvs Environment, naming what it
+    got (a Gymnasium or PettingZoo env, a class) and what to do instead."""
+    import sys
+
+    head = f"{wrapper} wraps a jaxenvs Environment (reset/step as pure JAX functions)"
+    gym = sys.modules.get("gymnasium")
+    if gym is not None and isinstance(env, gym.Env):
+        spec = getattr(env, "spec", None)
+        env_id = getattr(spec, "id", None) or "ID"
+        return (
+            f"{head}, got a Gymnasium environment ({type(env).__name__} {env_id}). Wrap it with Gymnasium's "
+            f"own wrappers (gymnasium.wrappers.{wrapper} where there is one), or use a JAX environment: "
+            f"jaxenvs.make(...) for jaxenvs' and gymnax's (jaxenvs.make('gymnax/{env_id}') where gymnax has it), "
+            "or port it (docs: tutorials/custom-environment.md; jaxenvs.spaces.from_gymnasium converts its "
+            "spaces). To go the other way, jaxenvs.adapters.gymnasium.GymnasiumEnv turns a jaxenvs env into a Gymnasium one"
+        )
+    pz = sys.modules.get("pettingzoo")
+    if pz is not None and isinstance(env, (pz.AECEnv, pz.ParallelEnv)):
+        return f"{head}, got a PettingZoo environment ({type(env).__name__}); use PettingZoo's wrappers on it"
+    if isinstance(env, type) and issubclass(env, Environment):
+        return f"{head}, got the class {env.__name__}: pass an instance ({env.__name__}(...)) or jaxenvs.make(id)"
+    return f"{head}, got {type(env).__name__}"
+
+
 class Wrapper(Forwarding, Environment):
     """Forwards everything to ``self.env``; subclasses override what they change.
 
@@ -111,7 +136,7 @@ class Wrapper(Forwarding, Environment):
 
     def __init__(self, env: Environment):
         if not isinstance(env, Environment):
-            raise TypeError(f"{type(self).__name__} wraps a jaxenvs Environment, got {type(env).__name__}")
+            raise TypeError(_not_an_environment(type(self).__name__, env))
         self.env = env
 
     def reset_env(self, key, params):

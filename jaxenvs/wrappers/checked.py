@@ -15,6 +15,8 @@ What checked mode catches, beyond the trace-time checks every ``step`` makes:
   names the action and the legal set (the mask);
 * traced params that the environment's ``validate_params`` rejects (concrete params are
   validated by ``reset``/``step`` in any mode); they are read on the host with a callback;
+* ``apply_chance`` with a traced outcome that is out of range, of probability 0 in
+  ``chance_outcomes``, or given at a state that is not a chance node;
 * a ``step`` from a state in which the episode already terminated (without an auto-reset in
   between): the wrapper keeps a ``terminated`` flag in its state (`CheckedState`);
 * host integers outside int32's range among the arguments of a function made by `checked`
@@ -153,6 +155,27 @@ class CheckedActions(Wrapper):
             player=player,
             mask=mask.astype(jnp.int32),
         )
+
+    def apply_chance(self, state, outcome, params=None):
+        """The wrapped env's ``apply_chance``, with a traced ``outcome`` checked: the state is a chance
+        node and the outcome's probability in ``chance_outcomes`` is > 0 (concrete arguments are
+        checked on the host by the env itself, `jaxenvs.core.check_chance_outcome`)."""
+        params = self._params(params)
+        if not is_concrete((state, outcome, params)):
+            inner = state.env_state
+            probs = self.env.chance_outcomes(inner, params)
+            o = jnp.asarray(outcome)
+            ok = self.env.is_chance_node(inner, params) & (o >= 0) & (o < probs.shape[-1])
+            ok = ok & (probs[jnp.clip(o, 0, probs.shape[-1] - 1)] > 0)
+            _check(
+                self.env.name,
+                ok,
+                f"{self.env.name}: apply_chance outcome {{outcome}} is not possible here (chance_outcomes {{probs}}; "
+                "apply_chance acts at chance nodes only, on outcomes of probability > 0)",
+                outcome=o,
+                probs=probs,
+            )
+        return super().apply_chance(state, outcome, params)
 
     def inner_state(self, state):
         return state.env_state
