@@ -583,19 +583,13 @@ def cmd_play(args) -> None:
 
 
 # ---- check -------------------------------------------------------------------------------------
-def rule_descriptions() -> dict[str, str]:
-    """``{rule id: what it checks}`` for every rule of `jaxenvs.checker.RULES`."""
-    from jaxenvs import checker
-
-    return dict(checker.RULE_DESCRIPTIONS)
-
-
 def cmd_check(args) -> int:
-    if args.list_rules:
-        desc = rule_descriptions()
-        width = max(map(len, desc))
-        for rule, text in desc.items():
-            print(f"{rule:<{width}}  {text}".rstrip())
+    if args.list_rules:  # every rule of `jaxenvs.checker.RULEBOOK`: its id, then what it checks
+        from jaxenvs.checker import RULEBOOK
+
+        width = max(map(len, RULEBOOK))
+        for rule in RULEBOOK.values():
+            print(f"{rule.id:<{width}}  {rule.text}".rstrip())
         return 0
     if args.env_id is None:
         raise UsageError("check needs an environment ID (or --list-rules)")
