@@ -187,24 +187,6 @@ def test_a_config_that_disagrees_with_the_checkpoint_is_reported(grid_run, tmp_p
     assert load_run(run_dir, num_chunks=7)[2]["run"].num_chunks == 7  # --resume --chunks 7
 
 
-def test_a_run_directory_in_the_older_config_json_layout_resumes(grid_run, tmp_path, capsys):
-    """config.json and the checkpoint's config as written before config.json had its "run"
-    object (the run settings at top level) load, and resuming rewrites config.json with it."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(grid_run, run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    old = {**{k: v for k, v in config.items() if k != "run"}, **config["run"]}
-    (run_dir / "config.json").write_text(json.dumps(old))
-    ckpt = run_dir / "checkpoint.msgpack"
-    payload = serialization.msgpack_restore(ckpt.read_bytes())
-    ckpt.write_bytes(serialization.msgpack_serialize({**payload, "config": json.dumps(old)}))
-    trainer, _, meta = load_run(run_dir)
-    assert meta["run"] == RunSettings(**config["run"]) and trainer.config.to_dict() == {k: v for k, v in config.items() if k != "run"}
-    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
-    assert code == 0, err
-    assert json.loads((run_dir / "config.json").read_text()) == {**config, "total_timesteps": 2 * STEPS}
-
-
 def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
     for argv, words in [
         ([str(tmp_path)], "not a run directory"),

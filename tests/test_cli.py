@@ -247,17 +247,6 @@ def test_out_naming_a_folder(tmp_path, capsys):
         assert "--out" in one_error_line(capsys.readouterr().err)
 
 
-def test_old_render_spelling_keeps_working_and_never_takes_the_id():
-    from jaxenvs.cli import _legacy_render
-
-    assert _legacy_render(["play", "--render", "gif", "x.gif", "GridWorld-v0"]) == [
-        "play", "--render", "gif", "--out", "x.gif", "GridWorld-v0"]
-    # an id after the mode stays the id; without a path --out is asked for
-    for argv in (["play", "--render", "gif", "GridWorld-v0"], ["play", "--render", "mp4", "ns/Maze-v2"],
-                 ["play", "--render", "text", "x.gif"]):
-        assert _legacy_render(argv) == argv
-
-
 def test_missing_extras_and_display(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "imageio_ffmpeg", None)  # as if not installed
     assert main(["play", "GridWorld-v0", "--render", "mp4", "--out", str(tmp_path / "a.mp4")]) == 1

@@ -68,7 +68,7 @@ PPO_SCRIPT = textwrap.dedent(
     """
     import sys, pathlib, jax, numpy as np
     from jaxenvs.train.configs import RunSettings, get_config
-    from jaxenvs.train.ppo import make_trainer
+    from jaxenvs.train.trainers import make_trainer
     from jaxenvs.train.checkpoint import save_checkpoint, load_checkpoint
     from jaxenvs.train.distributed import place_runner
     from jaxenvs.sharding import env_mesh, to_host
@@ -137,22 +137,3 @@ def test_env_mesh_errors():
     assert mesh.devices.size == 1 and mesh.axis_names == ("envs",)
     with pytest.raises(ValueError, match="num_envs"):
         jaxenvs.rollout.rollout(jaxenvs.make("GridWorld-v0"), jax.random.key(0), lambda k, o: 0, 3, mesh=mesh)
-
-
-def test_parallel_is_a_deprecated_alias_of_sharding():
-    import importlib
-    import sys
-    import warnings
-
-    import jaxenvs.sharding
-
-    sys.modules.pop("jaxenvs.parallel", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        parallel = importlib.import_module("jaxenvs.parallel")
-    assert any(
-        issubclass(w.category, DeprecationWarning) and "jaxenvs.parallel is renamed jaxenvs.sharding" in str(w.message)
-        for w in caught
-    )
-    for name in jaxenvs.sharding.__all__:
-        assert getattr(parallel, name) is getattr(jaxenvs.sharding, name)

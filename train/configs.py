@@ -34,9 +34,8 @@ from . import tuned
 from .fields import INT32_MAX, Bool, Choice, Float, Int, Mapping, Sizes, Str, field, retuned, validate_fields
 
 __all__ = [
-    "TrainConfig", "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "Algorithm", "ALGORITHMS", "ALGOS", "DEFAULTS",
-    "TRPO_DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file", "RunSettings", "RUN_KEY",
-    "RUN_FIELDS", "nest_run_settings", "run_settings_from_dict", "run_record",
+    "TrainConfig", "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "Algorithm", "ALGORITHMS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file", "RunSettings", "RUN_KEY",
+    "RUN_FIELDS", "run_settings_from_dict", "run_record",
 ]
 
 DEFAULT_ENV = "GridWorld-v0"
@@ -239,10 +238,6 @@ ALGORITHMS: dict[str, Algorithm] = {
     "ppo": Algorithm(PPOConfig, "ppo:PPOTrainer"),
     "trpo": Algorithm(TRPOConfig, "trpo:TRPOTrainer"),
 }
-# Read-only views kept for scripts that used them: name -> config class; env id -> tuned overrides.
-ALGOS: dict[str, type] = {name: a.config for name, a in ALGORITHMS.items()}
-DEFAULTS: dict[str, dict] = tuned.training_defaults("ppo")
-TRPO_DEFAULTS: dict[str, dict] = tuned.training_defaults("trpo")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,39 +301,20 @@ def _run_object(run) -> dict:
     return run
 
 
-def nest_run_settings(d: dict) -> dict:
-    """A copy of ``d`` in config.json's layout: run settings found at top level (where config.json
-    kept them before its ``"run"`` object existed, and where a hand-written ``--config`` file may
-    put them) move into ``"run"``. A setting given in both places with different values is an
-    error."""
-    out = dict(d)
-    top = {k: out.pop(k) for k in RUN_FIELDS if k in out}
-    if not top:
-        return out
-    run = _run_object(out.get(RUN_KEY, {}))
-    clash = sorted(k for k in top if k in run and run[k] != top[k])
-    if clash:
-        detail = "; ".join(f"{k}: {top[k]!r} at top level, {run[k]!r} in \"{RUN_KEY}\"" for k in clash)
-        raise ValueError(f"run setting(s) {clash} given twice with different values ({detail}); give each once, in \"{RUN_KEY}\"")
-    out[RUN_KEY] = {**run, **top}
-    return out
-
-
 def config_from_dict(d: dict):
     """The algorithm config a run's ``config.json`` (`run_record`) or a ``to_dict()``-style dict
     describes; its ``"algo"`` key (default ``"ppo"``, as in run directories written before it
-    existed) picks the config class. The run settings in it (its ``"run"`` object, or those at top
-    level in the older layout) are `run_settings_from_dict`'s to read, and are left out here."""
-    d = nest_run_settings(d)
+    existed) picks the config class. The run settings in it (its ``"run"`` object) are
+    `run_settings_from_dict`'s to read, and are left out here."""
+    d = dict(d)
     d.pop(RUN_KEY, None)
     return _from_dict(d, _config_class(d.pop("algo", "ppo")))
 
 
 def run_settings_from_dict(d: dict) -> RunSettings:
-    """The run settings a run's ``config.json`` (`run_record`) describes: its ``"run"`` object, or
-    the settings at top level in config.json's older layout (see `nest_run_settings`); settings it
-    does not give take `RunSettings`' defaults."""
-    return RunSettings(**_run_object(nest_run_settings(d).get(RUN_KEY, {})))
+    """The run settings a run's ``config.json`` (`run_record`) describes: its ``"run"`` object;
+    settings it does not give take `RunSettings`' defaults."""
+    return RunSettings(**_run_object(d.get(RUN_KEY, {})))
 
 
 def run_record(config, settings: RunSettings) -> dict:
@@ -360,9 +336,8 @@ def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
 def load_config_file(path: str, algo: str | None = None) -> dict:
     """Read a JSON object of config fields (e.g. a run's ``config.json``), checked against the
     fields of its algorithm: the file's ``"algo"``, else ``algo`` (e.g. ``--algo``), else PPO.
-    A file whose ``"algo"`` differs from a given ``algo`` is refused. Run settings may come as a
-    ``"run"`` object (config.json's layout, `run_record`) or at top level (its older layout); the
-    dict returned has them in ``"run"`` (`nest_run_settings`)."""
+    A file whose ``"algo"`` differs from a given ``algo`` is refused. Run settings come as a
+    ``"run"`` object (config.json's layout, `run_record`)."""
     with open(path) as f:
         try:
             d = json.load(f)
@@ -375,12 +350,13 @@ def load_config_file(path: str, algo: str | None = None) -> dict:
     algo = d.get("algo", algo or "ppo")
     if algo not in ALGORITHMS:
         raise ValueError(f"config file {path!r} names unknown algorithm {algo!r}; available: {sorted(ALGORITHMS)}")
-    names = {f.name for f in dataclasses.fields(ALGORITHMS[algo].config)} | {"algo", RUN_KEY} | set(RUN_FIELDS)
+    names = {f.name for f in dataclasses.fields(ALGORITHMS[algo].config)} | {"algo", RUN_KEY}
     unknown = sorted(set(d) - names)
     if unknown:
-        raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}")
+        moved = [k for k in unknown if k in RUN_FIELDS]
+        note = f"; run settings ({', '.join(moved)}) go in its \"{RUN_KEY}\" object" if moved else ""
+        raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}{note}")
     try:
-        d = nest_run_settings(d)
         _run_object(d.get(RUN_KEY, {}))
     except (TypeError, ValueError) as e:
         raise ValueError(f"config file {path!r}: {e}") from None
