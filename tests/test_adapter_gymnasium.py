@@ -25,7 +25,7 @@ from jaxenvs.adapters.gymnasium import (  # noqa: E402
     register_gymnasium_envs,
 )
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION  # noqa: E402
-from conftest import require  # noqa: E402
+from helpers import require  # noqa: E402
 
 
 def registry_params(multi_agent: bool) -> list:

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from conftest import require
+from helpers import require
 
 require("stable_baselines3")
 

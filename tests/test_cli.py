@@ -17,7 +17,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.cli import main
-from conftest import tiny_run_dir
+from helpers import tiny_run_dir
 from jaxenvs.envs.grid_world import GridWorld
 from jaxenvs.rendering import render_frames
 from jaxenvs.rollout import episode_stats, random_policy, rollout

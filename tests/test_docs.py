@@ -152,7 +152,7 @@ def test_the_shards_hold_every_page_with_code_once():
 
 @pytest.mark.parametrize("shard", range(SHARDS), ids=lambda i: f"shard{i + 1}of{SHARDS}")
 def test_every_page_runs(shard, tmp_path):
-    from conftest import require
+    from helpers import require
 
     pages = shards()[shard]
     optional = {m for p in PAGES if str(p.relative_to(DOCS)) in pages for _, m in python_blocks(p) if m}
@@ -174,7 +174,7 @@ def test_every_page_runs(shard, tmp_path):
 
 
 def test_the_site_builds_strictly(tmp_path):
-    from conftest import require
+    from helpers import require
 
     for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
         require(module)

@@ -29,7 +29,7 @@ from scipy import stats
 import jaxenvs
 from jaxenvs.train import game_values as gv
 from jaxenvs.train.checkpoint import CheckpointError
-from conftest import CHEAP_XLA, tiny_run_dir
+from helpers import CHEAP_XLA, tiny_run_dir
 
 N = 1000  # games per seat against random-legal play in an evaluation
 # the programs here are tiny: XLA's cheap backend settings halve their compile time

@@ -64,7 +64,7 @@ def test_core_examples_run_on_the_core_install(tmp_path):
 
 @pytest.mark.parametrize("index", [i for i, (_, needs) in enumerate(python_blocks()) if needs is not None])
 def test_examples_with_an_extra_run(index, tmp_path):
-    from conftest import require
+    from helpers import require
 
     code, needs = python_blocks()[index]
     require(needs)  # skipped where the extra is missing (the dev extra has no torch), an error under CI=true
