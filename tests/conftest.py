@@ -25,6 +25,24 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules.get("tests"), "__file__",
     sys.modules["tests"] = _tests
 
 
+# ---- one compilation cache for the session ------------------------------------------------------
+# Most of the suite's time is XLA compiling, and its subprocesses (command lines, docs pages, README
+# examples, notebooks, multi-device runs) compile many of the same programs. A session gets one fresh
+# cache folder (as CI's fresh venv has no cache), shared by the pytest-xdist workers (they inherit this
+# process's environment) and every subprocess: jaxenvs' command lines use it through
+# JAXENVS_CACHE_DIR (the user's ~/.cache is left alone), plain Python subprocesses through JAX's
+# JAX_COMPILATION_CACHE_DIR, which `helpers.subprocess_env` adds. A JAXENVS_TEST_CACHE_DIR set by the
+# caller is used instead, and kept (a warm cache across sessions).
+if "JAXENVS_TEST_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["JAXENVS_TEST_CACHE_DIR"] = _SESSION_CACHE = tempfile.mkdtemp(prefix="jaxenvs-test-cache-")
+    atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)  # made by this process: removed with it
+os.environ.setdefault("JAXENVS_CACHE_DIR", os.environ["JAXENVS_TEST_CACHE_DIR"])
+
+
 # ---- scheduling under pytest-xdist ---------------------------------------------------------------
 # The README's ``pytest -n 2`` runs on two cores, where a handful of tests (subprocesses that train,
 # build the docs or run notebooks) take most of the time. So that they do not end up last on one

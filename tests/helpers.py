@@ -17,6 +17,17 @@ def assert_trees_equal(a, b, dtypes: bool = False):
         np.testing.assert_array_equal(x, y)
 
 
+def subprocess_env(**overrides) -> dict:
+    """The environment of a test's Python subprocess: this one's, with JAX's persistent compilation
+    cache pointed at the session's shared folder (see tests/conftest.py), so that programs another
+    test or subprocess compiled are read back instead of compiled again; ``overrides`` on top."""
+    import os
+
+    cache = os.environ["JAXENVS_TEST_CACHE_DIR"]
+    return {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0.2",
+            **overrides}
+
+
 def require(module: str):
     """Import the optional dependency ``module`` for a test module: the module's tests are skipped
     where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``

@@ -27,9 +27,9 @@ EPISODE_RE = re.compile(r"^episode (\d+): (return [-\d.]+|returns .+?)  length (
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    """The compilation cache the module's processes use (not the user's)."""
-    return tmp_path_factory.mktemp("jax-cache")
+def cache_dir():
+    """The compilation cache the module's processes use: the session's (tests/conftest.py), not the user's."""
+    return Path(os.environ["JAXENVS_TEST_CACHE_DIR"])
 
 
 @pytest.fixture

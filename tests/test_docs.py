@@ -135,7 +135,9 @@ def test_every_fence_names_a_known_language():
 def _subprocess(tmp_path, *args) -> dict:
     """Run ``python tests/test_docs.py OUT.json ARGS...`` in ``tmp_path``; its results."""
     out = tmp_path / "results.json"
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    from helpers import subprocess_env
+
+    env = subprocess_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
     proc = subprocess.run(
         [sys.executable, __file__, str(out), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=900,

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import subprocess_env
 
 import jaxenvs
 from jaxenvs.sharding import env_mesh
@@ -58,7 +59,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_sharded_rollout_equals_single_device():
-    env = dict(os.environ, XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
+    env = subprocess_env(XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "identical" in out.stdout
@@ -120,7 +121,7 @@ PPO_SCRIPT = textwrap.dedent(
 
 
 def test_data_parallel_ppo_and_checkpoints_across_device_counts(tmp_path):
-    env = dict(os.environ, XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
+    env = subprocess_env(XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
     out = subprocess.run(
         [sys.executable, "-c", PPO_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=400
     )
