@@ -1,8 +1,8 @@
 """Run directories and checkpoints of ``jaxenvs-train``: resume on every environment, Ctrl-C,
 non-finite training, corrupt or mismatched files, atomic writes, colliding names.
 
-Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; the persistent
-compilation cache is pointed at a temporary directory for this module and switched off after it.
+Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; they use the
+session's compilation cache (tests/conftest.py), which is switched off in this process after the module.
 """
 
 import json
@@ -27,14 +27,8 @@ STEPS = 8  # env steps per update
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    old = os.environ.get("JAXENVS_CACHE_DIR")
-    os.environ["JAXENVS_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
+def compilation_cache():
     yield
-    if old is None:
-        del os.environ["JAXENVS_CACHE_DIR"]
-    else:
-        os.environ["JAXENVS_CACHE_DIR"] = old
     from jax.experimental.compilation_cache import compilation_cache
 
     jax.config.update("jax_compilation_cache_dir", None)
