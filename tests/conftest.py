@@ -29,7 +29,7 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules.get("tests"), "__file__",
 # Most of the suite's time is XLA compiling, and its subprocesses (command lines, docs pages, README
 # examples, notebooks, multi-device runs) compile many of the same programs. A session gets one fresh
 # cache folder (as CI's fresh venv has no cache), shared by the pytest-xdist workers (they inherit this
-# process's environment) and every subprocess: jaxenvs' command lines use it through
+# process's environment), the workers' own compilations and every subprocess: jaxenvs' command lines use it through
 # JAXENVS_CACHE_DIR (the user's ~/.cache is left alone), plain Python subprocesses through JAX's
 # JAX_COMPILATION_CACHE_DIR, which `helpers.subprocess_env` adds. A JAXENVS_TEST_CACHE_DIR set by the
 # caller is used instead, and kept (a warm cache across sessions).
@@ -41,6 +41,14 @@ if "JAXENVS_TEST_CACHE_DIR" not in os.environ:
     os.environ["JAXENVS_TEST_CACHE_DIR"] = _SESSION_CACHE = tempfile.mkdtemp(prefix="jaxenvs-test-cache-")
     atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)  # made by this process: removed with it
 os.environ.setdefault("JAXENVS_CACHE_DIR", os.environ["JAXENVS_TEST_CACHE_DIR"])
+# ... and the test processes themselves: a program another test (or worker, or subprocess) compiled
+# is read back, though each test builds its own jitted functions (JAX's in-memory cache is per
+# function object; the persistent one is keyed by the program). As the command lines keep them:
+# programs that took 0.2 s or more to compile.
+import jax  # noqa: E402  (after the scheduler flag above)
+
+jax.config.update("jax_compilation_cache_dir", os.environ["JAXENVS_TEST_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
 
 
 # ---- scheduling under pytest-xdist ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 non-finite training, corrupt or mismatched files, atomic writes, colliding names.
 
 Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; they use the
-session's compilation cache (tests/conftest.py), which is switched off in this process after the module.
+session's compilation cache (tests/conftest.py).
 """
 
 import json
@@ -24,15 +24,6 @@ from jaxenvs.train.evaluate import main as evaluate_main
 TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
         "--chunks", "1", "--no-gif", "--no-eval"]
 STEPS = 8  # env steps per update
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache():
-    yield
-    from jax.experimental.compilation_cache import compilation_cache
-
-    jax.config.update("jax_compilation_cache_dir", None)
-    compilation_cache.reset_cache()
 
 
 def train(capsys, *argv):
