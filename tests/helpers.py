@@ -63,3 +63,74 @@ def tiny_run_dir(parent, name: str, config):
     (path / CONFIG).write_text(json.dumps(run_record(config, RunSettings())))
     save_checkpoint(path / CHECKPOINT, config, runner, RunSettings())
     return path
+
+
+# ---- the adapters' tests (Gymnasium, SB3, PettingZoo) ------------------------------------------
+
+
+def registry_params(multi_agent: bool) -> list:
+    """Built-in registered ids (no namespace) of single-agent (or multi-agent) envs; an id that
+    cannot be made is an error. Namespaced ids are left out: gymnax's register on first use, so
+    whether they were there depended on which tests this process ran before (and gymnax's
+    MNISTBandit cannot be built offline)."""
+    import jaxenvs
+
+    return [i for i in sorted(jaxenvs.registry)
+            if "/" not in i and jaxenvs.make(i, autoreset=False).multi_agent == multi_agent]
+
+
+def sample_actions(space, seed: int, n: int) -> list:
+    """``n`` samples of the Gymnasium ``space`` seeded with ``seed``."""
+    space.seed(seed)
+    return [space.sample() for _ in range(n)]
+
+
+class GridWorldModel:
+    """GridWorld's documented dynamics on the host, for checking adapters' autoreset bookkeeping:
+    move (clipped), terminated on the target, truncated when the episode's step count reaches
+    the limit (both may hold at once, as jaxenvs' TimeLimit does)."""
+
+    def __init__(self, size: int, max_steps: int, num_envs: int):
+        import numpy as np
+
+        self.size, self.max_steps = size, max_steps
+        self.t = np.zeros(num_envs, int)
+
+    def predict(self, obs_agent, obs_target, action, i):
+        import numpy as np
+
+        from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION
+
+        agent = np.clip(obs_agent + ACTION_TO_DIRECTION[action], 0, self.size - 1)
+        terminated = bool(np.all(agent == obs_target))
+        truncated = bool(self.t[i] + 1 >= self.max_steps)
+        return agent, terminated, truncated
+
+
+def box_leaves(space):
+    """The Box leaves of a Gymnasium space (inside Dict and Tuple spaces)."""
+    import gymnasium
+
+    if isinstance(space, gymnasium.spaces.Dict):
+        return [b for s in space.spaces.values() for b in box_leaves(s)]
+    if isinstance(space, gymnasium.spaces.Tuple):
+        return [b for s in space.spaces for b in box_leaves(s)]
+    return [space] if isinstance(space, gymnasium.spaces.Box) else []
+
+
+def run_checker_recording(check, *args, **kwargs) -> set:
+    """Run a checker with warnings recorded; returns the set of messages (ANSI colours removed)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check(*args, **kwargs)
+    return {str(w.message).replace("\x1b[33mWARN: ", "").replace("\x1b[0m", "") for w in caught}
+
+
+def assert_only_advice(messages: set, advice: set):
+    """Every message is one of the expected ``advice`` (by its start), and every advice was given."""
+    unexpected = {m for m in messages if not any(m.startswith(a) for a in advice)}
+    assert not unexpected, unexpected
+    missing = {a for a in advice if not any(m.startswith(a) for m in messages)}
+    assert not missing, missing
