@@ -185,13 +185,13 @@ def _write_if_changed(path: Path, text: str) -> bool:
 
 
 def checker_rules_table() -> str:
-    """Markdown table of the checker's rules, from `jaxenvs.checker.RULE_DESCRIPTIONS`."""
-    from jaxenvs.checker import RULE_DESCRIPTIONS, SKIPPABLE_RULES
+    """Markdown table of the checker's rules, from `jaxenvs.checker.RULEBOOK`."""
+    from jaxenvs.checker import RULEBOOK
 
     lines = ["| rule | what it checks | skippable |", "|---|---|---|"]
-    for rule, text in RULE_DESCRIPTIONS.items():
-        text = text.replace("|", "\\|")
-        lines.append(f"| `{rule}` | {text} | {'yes' if rule in SKIPPABLE_RULES else ''} |")
+    for rule in RULEBOOK.values():
+        text = rule.text.replace("|", "\\|")
+        lines.append(f"| `{rule.id}` | {text} | {'yes' if rule.skippable else ''} |")
     return "\n".join(lines) + "\n"
 
 

@@ -37,11 +37,3 @@ __all__ = [
     "rendering",
     "sharding",
 ]
-
-
-def __getattr__(name):
-    if name == "parallel":  # deprecated alias of jaxenvs.sharding (warns when imported)
-        import importlib
-
-        return importlib.import_module("jaxenvs.parallel")
-    raise AttributeError(f"module 'jaxenvs' has no attribute {name!r}")

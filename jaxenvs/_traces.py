@@ -1,8 +1,9 @@
-"""The one trace counter: how often JAX ran a function's Python body, i.e. traced it.
+"""Trace counting: how often JAX ran a function's Python body, i.e. traced it.
 
 `jax.jit` runs the Python body of a function only while it traces (compiles) it, so counting body
 runs counts compilations. `jaxenvs.rollout.trace_count`, the adapter engine's ``traces`` and
-`jaxenvs.testing.assert_max_traces` all count with `TraceCounter`.
+`jaxenvs.testing.assert_max_traces` and the trainer's ``Trainer.traces`` (`jaxenvs.train.base`)
+all count with `TraceCounter`.
 """
 
 from __future__ import annotations

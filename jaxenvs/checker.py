@@ -8,8 +8,10 @@ rule id and names the offending leaf (paths as `jax.tree_util.keystr` writes the
 
     [dtype-stable] state.t: int32 after reset but float32 after step; ...
 
-The rules, in the order they are checked, are the keys of `RULE_DESCRIPTIONS`, the one list that
-this docstring (at its end), `jaxenvs check --list-rules` and the documentation's rule table read.
+The rules, in the order they are checked, are the `Rule` declarations of `RULEBOOK`, the one list
+that this docstring (at its end), `jaxenvs check --list-rules` and the documentation's rule table
+read: each says what it checks, which environments it applies to, whether it may be skipped and
+the phase that checks it.
 
 The rollouts of a ``full_action_set`` env take uniformly random legal actions (from
 ``obs["action_mask"]``); the others uniformly random actions of the action space.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import jax
 import jax.numpy as jnp
@@ -32,111 +34,175 @@ from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 from jaxenvs import spaces
 from jaxenvs.core import ActionError, Environment, Traits, check_key, is_prng_key
 
-__all__ = ["check_env", "EnvCheckError", "CheckReport", "RULES", "RULE_DESCRIPTIONS", "SKIPPABLE_RULES"]
+__all__ = ["check_env", "EnvCheckError", "CheckReport", "Rule", "RULEBOOK", "RULES"]
 
-# THE list of rules: rule id -> what it checks, in the order they are checked. The module docstring,
-# `jaxenvs check --list-rules` and the docs (docs/gen_assets.py) all read it.
-RULE_DESCRIPTIONS: dict[str, str] = {
-    "traits": "env.traits is a jaxenvs.Traits; num_agents/agents agree",
-    "spaces": "observation_space/action_space return jaxenvs.spaces.Space objects",
-    "params": "env.validate_params(params) accepts the params under test",
-    "action-shape": "batched_action_shape is (num_agents, *space.shape) (no agent axis if single)",
-    "jit": "reset/step trace and run under jax.jit",
-    "no-leaked-tracer": (
-        "reset/step store no traced value on the environment object (they are pure: everything that "
-        "changes goes into the returned state)"
-    ),
-    "reset-structure": "reset returns (obs, state)",
-    "step-structure": "step returns (obs, state, reward, terminated, truncated, info)",
-    "action-sample": "a sample of the action space lies in it and step accepts it",
-    "obs-structure": "the observation's pytree matches the observation space (Dict keys, Tuple lengths)",
-    "obs-dtype": "observation leaves are float32, int32 or uint8, and have their space's dtype",
-    "obs-shape": "observation leaves have the space's shape (after a leading agent axis if multi-agent)",
-    "obs-in-space": 'observations (reset, step, info["final_obs"]) lie in the observation space',
-    "structure-stable": "obs and state have the same pytree structure after reset and after step",
-    "shape-stable": "obs and state have the same leaf shapes after reset and after step",
-    "dtype-stable": (
-        "obs and state have the same leaf dtypes after reset and after step (a lax.scan carry must "
-        "type-check)"
-    ),
-    "reward-dtype": "reward is float32",
-    "reward-shape": "reward is a scalar, or float32[num_agents] for multi-agent environments",
-    "flag-dtype": "terminated/truncated are bool",
-    "flag-shape": "terminated/truncated are scalars (episode-level, also for multi-agent)",
-    "info-structure": "info is a flat dict of arrays with string keys (final_obs may be an obs tree)",
-    "retrace": "repeated jit calls of reset/step trace once (no weak-type or static drift)",
-    "vmap": "reset/step run under jax.vmap over a batch of keys",
-    "params-vmap": "reset/step run under jax.vmap over a batch of params",
-    "scan": "a lax.scan rollout of step runs",
-    "no-callbacks": "the compiled rollout contains no host callbacks (pure_callback, jax.debug...)",
-    "info-stable": "info keys, shapes and dtypes never change (across calls, traces, params)",
-    "reward-finite": "rewards are finite along the rollout",
-    "deterministic": "the same keys give the same trajectory (across runs and separate compilations)",
-    "key-sensitivity": "for traits.chance == 'stochastic': another step key changes the trajectory",
-    "step-ignores-key": (
-        "for traits.chance == 'deterministic': the base env's step gives the same result for any key "
-        "(AutoReset and VectorEnv rely on it to skip a key split per step)"
-    ),
-    "traits-implemented": (
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule of the contract, declared once in `RULEBOOK`.
+
+    ``id`` is the stable id an `EnvCheckError` carries, ``text`` what the rule checks (the words
+    of ``jaxenvs check --list-rules``, of this module's docstring and of the docs' rule table),
+    ``applies_to`` the environments it concerns (a predicate of their `Traits`), ``skippable``
+    whether ``check_env(skip=...)`` may leave it out (its failure leaves the rest of the check
+    meaningful), and ``phases`` the `_Checker` methods that check it (of `PHASES`). `check_env`
+    runs each phase once, in the order of `PHASES`, when one of its rules applies.
+    """
+
+    id: str
+    text: str
+    phases: tuple[str, ...]
+    applies_to: Callable[[Traits], bool] = lambda traits: True
+    skippable: bool = False
+
+
+def _masked(t: Traits) -> bool:
+    return t.action_style == "full_action_set"
+
+
+def _sequential(t: Traits) -> bool:
+    return t.dynamics == "sequential"
+
+
+_STATIC, _SINGLE, _VMAP, _ROLLOUT, _TURNS = ("check_static",), ("check_single",), ("check_vmap",), ("check_rollout",), ("check_turn_based",)
+
+# THE list of rules, in the order they are checked: adding a rule is one entry here and its check
+# in the phase it names. The module docstring, `jaxenvs check --list-rules` and the docs
+# (docs/gen_assets.py) all read it.
+RULEBOOK: dict[str, Rule] = {rule.id: rule for rule in (
+    Rule("traits", "env.traits is a jaxenvs.Traits; num_agents/agents agree", _STATIC),
+    Rule("spaces", "observation_space/action_space return jaxenvs.spaces.Space objects", _STATIC),
+    Rule("params", "env.validate_params(params) accepts the params under test", _STATIC),
+    Rule("action-shape", "batched_action_shape is (num_agents, *space.shape) (no agent axis if single)", _STATIC),
+    Rule(
+        "traits-implemented",
         "the traits tell the truth: action_style='full_action_set' iff the env defines legal_action_mask, "
         "dynamics='sequential' iff it defines current_player, chance='explicit_stochastic' iff it defines "
-        "is_chance_node, chance_outcomes and apply_chance (a mask needs a Discrete action space)"
+        "is_chance_node, chance_outcomes and apply_chance (a mask needs a Discrete action space)",
+        ("check_turn_traits",),
     ),
-    "mask-structure": (
+    Rule("jit", "reset/step trace and run under jax.jit", _SINGLE + _ROLLOUT),
+    Rule(
+        "no-leaked-tracer",
+        "reset/step store no traced value on the environment object (they are pure: everything that "
+        "changes goes into the returned state)",
+        _SINGLE,
+    ),
+    Rule("reset-structure", "reset returns (obs, state)", _SINGLE),
+    Rule("step-structure", "step returns (obs, state, reward, terminated, truncated, info)", _SINGLE),
+    Rule("action-sample", "a sample of the action space lies in it and step accepts it", _SINGLE),
+    Rule("obs-structure", "the observation's pytree matches the observation space (Dict keys, Tuple lengths)", _SINGLE + _ROLLOUT),
+    Rule("obs-dtype", "observation leaves are float32, int32 or uint8, and have their space's dtype", _SINGLE + _ROLLOUT),
+    Rule("obs-shape", "observation leaves have the space's shape (after a leading agent axis if multi-agent)", _SINGLE + _ROLLOUT),
+    Rule(
+        "obs-in-space", 'observations (reset, step, info["final_obs"]) lie in the observation space', _SINGLE + _ROLLOUT,
+        skippable=True,
+    ),
+    Rule("structure-stable", "obs and state have the same pytree structure after reset and after step", _SINGLE),
+    Rule("shape-stable", "obs and state have the same leaf shapes after reset and after step", _SINGLE),
+    Rule(
+        "dtype-stable",
+        "obs and state have the same leaf dtypes after reset and after step (a lax.scan carry must type-check)",
+        _SINGLE,
+    ),
+    Rule("reward-dtype", "reward is float32", _SINGLE),
+    Rule("reward-shape", "reward is a scalar, or float32[num_agents] for multi-agent environments", _SINGLE),
+    Rule("flag-dtype", "terminated/truncated are bool", _SINGLE),
+    Rule("flag-shape", "terminated/truncated are scalars (episode-level, also for multi-agent)", _SINGLE),
+    Rule("info-structure", "info is a flat dict of arrays with string keys (final_obs may be an obs tree)", _SINGLE),
+    Rule("retrace", "repeated jit calls of reset/step trace once (no weak-type or static drift)", _SINGLE, skippable=True),
+    Rule("vmap", "reset/step run under jax.vmap over a batch of keys", _VMAP + _ROLLOUT),
+    Rule("params-vmap", "reset/step run under jax.vmap over a batch of params", _VMAP, skippable=True),
+    Rule("scan", "a lax.scan rollout of step runs", _ROLLOUT),
+    Rule(
+        "no-callbacks", "the compiled rollout contains no host callbacks (pure_callback, jax.debug...)", _ROLLOUT,
+        skippable=True,
+    ),
+    Rule("info-stable", "info keys, shapes and dtypes never change (across calls, traces, params)", _SINGLE + _ROLLOUT),
+    Rule("reward-finite", "rewards are finite along the rollout", _ROLLOUT, skippable=True),
+    Rule("deterministic", "the same keys give the same trajectory (across runs and separate compilations)", _ROLLOUT),
+    Rule(
+        "key-sensitivity", "for traits.chance == 'stochastic': another step key changes the trajectory", _ROLLOUT,
+        applies_to=lambda t: t.chance == "stochastic", skippable=True,
+    ),
+    Rule(
+        "step-ignores-key",
+        "for traits.chance == 'deterministic': the base env's step gives the same result for any key "
+        "(AutoReset and VectorEnv rely on it to skip a key split per step)",
+        ("check_step_ignores_key",),
+        applies_to=lambda t: t.chance == "deterministic",
+    ),
+    Rule(
+        "mask-structure",
         "legal_action_mask is bool[n] (bool[num_agents, n]); the observation is a dict with 'observation' "
-        "and 'action_mask' (uint8), equal to the returned state's mask after reset and after every step"
+        "and 'action_mask' (uint8), equal to the returned state's mask after reset and after every step",
+        _SINGLE + _ROLLOUT,
+        applies_to=_masked,
     ),
-    "mask-autoreset": (
+    Rule(
+        "mask-autoreset",
         "after an auto-reset `obs['action_mask']` is the new game's mask, and `info['final_obs']['action_mask']` "
-        "the ended game's"
+        "the ended game's",
+        _ROLLOUT,
+        applies_to=_masked,
     ),
-    "current-player": "current_player is an int32 scalar in [0, num_agents) in every visited state",
-    "mask-mover": (
+    Rule(
+        "current-player", "current_player is an int32 scalar in [0, num_agents) in every visited state", _TURNS,
+        applies_to=_sequential,
+    ),
+    Rule(
+        "mask-mover",
         "the mover's row has a legal action at every non-terminal decision state, the other rows are zero "
-        "(sequential), every row is zero at a chance node"
+        "(sequential), every row is zero at a chance node",
+        _TURNS,
+        applies_to=_masked,
     ),
-    "mask-step": (
+    Rule(
+        "mask-step",
         "for 256 visited states and every action: info['illegal_action'] (a bool on every step) is true "
-        "exactly when the mask says the action is illegal"
+        "exactly when the mask says the action is illegal",
+        _TURNS,
+        applies_to=_masked,
     ),
-    "non-mover-ignored": "in a sequential game the non-movers' actions change nothing",
-    "chance-outcomes": (
+    Rule(
+        "non-mover-ignored", "in a sequential game the non-movers' actions change nothing", _TURNS,
+        applies_to=lambda t: _sequential(t) and t.num_agents > 1,
+    ),
+    Rule(
+        "chance-outcomes",
         "at chance nodes chance_outcomes is float32[K] >= 0 summing to 1, step's draws "
         "(info['chance_outcome']) follow it (chi-square) and apply_chance of the drawn outcome gives "
-        "step's state"
+        "step's state",
+        _TURNS,
+        applies_to=lambda t: t.chance == "explicit_stochastic",
     ),
-    "apply-chance": (
+    Rule(
+        "apply-chance",
         "apply_chance, called eagerly, accepts every outcome of probability > 0 at a visited chance node and "
-        "raises a ValueError on an outcome of probability 0, one out of range and at a decision state"
+        "raises a ValueError on an outcome of probability 0, one out of range and at a decision state",
+        _TURNS,
+        applies_to=lambda t: t.chance == "explicit_stochastic",
     ),
-}
-RULES = tuple(RULE_DESCRIPTIONS)
+)}
+RULES = tuple(RULEBOOK)  # the rule ids, in order
+# the `_Checker` methods that check the rules, in the order they run (each reads what the ones
+# before it found: the traits and spaces, the single-env steps, the rollout)
+PHASES = ("check_static", "check_turn_traits", "check_single", "check_vmap", "check_rollout",
+          "check_step_ignores_key", "check_turn_based")
+assert {phase for rule in RULEBOOK.values() for phase in rule.phases} == set(PHASES)
 
 
 def rules_table() -> str:
     """The rules as an indented text table (rule id, then what it checks)."""
-    width = max(map(len, RULE_DESCRIPTIONS))
-    return "\n".join(f"    {rule:<{width}}  {text}" for rule, text in RULE_DESCRIPTIONS.items())
+    width = max(map(len, RULEBOOK))
+    return "\n".join(f"    {rule.id:<{width}}  {rule.text}" for rule in RULEBOOK.values())
 
 
 __doc__ = (__doc__ or "") + "\nThe rules:\n\n" + rules_table() + "\n"
 
-# rules that apply to envs with legal actions, turns or explicit chance only
-TURN_BASED_RULES = {
-    "mask-structure": lambda t: t.action_style == "full_action_set",
-    "mask-autoreset": lambda t: t.action_style == "full_action_set",
-    "mask-step": lambda t: t.action_style == "full_action_set",
-    "mask-mover": lambda t: t.action_style == "full_action_set",
-    "current-player": lambda t: t.dynamics == "sequential",
-    "non-mover-ignored": lambda t: t.dynamics == "sequential" and t.num_agents > 1,
-    "chance-outcomes": lambda t: t.chance == "explicit_stochastic",
-    "apply-chance": lambda t: t.chance == "explicit_stochastic",
-}
 MASK_STEP_STATES = 256  # visited states whose every action mask-step tries
 CHANCE_DRAWS = 4000  # step's draws at one chance node for the chi-square test of chance-outcomes
 CHANCE_LEVEL = 1e-4  # significance level of that test
-# rules whose failure leaves the rest of the check meaningful, so they may be skipped
-SKIPPABLE_RULES = ("no-callbacks", "params-vmap", "key-sensitivity", "obs-in-space", "reward-finite", "retrace")
 
 OBS_DTYPES = ("float32", "int32", "uint8")
 CALLBACK_PRIMITIVES = ("pure_callback", "io_callback", "callback", "debug_callback", "debug_print")
@@ -185,7 +251,7 @@ def check_env(
     ``params`` defaults to ``env.default_params``; ``key`` (typed ``jax.random.key`` or raw
     ``PRNGKey``) to ``jax.random.key(0)``. A rollout of ``num_envs`` environments (vmapped) takes
     ``num_steps`` uniformly random actions inside one ``lax.scan``; raise both for environments
-    whose randomness or failures are rare. ``skip`` names rules of `SKIPPABLE_RULES` to
+    whose randomness or failures are rare. ``skip`` names skippable rules (`Rule.skippable`) to
     leave out. Takes about a second for a small environment (most of it compiling).
 
     The contract is about compiled programs (``jit``, ``retrace``, ``no-callbacks``), so the check
@@ -194,9 +260,10 @@ def check_env(
     if key is not None:
         check_key(key, "check_env")
     skip = tuple(skip)
-    bad = [r for r in skip if r not in SKIPPABLE_RULES]
+    bad = [r for r in skip if r not in RULEBOOK or not RULEBOOK[r].skippable]
     if bad:
-        raise ValueError(f"check_env cannot skip {bad}; skippable rules: {list(SKIPPABLE_RULES)}")
+        skippable = [r.id for r in RULEBOOK.values() if r.skippable]
+        raise ValueError(f"check_env cannot skip {bad}; skippable rules: {skippable}")
     for name, v, lo in (("num_steps", num_steps, _PYTHON_LOOP_STEPS), ("num_envs", num_envs, 1)):
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ValueError(f"check_env needs {name} as an int >= {lo}, got {v!r}")
@@ -373,9 +440,6 @@ class _Checker:
         self.name = getattr(env, "name", type(env).__name__)
 
     # -- small helpers ------------------------------------------------------------------------
-    def on(self, rule: str) -> bool:
-        return rule not in self.skip
-
     def call(self, rule: str, what: str, fn, *args):
         try:
             return fn(*args)
@@ -479,7 +543,7 @@ class _Checker:
                 if got != want:
                     extra = f" (leading axis of {self.num_agents} agents)" if self.agent_lead else ""
                     raise EnvCheckError("obs-shape", f"shape {got} {where}, expected {want}{extra} for {space}", label)
-            if self.on("obs-in-space"):
+            if self.applies("obs-in-space"):
                 lead_shape = tuple(jnp.shape(_first_leaf(sub)))[:n_lead]
                 ok = _contains_each(space, sub, n_lead)
                 if not ok.all():
@@ -600,6 +664,7 @@ class _Checker:
     def check_single(self):
         """Jitted single-env reset and a few steps: structure, dtypes, trace counts."""
         env, params = self.env, self.params
+        self.make_inputs()
         traces = {"reset": 0, "step": 0}
 
         def reset_fn(key, params):
@@ -613,7 +678,7 @@ class _Checker:
         jreset, jstep = _jit(reset_fn), _jit(step_fn)
         obs0, state0 = self.check_reset_output(self.call("jit", "jax.jit(env.reset)", jreset, self.reset_keys[0], params))
         self.check_obs(obs0, 0, "after reset", ())
-        if self.masked:
+        if self.applies("mask-structure"):
             self.check_mask_obs(obs0, state0, "after reset")
         for path, x in _leaves(state0, "state"):
             if not isinstance(x, jax.Array):
@@ -641,7 +706,7 @@ class _Checker:
         for t, out in enumerate(loop[1:], 1):
             self.check_info_same(info_ref, self.info_signature(out[5]), f"in step {t}'s info")
 
-        if self.on("retrace"):
+        if self.applies("retrace"):
             calls = {"reset": 2, "step": len(loop)}
             for name, n in traces.items():
                 if n == 1:
@@ -658,7 +723,7 @@ class _Checker:
                                 path,
                             )
                 raise EnvCheckError("retrace", what)
-        return obs0, state0, loop, info_ref
+        self.single = obs0, state0, loop, info_ref
 
     def check_vmap(self):
         """Trace reset and step vmapped over a batch of keys, then over a batch of params."""
@@ -678,7 +743,7 @@ class _Checker:
             params,
             actions,
         )
-        if self.on("params-vmap"):
+        if self.applies("params-vmap"):
             batch = jax.tree.map(lambda x: jnp.stack([jnp.asarray(x)] * 2), params)
             self.call(
                 "params-vmap",
@@ -720,8 +785,9 @@ class _Checker:
 
         return rollout
 
-    def check_rollout(self, obs0, state0, loop, info_ref):
+    def check_rollout(self):
         env, params, B, T = self.env, self.params, self.B, self.T
+        obs0, state0, loop, info_ref = self.single
         inputs = (self.reset_keys, self.step_keys, self.actions, params)
         rollout = self.rollout_fn()
         try:
@@ -730,7 +796,7 @@ class _Checker:
             raise
         except Exception as e:
             raise EnvCheckError("scan", f"a lax.scan rollout of env.step raised {type(e).__name__}: {e}") from e
-        if self.on("no-callbacks"):
+        if self.applies("no-callbacks"):
             found = _callback_primitives(traced.jaxpr)
             if found:
                 raise EnvCheckError(
@@ -768,7 +834,7 @@ class _Checker:
             )
             self.check_info_same(self.info_signature(info_default), info_ref, "with the params under test")
 
-        if self.on("reward-finite"):
+        if self.applies("reward-finite"):
             r = np.asarray(traj["reward"])
             ok = np.isfinite(r).reshape(-1)
             if not ok.all():
@@ -801,12 +867,10 @@ class _Checker:
                 )
 
         self.actions = traj["action"]  # what was taken (masked envs draw it from the mask)
-        if self.masked:
+        if self.applies("mask-autoreset"):
             self.check_mask_rollout(first, traj)
-        if self.traits.chance == "deterministic":
-            self.check_step_ignores_key(params)
 
-        if self.on("key-sensitivity") and self.traits.chance == "stochastic":
+        if self.applies("key-sensitivity"):
             _, traj3 = compiled(self.reset_keys, self.alt_step_keys, self.actions, params)
             if _first_difference(traj, traj3, exact=True) is None:
                 raise EnvCheckError(
@@ -815,11 +879,11 @@ class _Checker:
                     "step keys (does step ignore its key? If only reset is random, the chance trait is 'deterministic'; "
                     "for rare events raise num_steps/num_envs)",
                 )
-        return int(np.sum(traj["terminated"])), int(np.sum(traj["truncated"]))
+        self.terminated, self.truncated = int(np.sum(traj["terminated"])), int(np.sum(traj["truncated"]))
 
-    def check_step_ignores_key(self, params):
+    def check_step_ignores_key(self):
         """The base env's ``step_env`` under two different key sequences, same actions."""
-        base = self.env.unwrapped
+        base, params = self.env.unwrapped, self.params
 
         def rollout(step_keys):
             _, state = jax.vmap(base.reset_env, in_axes=(0, None))(self.reset_keys, params)
@@ -843,9 +907,6 @@ class _Checker:
             )
 
     # -- turn-based games: legal actions, current player, explicit chance ------------------------
-    def applies(self, rule: str) -> bool:
-        return rule not in TURN_BASED_RULES or TURN_BASED_RULES[rule](self.traits)
-
     def check_turn_traits(self):
         """``traits-implemented``: each turn-based trait is declared exactly when it is implemented."""
         base = getattr(self.env, "unwrapped", self.env)
@@ -1006,9 +1067,6 @@ class _Checker:
         return env, jax.tree.map(lambda x: x.reshape((T * B,) + x.shape[2:]), states)
 
     def check_turn_based(self):
-        t = self.traits
-        if not (self.masked or t.dynamics == "sequential" or t.chance == "explicit_stochastic"):
-            return
         env, states = self.visited_states()
         params, n_states = self.params, MASK_STEP_STATES
         probe = _jit(jax.vmap(lambda s: (
@@ -1018,7 +1076,7 @@ class _Checker:
         )))
         player, chance, masks = (np.asarray(x) for x in self.call("current-player", "env.current_player", probe, states))
         n = self.num_agents
-        if t.dynamics == "sequential" and self.on("current-player"):
+        if self.applies("current-player"):
             if player.dtype != np.int32 or player.shape != (n_states,):
                 raise EnvCheckError("current-player", f"current_player returned {player.dtype}{list(player.shape[1:])}, expected an int32 scalar")
             if ((player < 0) | (player >= n)).any():
@@ -1026,14 +1084,15 @@ class _Checker:
                 raise EnvCheckError("current-player", f"current_player is {player[i]} in a visited state; it must lie in [0, {n})")
         if chance.dtype != bool or chance.shape != (n_states,):
             raise EnvCheckError("chance-outcomes", f"is_chance_node returned {chance.dtype}{list(chance.shape[1:])}, expected a bool scalar")
-        if self.masked:
+        if self.applies("mask-mover"):
             self.check_mask_mover(masks, player, chance)
+        if self.applies("mask-step"):
             self.check_mask_step(env, states, masks, player, chance)
-        if t.dynamics == "sequential" and n > 1:
+        if self.applies("non-mover-ignored"):
             self.check_non_mover_ignored(env, states, masks, player, chance)
-        if t.chance == "explicit_stochastic":
+        if self.applies("chance-outcomes"):
             self.check_chance(env, states, chance)
-            if self.on("apply-chance"):
+            if self.applies("apply-chance"):
                 self.check_apply_chance(env, states, chance)
 
     def check_mask_mover(self, masks, player, chance):
@@ -1191,6 +1250,10 @@ class _Checker:
                     f"(chi-square p = {pvalue:.2g} < {CHANCE_LEVEL})",
                 )
 
+    def applies(self, rule: str) -> bool:
+        """``rule`` concerns this environment (its traits) and is not skipped."""
+        return rule not in self.skip and RULEBOOK[rule].applies_to(self.traits)
+
     def check_apply_chance(self, env, states, chance):
         """``apply-chance``: eager (host) calls at the first visited chance node: each outcome of
         probability > 0 is applied, each of probability 0, -1 and ``K`` (out of range) raise a
@@ -1220,27 +1283,19 @@ class _Checker:
                 "(jaxenvs.core.check_chance_outcome does the checks)",
             )
 
+
     def run(self) -> CheckReport:
-        self.check_static()
-        self.check_turn_traits()
-        self.make_inputs()
-        obs0, state0, loop, info_ref = self.check_single()
-        self.check_vmap()
-        terminated, truncated = self.check_rollout(obs0, state0, loop, info_ref)
-        self.check_turn_based()
+        self.check_static()  # the traits, which every other phase's rules are chosen by
+        rules = tuple(r.id for r in RULEBOOK.values() if r.applies_to(self.traits))
+        for phase in PHASES[1:]:
+            if any(phase in RULEBOOK[r].phases for r in rules):
+                getattr(self, phase)()
         return CheckReport(
             env=self.name,
             num_envs=self.B,
             num_steps=self.T,
-            rules=tuple(
-                r
-                for r in RULES
-                if r not in self.skip
-                and (r != "key-sensitivity" or self.traits.chance == "stochastic")
-                and (r != "step-ignores-key" or self.traits.chance == "deterministic")
-                and (r not in TURN_BASED_RULES or TURN_BASED_RULES[r](self.traits))
-            ),
+            rules=tuple(r for r in rules if r not in self.skip),
             skipped=self.skip,
-            terminated=terminated,
-            truncated=truncated,
+            terminated=self.terminated,
+            truncated=self.truncated,
         )

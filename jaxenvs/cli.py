@@ -28,7 +28,6 @@ import argparse
 import ast
 import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -146,32 +145,6 @@ def _render_mode(text: str) -> str:
             f"expected one of {', '.join(RENDER_MODES)}, got {text!r}; write --render {suffix[1:]} --out {text}"
         )
     raise argparse.ArgumentTypeError(f"expected one of {', '.join(RENDER_MODES)}, got {text!r}")
-
-
-def _legacy_render(argv: list[str]) -> list[str]:
-    """The older ``--render gif PATH`` spelling, rewritten as ``--render gif --out PATH``.
-
-    Only a word after ``--render gif``/``--render mp4`` that looks like a file name (it has a
-    suffix such as ``.gif`` or ``.png`` and no ``-vN`` version) is taken as the path: an
-    environment id there stays the environment id.
-    """
-    out, i = [], 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--":
-            out.extend(argv[i:])
-            break
-        if a == "--render" and i + 2 < len(argv) and argv[i + 1] in ("gif", "mp4"):
-            word = argv[i + 2]
-            if not word.startswith("-") and re.fullmatch(r"[^\s]*\.[A-Za-z][A-Za-z0-9]{1,4}", word) and not re.search(
-                r"-v\d+$", word
-            ):
-                out.extend([a, argv[i + 1], "--out", word])
-                i += 3
-                continue
-        out.append(a)
-        i += 1
-    return out
 
 
 ID_HELP = (
@@ -595,19 +568,13 @@ def cmd_play(args) -> None:
 
 
 # ---- check -------------------------------------------------------------------------------------
-def rule_descriptions() -> dict[str, str]:
-    """``{rule id: what it checks}`` for every rule of `jaxenvs.checker.RULES`."""
-    from jaxenvs import checker
-
-    return dict(checker.RULE_DESCRIPTIONS)
-
-
 def cmd_check(args) -> int:
-    if args.list_rules:
-        desc = rule_descriptions()
-        width = max(map(len, desc))
-        for rule, text in desc.items():
-            print(f"{rule:<{width}}  {text}".rstrip())
+    if args.list_rules:  # every rule of `jaxenvs.checker.RULEBOOK`: its id, then what it checks
+        from jaxenvs.checker import RULEBOOK
+
+        width = max(map(len, RULEBOOK))
+        for rule in RULEBOOK.values():
+            print(f"{rule.id:<{width}}  {rule.text}".rstrip())
         return 0
     if args.env_id is None:
         raise UsageError("check needs an environment ID (or --list-rules)")
@@ -820,7 +787,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {_train_pointer(list(argv))}", file=sys.stderr)
         return 2
     try:
-        args = build_parser().parse_args(_legacy_render(list(argv)))
+        args = build_parser().parse_args(list(argv))
         status = COMMANDS[args.command](args)
     except UsageError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

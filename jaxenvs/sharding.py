@@ -8,7 +8,7 @@ same as on one device, so results are identical for the same keys (random bits t
 
 Across hosts, `initialize_distributed` starts ``jax.distributed`` from the usual
 environment variables; afterwards ``jax.devices()`` lists every process's devices and the same
-mesh spans them all. (Formerly `jaxenvs.parallel`, a deprecated alias for one release.)
+mesh spans them all.
 
     mesh = jaxenvs.sharding.env_mesh()            # all devices (all hosts after initialize)
     traj = jaxenvs.rollout.rollout(env, key, policy, 100, num_envs=4096, mesh=mesh)

@@ -257,7 +257,7 @@ from IPython.display import Image, display
 from jaxenvs.train.configs import get_config
 from jaxenvs.train.evaluate import evaluate, evaluate_params
 from jaxenvs.train.plotting import policy_gif
-from jaxenvs.train.ppo import make_trainer
+from jaxenvs.train.trainers import make_trainer
 
 NUM_SEEDS = 2 if QUICK else 4
 
@@ -296,11 +296,11 @@ def show(result):
     ("md", """\
 ## GridWorld, several seeds in one call
 
-`get_config(env_id)` merges the tuned defaults for that environment (`train.configs.DEFAULTS`)
+`get_config(env_id)` merges the tuned defaults for that environment (`jaxenvs.train.tuned`)
 over the `PPOConfig` defaults; keyword arguments override both. `trainer.train(key)` trains one
 run; `jax.vmap(trainer.train)` trains one run per key in a single compiled program, and every
 leaf of the runner and of the metrics gains a leading seed axis. (`jax.vmap(trainer.train)(keys,
-hparams)` with `train.ppo.stack_hparams(config, n, lr=[...])` sweeps hyperparameters the same
+hparams)` with `train.base.stack_hparams(config, n, lr=[...])` sweeps hyperparameters the same
 way.) Compiling takes a few seconds; the training itself is one call."""),
     ("code", """\
 config = get_config("GridWorld-v0")
@@ -575,7 +575,7 @@ from IPython.display import Image, display
 from jaxenvs.train.configs import get_config
 from jaxenvs.train.evaluate import evaluate_params, first_episodes
 from jaxenvs.train.plotting import policy_gif
-from jaxenvs.train.ppo import make_trainer
+from jaxenvs.train.trainers import make_trainer
 
 config = get_config(ENV_ID, total_timesteps=10_000 if QUICK else 30_000, num_envs=16, num_steps=32, lr=1e-3)
 trainer = make_trainer(config)

@@ -25,6 +25,32 @@ if os.path.dirname(os.path.abspath(getattr(sys.modules.get("tests"), "__file__",
     sys.modules["tests"] = _tests
 
 
+# ---- one compilation cache for the session ------------------------------------------------------
+# Most of the suite's time is XLA compiling, and its subprocesses (command lines, docs pages, README
+# examples, notebooks, multi-device runs) compile many of the same programs. A session gets one fresh
+# cache folder (as CI's fresh venv has no cache), shared by the pytest-xdist workers (they inherit this
+# process's environment), the workers' own compilations and every subprocess: jaxenvs' command lines use it through
+# JAXENVS_CACHE_DIR (the user's ~/.cache is left alone), plain Python subprocesses through JAX's
+# JAX_COMPILATION_CACHE_DIR, which `helpers.subprocess_env` adds. A JAXENVS_TEST_CACHE_DIR set by the
+# caller is used instead, and kept (a warm cache across sessions).
+if "JAXENVS_TEST_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["JAXENVS_TEST_CACHE_DIR"] = _SESSION_CACHE = tempfile.mkdtemp(prefix="jaxenvs-test-cache-")
+    atexit.register(shutil.rmtree, _SESSION_CACHE, ignore_errors=True)  # made by this process: removed with it
+os.environ.setdefault("JAXENVS_CACHE_DIR", os.environ["JAXENVS_TEST_CACHE_DIR"])
+# ... and the test processes themselves: a program another test (or worker, or subprocess) compiled
+# is read back, though each test builds its own jitted functions (JAX's in-memory cache is per
+# function object; the persistent one is keyed by the program). As the command lines keep them:
+# programs that took 0.2 s or more to compile.
+import jax  # noqa: E402  (after the scheduler flag above)
+
+jax.config.update("jax_compilation_cache_dir", os.environ["JAXENVS_TEST_CACHE_DIR"])
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+
+
 # ---- scheduling under pytest-xdist ---------------------------------------------------------------
 # The README's ``pytest -n 2`` runs on two cores, where a handful of tests (subprocesses that train,
 # build the docs or run notebooks) take most of the time. So that they do not end up last on one
@@ -120,65 +146,3 @@ def grid_rollout():
     env = jaxenvs.make("GridWorld-v0", size=2)
     traj = rollout(env, jax.random.key(3), random_policy(env), 24)
     return env, traj, render_frames(env, traj.state)
-
-
-def assert_trees_equal(a, b, dtypes: bool = False):
-    """``a`` and ``b`` have one tree structure and exactly equal leaves (of equal dtypes too when
-    ``dtypes``). The shared helper of the test modules: import it with ``from conftest import ...``."""
-    import jax
-    import numpy as np
-
-    assert jax.tree.structure(a) == jax.tree.structure(b)
-    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-        if dtypes:
-            assert x.dtype == y.dtype
-        np.testing.assert_array_equal(x, y)
-
-
-def enable_x64(on: bool = True):
-    """A context with 64-bit types on (or off): ``jax.enable_x64`` where JAX has it, else (the floor,
-    jax 0.4.36) ``jax.experimental.enable_x64``."""
-    import jax
-
-    if hasattr(jax, "enable_x64"):
-        return jax.enable_x64(on)
-    from jax.experimental import enable_x64 as old, disable_x64
-
-    return old() if on else disable_x64()
-
-
-def require(module: str):
-    """Import the optional dependency ``module`` for a test module: the module's tests are skipped
-    where it is not installed (e.g. stable_baselines3, which needs torch, outside the ``sb3``
-    extra), but under ``CI=true`` a missing module is an error, so a skip never hides it in CI."""
-    import importlib
-    import os
-
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        return importlib.import_module(module)
-    return pytest.importorskip(module, reason=f"{module} is not installed (pip install -e '.[all]')")
-
-
-CHEAP_XLA = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
-"""XLA:CPU's cheap backend settings: tiny test programs compile in about half the time."""
-
-
-def tiny_run_dir(parent, name: str, config):
-    """A run directory ``parent/name`` (config.json and checkpoint.msgpack, one seed) of ``config``
-    trained in one jitted call compiled with `CHEAP_XLA`, as ``jaxenvs-train`` would write it."""
-    import json
-
-    import jax
-
-    from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG, save_checkpoint
-    from jaxenvs.train.configs import RunSettings, run_record
-    from jaxenvs.train.trainers import make_trainer
-
-    trainer = make_trainer(config)
-    train = jax.jit(trainer.train).lower(jax.random.key(0)).compile(compiler_options=CHEAP_XLA)
-    runner = jax.tree.map(lambda x: x[None], train(jax.random.key(0))[0])  # the run's seed axis
-    path = parent / name
-    path.mkdir()
-    (path / CONFIG).write_text(json.dumps(run_record(config, RunSettings())))
-    save_checkpoint(path / CHECKPOINT, config, runner, RunSettings())
-    return path

@@ -9,7 +9,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
-from conftest import assert_trees_equal
+from helpers import assert_trees_equal
 from jaxenvs import spaces
 from jaxenvs.core import ActionError, Environment, Traits
 from jaxenvs.wrappers import CheckedActions

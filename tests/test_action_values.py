@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import enable_x64
+from helpers import enable_x64
 from jax.experimental import checkify
 
 import jaxenvs

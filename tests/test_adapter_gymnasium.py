@@ -4,7 +4,6 @@ semantics (``SyncVectorEnv`` over single adapters) exactly, for every registered
 import os
 import subprocess
 import sys
-import warnings
 
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # "human" rendering without a display
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
@@ -24,45 +23,22 @@ from jaxenvs.adapters.gymnasium import (  # noqa: E402
     gymnasium_id,
     register_gymnasium_envs,
 )
-from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION  # noqa: E402
-from conftest import require  # noqa: E402
-
-
-def registry_params(multi_agent: bool) -> list:
-    """Built-in registered ids (no namespace) of single-agent (or multi-agent) envs; an id that
-    cannot be made is an error. Namespaced ids are left out: gymnax's register on first use, so
-    whether they were there depended on which tests this process ran before (and gymnax's
-    MNISTBandit cannot be built offline)."""
-    return [i for i in sorted(jaxenvs.registry)
-            if "/" not in i and jaxenvs.make(i, autoreset=False).multi_agent == multi_agent]
+from helpers import (  # noqa: E402
+    GridWorldModel,
+    assert_only_advice,
+    box_leaves,
+    registry_params,
+    require,
+    run_checker_recording,
+    sample_actions,
+)
 
 
 SINGLE = registry_params(multi_agent=False)
 
 
-def sample_actions(space: gymnasium.Space, seed: int, n: int) -> list:
-    space.seed(seed)
-    return [space.sample() for _ in range(n)]
-
-
 def assert_same(a, b, what=""):
     assert data_equivalence(a, b, exact=True), f"{what}: {a!r} != {b!r}"
-
-
-class GridWorldModel:
-    """GridWorld's documented dynamics on the host, for checking adapters' autoreset bookkeeping:
-    move (clipped), terminated on the target, truncated when the episode's step count reaches
-    the limit (both may hold at once, as jaxenvs' TimeLimit does)."""
-
-    def __init__(self, size: int, max_steps: int, num_envs: int):
-        self.size, self.max_steps = size, max_steps
-        self.t = np.zeros(num_envs, int)
-
-    def predict(self, obs_agent, obs_target, action, i):
-        agent = np.clip(obs_agent + ACTION_TO_DIRECTION[action], 0, self.size - 1)
-        terminated = bool(np.all(agent == obs_target))
-        truncated = bool(self.t[i] + 1 >= self.max_steps)
-        return agent, terminated, truncated
 
 
 # ---- module boundaries ---------------------------------------------------------------------
@@ -95,14 +71,6 @@ def test_importing_another_adapter_registers_nothing_with_gymnasium(module):
 # ---- the single environment ----------------------------------------------------------------
 
 
-def box_leaves(space):
-    if isinstance(space, gymnasium.spaces.Dict):
-        return [b for s in space.spaces.values() for b in box_leaves(s)]
-    if isinstance(space, gymnasium.spaces.Tuple):
-        return [b for s in space.spaces for b in box_leaves(s)]
-    return [space] if isinstance(space, gymnasium.spaces.Box) else []
-
-
 def gymnasium_space_advice(env) -> set:
     """The advisory warnings Gymnasium's check_env gives for the env's *declared* spaces (not for
     anything the adapter does): infinite observation bounds."""
@@ -113,21 +81,6 @@ def gymnasium_space_advice(env) -> set:
         if np.any(box.high == np.inf):
             out.add("A Box observation space maximum value is infinity")
     return out
-
-
-def run_checker_recording(check, *args, **kwargs) -> set:
-    """Run a checker with warnings recorded; returns the set of messages (ANSI colours removed)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        check(*args, **kwargs)
-    return {str(w.message).replace("\x1b[33mWARN: ", "").replace("\x1b[0m", "") for w in caught}
-
-
-def assert_only_advice(messages: set, advice: set):
-    unexpected = {m for m in messages if not any(m.startswith(a) for a in advice)}
-    assert not unexpected, unexpected
-    missing = {a for a in advice if not any(m.startswith(a) for m in messages)}
-    assert not missing, missing
 
 
 @pytest.mark.parametrize("env_id", SINGLE)

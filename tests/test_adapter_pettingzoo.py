@@ -20,7 +20,7 @@ from jaxenvs import spaces
 from jaxenvs.adapters.pettingzoo import ParallelEnv
 from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers import TimeLimit
-from test_adapter_gymnasium import registry_params
+from helpers import registry_params
 
 
 @struct.dataclass

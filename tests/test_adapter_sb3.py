@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from conftest import require
+from helpers import require
 
 require("stable_baselines3")
 
@@ -19,14 +19,16 @@ import jaxenvs
 from jaxenvs.adapters import compiled
 from jaxenvs.adapters.gymnasium import GymnasiumEnv
 from jaxenvs.adapters.sb3 import SB3VecEnv
-from test_adapter_gymnasium import (
-    SINGLE,
+from helpers import (
     GridWorldModel,
     assert_only_advice,
     box_leaves,
+    registry_params,
     run_checker_recording,
     sample_actions,
 )
+
+SINGLE = registry_params(multi_agent=False)
 
 
 def sb3_space_advice(env) -> set:

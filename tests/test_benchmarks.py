@@ -20,7 +20,7 @@ def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
     """XLA's FLOP counts against the multiply-adds of the layers: GridWorld's 4 observation
     features (agent and target cells), hidden (16, 8), 4 logits and 1 value."""
     from jaxenvs.train.configs import get_config
-    from jaxenvs.train.ppo import make_trainer
+    from jaxenvs.train.trainers import make_trainer
 
     cfg = get_config("GridWorld-v0", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=3, hidden_sizes=(16, 8))
     out = train_speed.ppo_flops_per_env_step(make_trainer(cfg))

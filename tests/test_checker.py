@@ -14,7 +14,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
-from jaxenvs.checker import RULES, SKIPPABLE_RULES, TURN_BASED_RULES, CheckReport, EnvCheckError, check_env
+from jaxenvs.checker import PHASES, RULEBOOK, RULES, CheckReport, EnvCheckError, Rule, check_env
 from jaxenvs.core import Environment, Traits, check_chance_outcome, is_concrete
 
 SMALL = dict(num_steps=12, num_envs=3)
@@ -100,7 +100,9 @@ def test_correct_env_passes_and_reports():
     assert (report.env, report.num_envs, report.num_steps) == ("Walk", 4, 50)
     # stochastic: key-sensitivity is checked too, step-ignores-key is not; no turn-based rule but
     # traits-implemented applies to a single-agent env without legal actions
-    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key" and r not in TURN_BASED_RULES)
+    turn_based = ("mask-structure", "mask-autoreset", "current-player", "mask-mover", "mask-step", "non-mover-ignored",
+                  "chance-outcomes", "apply-chance")
+    assert report.rules == tuple(r for r in RULES if r != "step-ignores-key" and r not in turn_based)
     # Walk never truncates; random walks from |pos| <= 0.5 reach the edge within 4 x 50 steps
     assert report.truncated == 0 and report.terminated > 0
 
@@ -148,7 +150,18 @@ def test_bad_arguments():
         check_env(Walk(), num_steps=1)
     with pytest.raises(ValueError, match="num_envs"):
         check_env(Walk(), num_envs=0)
-    assert set(SKIPPABLE_RULES) <= set(RULES)
+    skippable = [r for r in RULES if RULEBOOK[r].skippable]
+    assert skippable == ["obs-in-space", "retrace", "params-vmap", "no-callbacks", "reward-finite", "key-sensitivity"]
+    with pytest.raises(ValueError, match=r"cannot skip \['no-such-rule'\].*'retrace'"):
+        check_env(Walk(), skip=["no-such-rule"])
+
+
+def test_every_rule_is_declared_once_with_its_phases():
+    assert all(isinstance(r, Rule) and r.id == rid and r.text for rid, r in RULEBOOK.items())
+    assert all(r.phases and set(r.phases) <= set(PHASES) for r in RULEBOOK.values())
+    from jaxenvs.checker import _Checker
+
+    assert all(callable(getattr(_Checker, phase, None)) for phase in PHASES)
 
 
 # ---- one broken rule each -----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Run directories and checkpoints of ``jaxenvs-train``: resume on every environment, Ctrl-C,
 non-finite training, corrupt or mismatched files, atomic writes, colliding names.
 
-Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; the persistent
-compilation cache is pointed at a temporary directory for this module and switched off after it.
+Runs are tiny (2 envs x 4 steps per update, one 8-unit layer) and in-process; they use the
+session's compilation cache (tests/conftest.py).
 """
 
 import json
@@ -24,21 +24,6 @@ from jaxenvs.train.evaluate import main as evaluate_main
 TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
         "--chunks", "1", "--no-gif", "--no-eval"]
 STEPS = 8  # env steps per update
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    old = os.environ.get("JAXENVS_CACHE_DIR")
-    os.environ["JAXENVS_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax-cache"))
-    yield
-    if old is None:
-        del os.environ["JAXENVS_CACHE_DIR"]
-    else:
-        os.environ["JAXENVS_CACHE_DIR"] = old
-    from jax.experimental.compilation_cache import compilation_cache
-
-    jax.config.update("jax_compilation_cache_dir", None)
-    compilation_cache.reset_cache()
 
 
 def train(capsys, *argv):
@@ -185,24 +170,6 @@ def test_a_config_that_disagrees_with_the_checkpoint_is_reported(grid_run, tmp_p
     (run_dir / "config.json").write_text(json.dumps({**config, "run": {**config["run"], "num_chunks": 5}}))
     assert load_run(run_dir)[2]["run"] == RunSettings(num_chunks=5)
     assert load_run(run_dir, num_chunks=7)[2]["run"].num_chunks == 7  # --resume --chunks 7
-
-
-def test_a_run_directory_in_the_older_config_json_layout_resumes(grid_run, tmp_path, capsys):
-    """config.json and the checkpoint's config as written before config.json had its "run"
-    object (the run settings at top level) load, and resuming rewrites config.json with it."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(grid_run, run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    old = {**{k: v for k, v in config.items() if k != "run"}, **config["run"]}
-    (run_dir / "config.json").write_text(json.dumps(old))
-    ckpt = run_dir / "checkpoint.msgpack"
-    payload = serialization.msgpack_restore(ckpt.read_bytes())
-    ckpt.write_bytes(serialization.msgpack_serialize({**payload, "config": json.dumps(old)}))
-    trainer, _, meta = load_run(run_dir)
-    assert meta["run"] == RunSettings(**config["run"]) and trainer.config.to_dict() == {k: v for k, v in config.items() if k != "run"}
-    code, _, err = train(capsys, "--resume", str(run_dir), "--total-timesteps", str(2 * STEPS))
-    assert code == 0, err
-    assert json.loads((run_dir / "config.json").read_text()) == {**config, "total_timesteps": 2 * STEPS}
 
 
 def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):

@@ -17,7 +17,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.cli import main
-from conftest import tiny_run_dir
+from helpers import tiny_run_dir
 from jaxenvs.envs.grid_world import GridWorld
 from jaxenvs.rendering import render_frames
 from jaxenvs.rollout import episode_stats, random_policy, rollout
@@ -27,9 +27,9 @@ EPISODE_RE = re.compile(r"^episode (\d+): (return [-\d.]+|returns .+?)  length (
 
 
 @pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    """The compilation cache the module's processes use (not the user's)."""
-    return tmp_path_factory.mktemp("jax-cache")
+def cache_dir():
+    """The compilation cache the module's processes use: the session's (tests/conftest.py), not the user's."""
+    return Path(os.environ["JAXENVS_TEST_CACHE_DIR"])
 
 
 @pytest.fixture
@@ -143,27 +143,26 @@ def test_check_passes_on_grid_world(run):
     assert m, p.stdout
     passed, skipped = m.group(2).split(", "), m.group(3).split(", ")
     assert len(passed) == int(m.group(1)) and set(passed) | set(skipped) == set(RULES)
-    from jaxenvs.checker import TURN_BASED_RULES
-
     # GridWorld is deterministic, has no legal-action mask, no turns and no chance nodes
-    assert skipped == ["key-sensitivity"] + [r for r in RULES if r in TURN_BASED_RULES]
+    assert skipped == ["key-sensitivity", "mask-structure", "mask-autoreset", "current-player", "mask-mover",
+                       "mask-step", "non-mover-ignored", "chance-outcomes"]
 
 
 def test_check_list_rules(capsys):
     from jaxenvs import checker
-    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
+    from jaxenvs.checker import RULEBOOK, RULES
 
     assert main(["check", "--list-rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == list(RULES)
     assert all(len(line.split()) > 3 for line in lines)  # every rule says what it checks
     described = dict(re.match(r"(\S+)\s+(.*)", line).groups() for line in lines)
-    assert described == RULE_DESCRIPTIONS  # the one list, read by the docstring and the docs too
+    assert described == {r.id: r.text for r in RULEBOOK.values()}  # the one list, read by the docstring and the docs too
     assert all(f"{rule}  " in checker.__doc__ for rule in RULES)
 
 
 def test_docs_rule_table_reads_the_same_list():
-    from jaxenvs.checker import RULE_DESCRIPTIONS, RULES
+    from jaxenvs.checker import RULEBOOK, RULES
 
     import importlib.util
     import pathlib
@@ -174,7 +173,8 @@ def test_docs_rule_table_reads_the_same_list():
     spec.loader.exec_module(gen)
     rows = [line for line in gen.checker_rules_table().splitlines()[2:]]
     assert [row.split("`")[1] for row in rows] == list(RULES)
-    assert all(RULE_DESCRIPTIONS[row.split("`")[1]] in row for row in rows)
+    assert all(RULEBOOK[row.split("`")[1]].text in row for row in rows)
+    assert [row.endswith("| yes |") for row in rows] == [r.skippable for r in RULEBOOK.values()]
 
 
 def test_bench_fills_the_compilation_cache(run, tmp_path):
@@ -247,17 +247,6 @@ def test_out_naming_a_folder(tmp_path, capsys):
     for out in (tmp_path, tmp_path / "x.gif"):
         assert main(["play", "GridWorld-v0", "--render", "gif", "--out", str(out)]) == 2
         assert "--out" in one_error_line(capsys.readouterr().err)
-
-
-def test_old_render_spelling_keeps_working_and_never_takes_the_id():
-    from jaxenvs.cli import _legacy_render
-
-    assert _legacy_render(["play", "--render", "gif", "x.gif", "GridWorld-v0"]) == [
-        "play", "--render", "gif", "--out", "x.gif", "GridWorld-v0"]
-    # an id after the mode stays the id; without a path --out is asked for
-    for argv in (["play", "--render", "gif", "GridWorld-v0"], ["play", "--render", "mp4", "ns/Maze-v2"],
-                 ["play", "--render", "text", "x.gif"]):
-        assert _legacy_render(argv) == argv
 
 
 def test_missing_extras_and_display(monkeypatch, capsys, tmp_path):

@@ -135,7 +135,9 @@ def test_every_fence_names_a_known_language():
 def _subprocess(tmp_path, *args) -> dict:
     """Run ``python tests/test_docs.py OUT.json ARGS...`` in ``tmp_path``; its results."""
     out = tmp_path / "results.json"
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
+    from helpers import subprocess_env
+
+    env = subprocess_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip())
     proc = subprocess.run(
         [sys.executable, __file__, str(out), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=900,
@@ -152,7 +154,7 @@ def test_the_shards_hold_every_page_with_code_once():
 
 @pytest.mark.parametrize("shard", range(SHARDS), ids=lambda i: f"shard{i + 1}of{SHARDS}")
 def test_every_page_runs(shard, tmp_path):
-    from conftest import require
+    from helpers import require
 
     pages = shards()[shard]
     optional = {m for p in PAGES if str(p.relative_to(DOCS)) in pages for _, m in python_blocks(p) if m}
@@ -174,7 +176,7 @@ def test_every_page_runs(shard, tmp_path):
 
 
 def test_the_site_builds_strictly(tmp_path):
-    from conftest import require
+    from helpers import require
 
     for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
         require(module)

@@ -1,4 +1,4 @@
-"""GAE with truncation bootstrapping (train.ppo.gae) against an independent numpy reference, and
+"""GAE with truncation bootstrapping (train.base.gae) against an independent numpy reference, and
 the rollout's use of info["final_obs"]."""
 
 

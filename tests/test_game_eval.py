@@ -29,7 +29,7 @@ from scipy import stats
 import jaxenvs
 from jaxenvs.train import game_values as gv
 from jaxenvs.train.checkpoint import CheckpointError
-from conftest import CHEAP_XLA, tiny_run_dir
+from helpers import CHEAP_XLA, tiny_run_dir
 
 N = 1000  # games per seat against random-legal play in an evaluation
 # the programs here are tiny: XLA's cheap backend settings halve their compile time
@@ -177,7 +177,7 @@ def test_evaluate_reports_win_draw_loss_per_seat(run_dir, tmp_path, greedy_moves
     # from another directory, the run given relative to it
     rel = os.path.relpath(run_dir, tmp_path)
     p = run_cli(["jaxenvs.train.evaluate", rel, "--opponent", "perfect", "--games", "300", "--json"], tmp_path,
-                tmp_path / "cache")
+                os.environ["JAXENVS_TEST_CACHE_DIR"])
     result = json.loads(p.stdout)
     # TicTacToe-v0's tuned entry judges the run (a 64-step run is far from its bar: exit 1)
     assert p.returncode == (0 if result["solved"] else 1), p.stderr

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
-from conftest import assert_trees_equal
+from helpers import assert_trees_equal
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION, EnvParams, EnvState, GridWorld
 
 GRID = GridWorld()

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import require
+from helpers import require
 
 gymnax = require("gymnax")
 

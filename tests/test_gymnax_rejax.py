@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from conftest import require
+from helpers import require
 
 require("rejax")
 

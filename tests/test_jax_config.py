@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import enable_x64
+from helpers import enable_x64
 
 import jaxenvs
 from jaxenvs import spaces
@@ -74,9 +74,11 @@ def test_check_env_runs_compiled_under_disable_jit():
     # without jit every call would trace again: the retrace rule would fail falsely
     with jax.disable_jit():
         report = check_env(jaxenvs.make("GridWorld-v0"), num_envs=1, num_steps=3)
-    from jaxenvs.checker import TURN_BASED_RULES
+    from jaxenvs.checker import RULEBOOK
 
-    applicable = tuple(r for r in RULES if r != "key-sensitivity" and r not in TURN_BASED_RULES)
+    traits = jaxenvs.make("GridWorld-v0").traits
+    applicable = tuple(r for r in RULES if RULEBOOK[r].applies_to(traits))
+    assert "key-sensitivity" not in applicable and "mask-step" not in applicable
     assert report.rules == applicable and report.skipped == ()
 
 

@@ -21,6 +21,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from helpers import subprocess_env
+
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("01_quickstart.ipynb", "02_train_ppo.ipynb", "03_custom_env.ipynb")
 CELL_TIMEOUT_S = 300
@@ -144,7 +146,7 @@ def _execute(name: str, tmp_path: Path) -> nbformat.NotebookNode:
     # cleanup_kc: shut the kernel down afterwards (nbclient leaves a kernel manager it was given
     # running, and the kernel would hold its memory and threads until the test session ends)
     client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(workdir)}})
-    client.execute(cleanup_kc=True)
+    client.execute(cleanup_kc=True, env=subprocess_env())  # the kernel: the session's compilation cache
     return nb
 
 

@@ -33,7 +33,7 @@ def grid():
 def test_train_compiles_once_and_is_deterministic_per_key(grid):
     trainer, runs = grid
     again, metrics = trainer.train(jax.random.key(0))
-    assert trainer.num_traces == 1
+    assert trainer.traces["train"] == 1
     assert tree_equal(again.params, runs[0][0].params)
     assert not tree_equal(runs[1][0].params, runs[0][0].params)  # another key, another run
     assert metrics["episode_return"].shape == (trainer.config.num_updates,)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -46,7 +47,7 @@ def _run(script: str, tmp_path: pathlib.Path, name: str) -> str:
     path.write_text(script)
     # XLA:CPU without its backend optimisations: the examples are tiny, so compiling dominates their
     # cost, and what they compute is the same (as tests/test_docs.py runs the docs' examples)
-    env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip())
+    env = subprocess_env(XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip())
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
     assert out.returncode == 0, f"{name}:\n{script}\n{out.stderr[-3000:]}"
     return out.stdout
@@ -64,7 +65,7 @@ def test_core_examples_run_on_the_core_install(tmp_path):
 
 @pytest.mark.parametrize("index", [i for i, (_, needs) in enumerate(python_blocks()) if needs is not None])
 def test_examples_with_an_extra_run(index, tmp_path):
-    from conftest import require
+    from helpers import require
 
     code, needs = python_blocks()[index]
     require(needs)  # skipped where the extra is missing (the dev extra has no torch), an error under CI=true

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import require
+from helpers import require
 
 import jaxenvs
 from jaxenvs.envs.grid_world import EnvParams, EnvState, GridWorld

@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from helpers import subprocess_env
 
 import jaxenvs
 from jaxenvs.sharding import env_mesh
@@ -58,7 +59,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_sharded_rollout_equals_single_device():
-    env = dict(os.environ, XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
+    env = subprocess_env(XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "identical" in out.stdout
@@ -68,7 +69,7 @@ PPO_SCRIPT = textwrap.dedent(
     """
     import sys, pathlib, jax, numpy as np
     from jaxenvs.train.configs import RunSettings, get_config
-    from jaxenvs.train.ppo import make_trainer
+    from jaxenvs.train.trainers import make_trainer
     from jaxenvs.train.checkpoint import save_checkpoint, load_checkpoint
     from jaxenvs.train.distributed import place_runner
     from jaxenvs.sharding import env_mesh, to_host
@@ -120,7 +121,7 @@ PPO_SCRIPT = textwrap.dedent(
 
 
 def test_data_parallel_ppo_and_checkpoints_across_device_counts(tmp_path):
-    env = dict(os.environ, XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
+    env = subprocess_env(XLA_FLAGS=XLA_FLAGS, JAX_PLATFORMS="cpu")
     out = subprocess.run(
         [sys.executable, "-c", PPO_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=400
     )
@@ -137,22 +138,3 @@ def test_env_mesh_errors():
     assert mesh.devices.size == 1 and mesh.axis_names == ("envs",)
     with pytest.raises(ValueError, match="num_envs"):
         jaxenvs.rollout.rollout(jaxenvs.make("GridWorld-v0"), jax.random.key(0), lambda k, o: 0, 3, mesh=mesh)
-
-
-def test_parallel_is_a_deprecated_alias_of_sharding():
-    import importlib
-    import sys
-    import warnings
-
-    import jaxenvs.sharding
-
-    sys.modules.pop("jaxenvs.parallel", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        parallel = importlib.import_module("jaxenvs.parallel")
-    assert any(
-        issubclass(w.category, DeprecationWarning) and "jaxenvs.parallel is renamed jaxenvs.sharding" in str(w.message)
-        for w in caught
-    )
-    for name in jaxenvs.sharding.__all__:
-        assert getattr(parallel, name) is getattr(jaxenvs.sharding, name)

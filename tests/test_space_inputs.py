@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import assert_trees_equal
+from helpers import assert_trees_equal
 from jaxenvs import spaces as S
 
 KEY = jax.random.key(0)

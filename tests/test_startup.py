@@ -23,7 +23,7 @@ def _load(name):
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    from conftest import require
+    from helpers import require
 
     require("rejax")
     out = tmp_path_factory.mktemp("startup")

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import require
+from helpers import require
 
 require("scipy")
 

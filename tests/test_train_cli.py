@@ -18,7 +18,7 @@ from jaxenvs.train.metrics_log import first_nonfinite_update
 from jaxenvs.train.parser import build_parser
 from jaxenvs.train.run import chunk_length, chunk_plan
 from jaxenvs.train.configs import (
-    DEFAULTS, PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file, nest_run_settings,
+    PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file,
     run_record, run_settings_from_dict,
 )
 from jaxenvs.train.evaluate import format_table
@@ -42,7 +42,7 @@ def run(*args, cache=None, timeout=300):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    cache = tmp_path_factory.mktemp("jax-cache")
+    cache = os.environ["JAXENVS_TEST_CACHE_DIR"]  # the session's (tests/conftest.py)
     # 2 seeds x 8 envs x 32 steps: 4 updates of 256 env steps, in 2 chunks
     p = run("jaxenvs.train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2",
             "--out", str(out), cache=cache)
@@ -268,7 +268,9 @@ def test_help_shows_defaults_and_tuned_values_and_show_config_resolves_them(caps
     assert "--lr X" in text and "default: 0.0003" in text and "PointEnv-v0 0.001" in text
     assert "--num-minibatches" in text and "--anneal-lr, --no-anneal-lr" in text  # one flag per field
     assert "JAXENVS_CACHE_DIR" in text and "tuned defaults per environment" in text
-    for env in DEFAULTS:
+    from jaxenvs.train import tuned
+
+    for env in tuned.training_defaults("ppo"):
         assert env in text
     code, out, _ = _main(capsys, "--env", "PointEnv-v0", "--seeds", "3", "--show-config")
     shown = json.loads(out)
@@ -289,18 +291,17 @@ def test_config_file_without_algo_takes_the_algo_flag(tmp_path, capsys, no_cache
     assert code == 2 and "is for algorithm 'ppo', not 'trpo'" in err
 
 
-def test_run_settings_live_apart_from_the_config_and_the_older_config_json_layout_loads(tmp_path, capsys, no_cache):
+def test_run_settings_live_apart_from_the_config(tmp_path, capsys, no_cache):
     config, settings = get_config("PointEnv-v0", algo="trpo"), RunSettings(num_seeds=4, seed=3, num_chunks=5)
     record = run_record(config, settings)
     assert record["run"] == {"num_seeds": 4, "seed": 3, "num_chunks": 5} and not {"num_seeds", "seed", "num_chunks"} & set(record)
     assert config_from_dict(record) == config and run_settings_from_dict(record) == settings
-    # config.json as written before its "run" object: the three settings at top level
-    old = {**config.to_dict(), "num_seeds": 4, "seed": 3, "num_chunks": 5}
-    assert nest_run_settings(old) == record
-    assert config_from_dict(old) == config and run_settings_from_dict(old) == settings
     assert run_settings_from_dict(config.to_dict()) == RunSettings()  # none given: the defaults
-    with pytest.raises(ValueError, match=r"\['seed'\] given twice with different values \(seed: 9 at top level, 3 in \"run\"\)"):
-        nest_run_settings({**record, "seed": 9})
+    # a config file with a run setting at top level: refused, saying where it goes
+    path = tmp_path / "top.json"
+    path.write_text(json.dumps({**config.to_dict(), "seed": 3}))
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['seed'\].*run settings \(seed\) go in its \"run\" object"):
+        load_config_file(str(path))
     with pytest.raises(TypeError, match=r"unknown run setting\(s\) \['seeds'\] in \"run\"; valid: \['num_chunks', 'num_seeds', 'seed'\]"):
         run_settings_from_dict({"run": {"seeds": 2}})
     with pytest.raises(TypeError, match=r"\"run\" must be a JSON object of run settings"):
@@ -312,15 +313,15 @@ def test_run_settings_live_apart_from_the_config_and_the_older_config_json_layou
         config.replace(seed=1, num_chunks=2)
     assert settings.replace(seed=8) == RunSettings(num_seeds=4, seed=8, num_chunks=5)
 
-    # an older run's config.json given to --config: its settings land in "run", flags override them
-    path = tmp_path / "old.json"
-    path.write_text(json.dumps(old))
+    # a run's config.json given to --config: its settings land in "run", flags override them
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(record))
     assert load_config_file(str(path)) == record
     code, out, _ = _main(capsys, "--config", str(path), "--chunks", "7", "--show-config")
     assert code == 0 and json.loads(out) == run_record(config, settings.replace(num_chunks=7))
     path.write_text(json.dumps({**record, "run": {"num_seeds": 2, "seeds": 1}}))
     code, _, err = _main(capsys, "--config", str(path), "--show-config")
-    assert code == 2 and "old.json" in err and "unknown run setting(s) ['seeds']" in err
+    assert code == 2 and "run.json" in err and "unknown run setting(s) ['seeds']" in err
 
 
 def test_a_run_setting_without_a_rule_is_an_error():

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from conftest import require
+from helpers import require
 
 require("gymnasium")
 require("pettingzoo")

@@ -13,7 +13,7 @@ import os
 import sys
 
 import pytest
-from conftest import require
+from helpers import require
 
 require("gymnasium")
 require("scipy")

@@ -17,7 +17,7 @@ import jaxenvs
 from jaxenvs.envs import connect_four, kuhn_poker, tic_tac_toe
 from jaxenvs.testing import PortMismatch, ReferenceCache, verify_port
 
-from conftest import require
+from helpers import require
 
 require("scipy")
 require("pettingzoo")

@@ -94,18 +94,5 @@ def main(argv=None) -> int:
     return code
 
 
-# names scripts imported from here before the command was split into its modules
-_MOVED = {"choose_mesh": "run", "chunk_length": "run", "chunk_plan": "run", "build_parser": "parser",
-          "first_nonfinite_update": "metrics_log", "MetricsLog": "metrics_log"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__package__}.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 if __name__ == "__main__":
     sys.exit(main())

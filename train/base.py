@@ -61,6 +61,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import spaces
+from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
@@ -223,7 +224,7 @@ def observation_preprocessor(space: spaces.Space) -> Callable:
 class Trainer:
     """The pure functions of one configuration (build it with `train.trainers.make_trainer`, or
     ``SomeTrainer.build(config)``). ``train``, ``init`` and ``run_updates`` are jitted (with the
-    safe CPU scheduler, `train.xla`); ``num_traces`` counts how often ``train`` has been traced."""
+    safe CPU scheduler, `train.xla`); ``traces["train"]`` counts how often ``train`` has been traced."""
 
     config: Any
     env: Any
@@ -234,7 +235,7 @@ class Trainer:
     preprocess: Callable  # one agent's raw observation -> float32[obs_dim]
     dist_fn: Callable
     to_env_action: Callable
-    num_traces: int = 0
+    traces: TraceCounter = dataclasses.field(default_factory=TraceCounter)  # {"train": times traced}
     mesh: Any = None  # jaxenvs.sharding.env_mesh(...): split the env batch over devices
     turn_based: bool = False  # observations hold "action_mask": masked policy, acting rows, decision GAE
     match_env: Any = None  # turn-based: the env without auto-reset, for the per-update games vs random-legal
@@ -485,11 +486,10 @@ class Trainer:
         return jax.lax.scan(lambda r, _: self._update(r, hp), runner, None, length=num_updates)
 
     def _train(self, key, hp=None):
-        self.num_traces += 1
         hp = self.config.hparams() if hp is None else hp
         return self._run_updates(self._init(key, hp), hp, self.config.num_updates)
 
     def __post_init__(self):
         self.init = jax.jit(self._init)
         self.run_updates = jax.jit(self._run_updates, static_argnames="num_updates")
-        self.train = jax.jit(self._train)
+        self.train = jax.jit(self.traces.counted(self._train, "train"))

@@ -26,7 +26,7 @@ from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import to_host
 from .base import Trainer
 from .configs import (
-    RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, nest_run_settings, run_record,
+    RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, run_record,
     run_settings_from_dict,
 )
 from .trainers import make_trainer
@@ -219,7 +219,6 @@ def load_checkpoint(
 def _field_differences(stored: dict, written: dict) -> list[tuple[str, Any, Any]]:
     """``(name, stored value, written value)`` for each config field and run setting (named
     ``run.<setting>``) in which two config.json-style dicts differ, except `RESUMABLE_FIELDS`."""
-    stored, written = nest_run_settings(stored), nest_run_settings(written)
     pairs = [("", stored, written), (f"{RUN_KEY}.", stored.get(RUN_KEY, {}), written.get(RUN_KEY, {}))]
     return [
         (prefix + k, a.get(k), b.get(k))

@@ -34,9 +34,8 @@ from . import tuned
 from .fields import INT32_MAX, Bool, Choice, Float, Int, Mapping, Sizes, Str, field, retuned, validate_fields
 
 __all__ = [
-    "TrainConfig", "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "Algorithm", "ALGORITHMS", "ALGOS", "DEFAULTS",
-    "TRPO_DEFAULTS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file", "RunSettings", "RUN_KEY",
-    "RUN_FIELDS", "nest_run_settings", "run_settings_from_dict", "run_record",
+    "TrainConfig", "PPOConfig", "HParams", "TRPOConfig", "TRPOHParams", "hparams_class", "Algorithm", "ALGORITHMS", "DEFAULT_ENV", "get_config", "config_from_dict", "load_config_file", "RunSettings", "RUN_KEY",
+    "RUN_FIELDS", "run_settings_from_dict", "run_record",
 ]
 
 DEFAULT_ENV = "GridWorld-v0"
@@ -45,20 +44,20 @@ DEFAULT_ENV = "GridWorld-v0"
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """The fields, validation and helpers every on-policy algorithm's config shares. A subclass
-    names its algorithm (``ALGO``), its traced hyperparameters (``HPARAMS``, a ``struct.dataclass``
-    whose fields are config fields) and adds its own fields."""
+    names its algorithm (``ALGO``) and adds its own fields; its traced hyperparameters (``HPARAMS``)
+    are the fields declared ``traced=True``, gathered by `hparams_class`."""
 
     ALGO: ClassVar[str] = ""
-    HPARAMS: ClassVar[type] = None  # type: ignore[assignment]
+    HPARAMS: ClassVar[type] = None  # type: ignore[assignment]  # set by hparams_class
 
     env_id: str = field(DEFAULT_ENV, Str(), "registered id, or module:id to import module first (passed to jaxenvs.make)")
     env_kwargs: dict = field({}, Mapping(), "passed to jaxenvs.make")
     total_timesteps: int = field(100_000, Int(1), "env transitions per seed (an N-agent transition counts once)")
     num_envs: int = field(16, Int(1), "parallel environments per seed")
     num_steps: int = field(32, Int(1), "rollout length per update; batch = num_envs * num_agents * num_steps")
-    gamma: float = field(0.99, Float(0, 1), "discount")
-    gae_lambda: float = field(0.95, Float(0, 1), "GAE's lambda (1: Monte-Carlo returns)")
-    ent_coef: float = field(0.01, Float(0), "entropy bonus coefficient")
+    gamma: float = field(0.99, Float(0, 1), "discount", traced=True)
+    gae_lambda: float = field(0.95, Float(0, 1), "GAE's lambda (1: Monte-Carlo returns)", traced=True)
+    ent_coef: float = field(0.01, Float(0), "entropy bonus coefficient", traced=True)
     normalize_advantages: bool = field(
         True, Bool(),
         "standardise advantages (PPO: per minibatch; TRPO: over the batch). Off for games whose signal is in the "
@@ -68,6 +67,7 @@ class TrainConfig:
         1.0, Float(0, lo_open=True),
         "rewards are multiplied by this before learning (GAE, value targets); logged returns stay in the "
         "environment's units (for rewards spanning many orders of magnitude: Lottery pays up to 1e8)",
+        traced=True,
     )
     hidden_sizes: tuple = field((64, 64), Sizes(), "MLP layer widths (actor and critic have separate trunks)")
     activation: str = field("tanh", Choice(("tanh", "relu")), "hidden-layer activation")
@@ -97,7 +97,8 @@ class TrainConfig:
         return self.num_envs * self.num_steps
 
     def hparams(self):
-        """The numeric hyperparameters as float32 scalars (``HPARAMS``: the traced part of the config)."""
+        """The traced fields (``field(..., traced=True)``) as float32 scalars, in ``HPARAMS`` (the
+        struct `hparams_class` makes of them): the traced part of the config."""
         return self.HPARAMS(**{f.name: jnp.float32(getattr(self, f.name)) for f in dataclasses.fields(self.HPARAMS)})
 
     def replace(self, **kwargs):
@@ -113,38 +114,19 @@ class TrainConfig:
         return {"algo": self.ALGO, **d}
 
 
-@struct.dataclass
-class HParams:
-    """PPO's hyperparameters that enter the compiled program as traced float32 values.
-
-    ``jax.vmap(train)(keys, hparams)`` with every leaf of shape ``[n]`` trains ``n`` runs with
-    different values in one program (see `train.base.stack_hparams`).
-    """
-
-    lr: Any
-    gamma: Any
-    gae_lambda: Any
-    clip_eps: Any
-    ent_coef: Any
-    vf_coef: Any
-    max_grad_norm: Any
-    reward_scale: Any
-
-
 @dataclasses.dataclass(frozen=True)
 class PPOConfig(TrainConfig):
     """Proximal Policy Optimization (`train.ppo`)."""
 
     ALGO: ClassVar[str] = "ppo"  # the name --algo and config.json's "algo" use
-    HPARAMS: ClassVar[type] = HParams
 
     update_epochs: int = field(4, Int(1, 10_000), "passes over the batch per update")
     num_minibatches: int = field(4, Int(1), "minibatches per pass")
-    lr: float = field(3e-4, Float(0, lo_open=True), "Adam step size (before annealing)")
+    lr: float = field(3e-4, Float(0, lo_open=True), "Adam step size (before annealing)", traced=True)
     anneal_lr: bool = field(True, Bool(), "linear decay of the step size to 0 over the run's updates")
-    clip_eps: float = field(0.2, Float(0, lo_open=True), "policy-ratio clip (the value loss is not clipped)")
-    vf_coef: float = field(0.5, Float(0), "value-loss coefficient")
-    max_grad_norm: float = field(0.5, Float(0, lo_open=True), "global-norm gradient clip")
+    clip_eps: float = field(0.2, Float(0, lo_open=True), "policy-ratio clip (the value loss is not clipped)", traced=True)
+    vf_coef: float = field(0.5, Float(0), "value-loss coefficient", traced=True)
+    max_grad_norm: float = field(0.5, Float(0, lo_open=True), "global-norm gradient clip", traced=True)
     mask_actions: bool = field(
         True, Bool(),
         "turn-based games (observations with an action_mask): the policy samples legal actions only; off for "
@@ -163,19 +145,18 @@ class PPOConfig(TrainConfig):
     )
 
 
-@struct.dataclass
-class TRPOHParams:
-    """TRPO's hyperparameters that enter the compiled program as traced float32 values."""
+def hparams_class(config: type, name: str, doc: str) -> type:
+    """The ``struct.dataclass`` of ``config``'s traced fields (``field(..., traced=True)``), set as
+    its ``HPARAMS``: the hyperparameters that enter the compiled program as float32 values, so
+    ``jax.vmap(train)(keys, hparams)`` with every leaf of shape ``[n]`` trains ``n`` runs with
+    different values in one program (see `train.base.stack_hparams`)."""
+    names = [f.name for f in dataclasses.fields(config) if f.metadata.get("traced")]
+    body = {"__annotations__": dict.fromkeys(names, Any), "__doc__": doc, "__module__": __name__, "__qualname__": name}
+    config.HPARAMS = struct.dataclass(type(name, (), body))
+    return config.HPARAMS
 
-    gamma: Any
-    gae_lambda: Any
-    max_kl: Any
-    ent_coef: Any
-    cg_damping: Any
-    backtrack_ratio: Any
-    baseline_reg: Any
-    vf_lr: Any
-    reward_scale: Any
+
+HParams = hparams_class(PPOConfig, "HParams", "PPO's hyperparameters that enter the compiled program as traced float32 values.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +175,6 @@ class TRPOConfig(TrainConfig):
     """
 
     ALGO: ClassVar[str] = "trpo"
-    HPARAMS: ClassVar[type] = TRPOHParams
 
     total_timesteps: int = retuned(TrainConfig, "total_timesteps", 400_000)
     num_envs: int = retuned(TrainConfig, "num_envs", 40)
@@ -203,20 +183,23 @@ class TRPOConfig(TrainConfig):
     ent_coef: float = retuned(TrainConfig, "ent_coef", 0.0)  # garage's policy_ent_coeff
     hidden_sizes: tuple = retuned(TrainConfig, "hidden_sizes", (32, 32))
 
-    max_kl: float = field(0.01, Float(0, lo_open=True), "trust region: mean KL(old || new) over the batch after a step")
+    max_kl: float = field(0.01, Float(0, lo_open=True), "trust region: mean KL(old || new) over the batch after a step", traced=True)
     cg_iters: int = field(10, Int(1, 10_000), "conjugate-gradient iterations for F^-1 g")
-    cg_damping: float = field(1e-5, Float(0, lo_open=True), "added to the Fisher-vector product (garage's reg_coeff)")
-    backtrack_ratio: float = field(0.8, Float(0, 1, lo_open=True, hi_open=True), "line search: step fractions 1, r, r^2, ...")
+    cg_damping: float = field(1e-5, Float(0, lo_open=True), "added to the Fisher-vector product (garage's reg_coeff)", traced=True)
+    backtrack_ratio: float = field(0.8, Float(0, 1, lo_open=True, hi_open=True), "line search: step fractions 1, r, r^2, ...", traced=True)
     max_backtracks: int = field(15, Int(1, 10_000), "candidate steps tried before the update is rejected")
     baseline: str = field("linear", Choice(("linear", "value")),
                           "\"linear\" (garage's LinearFeatureBaseline) or \"value\" (a critic MLP)")
-    baseline_reg: float = field(1e-5, Float(0, lo_open=True), "linear baseline: ridge coefficient (x10, up to 4 times, if ill-posed)")
-    vf_lr: float = field(1e-3, Float(0, lo_open=True), "value baseline: Adam step size")
+    baseline_reg: float = field(1e-5, Float(0, lo_open=True), "linear baseline: ridge coefficient (x10, up to 4 times, if ill-posed)", traced=True)
+    vf_lr: float = field(1e-3, Float(0, lo_open=True), "value baseline: Adam step size", traced=True)
     vf_epochs: int = field(5, Int(1, 10_000), "value baseline: passes over the batch per update")
     vf_minibatches: int = field(4, Int(1), "value baseline: minibatches per pass")
     normalize_env: bool = field(True, Bool(), "wrap in jaxenvs.wrappers.normalize (actions from [-1, 1])")
     normalize_reward: bool = field(False, Bool(), "normalize(..., normalize_reward=True)")
     log_std_init: float = field(0.0, Float(-20, 20), "Gaussian policies: initial log standard deviation (std 1)")
+
+
+TRPOHParams = hparams_class(TRPOConfig, "TRPOHParams", "TRPO's hyperparameters that enter the compiled program as traced float32 values.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,10 +222,6 @@ ALGORITHMS: dict[str, Algorithm] = {
     "ppo": Algorithm(PPOConfig, "ppo:PPOTrainer"),
     "trpo": Algorithm(TRPOConfig, "trpo:TRPOTrainer"),
 }
-# Read-only views kept for scripts that used them: name -> config class; env id -> tuned overrides.
-ALGOS: dict[str, type] = {name: a.config for name, a in ALGORITHMS.items()}
-DEFAULTS: dict[str, dict] = tuned.training_defaults("ppo")
-TRPO_DEFAULTS: dict[str, dict] = tuned.training_defaults("trpo")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,39 +285,20 @@ def _run_object(run) -> dict:
     return run
 
 
-def nest_run_settings(d: dict) -> dict:
-    """A copy of ``d`` in config.json's layout: run settings found at top level (where config.json
-    kept them before its ``"run"`` object existed, and where a hand-written ``--config`` file may
-    put them) move into ``"run"``. A setting given in both places with different values is an
-    error."""
-    out = dict(d)
-    top = {k: out.pop(k) for k in RUN_FIELDS if k in out}
-    if not top:
-        return out
-    run = _run_object(out.get(RUN_KEY, {}))
-    clash = sorted(k for k in top if k in run and run[k] != top[k])
-    if clash:
-        detail = "; ".join(f"{k}: {top[k]!r} at top level, {run[k]!r} in \"{RUN_KEY}\"" for k in clash)
-        raise ValueError(f"run setting(s) {clash} given twice with different values ({detail}); give each once, in \"{RUN_KEY}\"")
-    out[RUN_KEY] = {**run, **top}
-    return out
-
-
 def config_from_dict(d: dict):
     """The algorithm config a run's ``config.json`` (`run_record`) or a ``to_dict()``-style dict
     describes; its ``"algo"`` key (default ``"ppo"``, as in run directories written before it
-    existed) picks the config class. The run settings in it (its ``"run"`` object, or those at top
-    level in the older layout) are `run_settings_from_dict`'s to read, and are left out here."""
-    d = nest_run_settings(d)
+    existed) picks the config class. The run settings in it (its ``"run"`` object) are
+    `run_settings_from_dict`'s to read, and are left out here."""
+    d = dict(d)
     d.pop(RUN_KEY, None)
     return _from_dict(d, _config_class(d.pop("algo", "ppo")))
 
 
 def run_settings_from_dict(d: dict) -> RunSettings:
-    """The run settings a run's ``config.json`` (`run_record`) describes: its ``"run"`` object, or
-    the settings at top level in config.json's older layout (see `nest_run_settings`); settings it
-    does not give take `RunSettings`' defaults."""
-    return RunSettings(**_run_object(nest_run_settings(d).get(RUN_KEY, {})))
+    """The run settings a run's ``config.json`` (`run_record`) describes: its ``"run"`` object;
+    settings it does not give take `RunSettings`' defaults."""
+    return RunSettings(**_run_object(d.get(RUN_KEY, {})))
 
 
 def run_record(config, settings: RunSettings) -> dict:
@@ -360,9 +320,8 @@ def get_config(env_id: str | None = None, algo: str = "ppo", **overrides):
 def load_config_file(path: str, algo: str | None = None) -> dict:
     """Read a JSON object of config fields (e.g. a run's ``config.json``), checked against the
     fields of its algorithm: the file's ``"algo"``, else ``algo`` (e.g. ``--algo``), else PPO.
-    A file whose ``"algo"`` differs from a given ``algo`` is refused. Run settings may come as a
-    ``"run"`` object (config.json's layout, `run_record`) or at top level (its older layout); the
-    dict returned has them in ``"run"`` (`nest_run_settings`)."""
+    A file whose ``"algo"`` differs from a given ``algo`` is refused. Run settings come as a
+    ``"run"`` object (config.json's layout, `run_record`)."""
     with open(path) as f:
         try:
             d = json.load(f)
@@ -375,12 +334,13 @@ def load_config_file(path: str, algo: str | None = None) -> dict:
     algo = d.get("algo", algo or "ppo")
     if algo not in ALGORITHMS:
         raise ValueError(f"config file {path!r} names unknown algorithm {algo!r}; available: {sorted(ALGORITHMS)}")
-    names = {f.name for f in dataclasses.fields(ALGORITHMS[algo].config)} | {"algo", RUN_KEY} | set(RUN_FIELDS)
+    names = {f.name for f in dataclasses.fields(ALGORITHMS[algo].config)} | {"algo", RUN_KEY}
     unknown = sorted(set(d) - names)
     if unknown:
-        raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}")
+        moved = [k for k in unknown if k in RUN_FIELDS]
+        note = f"; run settings ({', '.join(moved)}) go in its \"{RUN_KEY}\" object" if moved else ""
+        raise ValueError(f"config file {path!r} has unknown field(s) {unknown}; valid: {sorted(names)}{note}")
     try:
-        d = nest_run_settings(d)
         _run_object(d.get(RUN_KEY, {}))
     except (TypeError, ValueError) as e:
         raise ValueError(f"config file {path!r}: {e}") from None

@@ -25,10 +25,11 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 
 
-def field(default: Any, rule: Any, help: str = "") -> Any:  # noqa: A002  (argparse's word)
+def field(default: Any, rule: Any, help: str = "", traced: bool = False) -> Any:  # noqa: A002  (argparse's word)
     """A dataclass field with its validation ``rule`` and ``help`` text in its metadata (a mutable
-    default such as a dict or list becomes a ``default_factory``)."""
-    metadata = {"rule": rule, "help": help}
+    default such as a dict or list becomes a ``default_factory``). A ``traced`` field is a
+    hyperparameter that enters the compiled program as a float32 value (``train.configs.hparams_class``)."""
+    metadata = {"rule": rule, "help": help, "traced": traced}
     if isinstance(default, (dict, list)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -38,7 +39,7 @@ def retuned(base: type, name: str, default: Any) -> Any:
     """Field ``name`` of dataclass ``base`` with another default (same rule and help): how an
     algorithm's config changes a shared field's default."""
     meta = base.__dataclass_fields__[name].metadata
-    return field(default, meta["rule"], meta["help"])
+    return field(default, meta["rule"], meta["help"], meta["traced"])
 
 
 def rule_of(f: dataclasses.Field) -> Any:

@@ -19,14 +19,12 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .base import RunnerState, Trainer, all_finite, as_typed_key, episode_metrics, gae, stack_hparams
+from .base import RunnerState, Trainer, all_finite, as_typed_key, episode_metrics
 from .configs import HParams, PPOConfig
 from .masking import acting_mean, acting_normalize, clipped_surrogate, zero_rows
 from .permutation import minibatch_permutation
-from .trainers import make_trainer
 
-# make_trainer and stack_hparams are re-exported for scripts that imported them from here
-__all__ = ["PPOTrainer", "Trainer", "RunnerState", "make_trainer", "stack_hparams", "gae"]
+__all__ = ["PPOTrainer"]
 
 
 @dataclasses.dataclass

@@ -46,8 +46,8 @@ EVALUATE = "python -m jaxenvs.train.evaluate"
 
 def chunk_length(num_updates: int, num_chunks: int) -> int:
     """Updates per chunk when all chunks must have one length: the largest divisor of
-    ``num_updates`` that is at most ``ceil(num_updates / num_chunks)`` (kept for scripts that
-    need one compiled program; ``jaxenvs-train`` uses `chunk_plan`)."""
+    ``num_updates`` that is at most ``ceil(num_updates / num_chunks)`` (benchmarks/train_speed.py
+    times one compiled program so; ``jaxenvs-train`` uses `chunk_plan`)."""
     cap = max(1, math.ceil(num_updates / num_chunks))
     return max(d for d in range(1, cap + 1) if num_updates % d == 0)
 

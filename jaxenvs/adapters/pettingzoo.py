@@ -88,7 +88,25 @@ def _int8_mask(space):
     return space
 
 
-class ParallelEnv(pettingzoo.ParallelEnv):
+class _Rendered:
+    """``render()`` and ``close()`` of both PettingZoo views (each draws its frame with ``_frame``)."""
+
+    def render(self):
+        """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
+        if self.render_mode is None or self.render_mode == "human":
+            return None
+        if self.state is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "rgb_array":
+            return self._frame()
+        return self.jaxenvs_env.render_text(self.state, self.params)
+
+    def close(self):
+        if self._window is not None:
+            self._window.close()
+
+
+class ParallelEnv(_Rendered, pettingzoo.ParallelEnv):
     """A multi-agent jaxenvs environment as a ``pettingzoo.ParallelEnv``.
 
     Args:
@@ -199,20 +217,6 @@ class ParallelEnv(pettingzoo.ParallelEnv):
     def _frame(self) -> np.ndarray:
         return np.array(self._run.fns.render(self.state, self.params))
 
-    def render(self):
-        """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
-        if self.render_mode is None or self.render_mode == "human":
-            return None
-        if self.state is None:
-            raise RuntimeError("call reset() before render()")
-        if self.render_mode == "rgb_array":
-            return self._frame()
-        return self.jaxenvs_env.render_text(self.state, self.params)
-
-    def close(self):
-        if self._window is not None:
-            self._window.close()
-
 
 # ---- turn-based games: the AEC view ---------------------------------------------------------
 
@@ -279,7 +283,7 @@ def _aec_functions(env):
     return jax.jit(reset), jax.jit(step)
 
 
-class AECEnv(pettingzoo.AECEnv):
+class AECEnv(_Rendered, pettingzoo.AECEnv):
     """A turn-based jaxenvs environment (``traits.dynamics == "sequential"``, a Discrete action
     space) as a ``pettingzoo.AECEnv``: agents act one at a time, in the order the game sets.
 
@@ -423,20 +427,6 @@ class AECEnv(pettingzoo.AECEnv):
 
     def _frame(self) -> np.ndarray:
         return np.array(_render_fn(self.jaxenvs_env)(self.state, self.params))
-
-    def render(self):
-        """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
-        if self.render_mode is None or self.render_mode == "human":
-            return None
-        if self.state is None:
-            raise RuntimeError("call reset() before render()")
-        if self.render_mode == "rgb_array":
-            return self._frame()
-        return self.jaxenvs_env.render_text(self.state, self.params)
-
-    def close(self):
-        if self._window is not None:
-            self._window.close()
 
 
 @functools.lru_cache(maxsize=64)
