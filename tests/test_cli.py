@@ -214,7 +214,8 @@ def test_unknown_id_in_a_process(run):
         (["play", "GridWorld-v0", "--render", "x.gif"], 2, "got 'x.gif'; write --render gif --out x.gif"),
         (["play", "GridWorld-v0", "--render", "gif"], 2, "--render gif needs --out PATH (a file ending in .gif)"),
         (["play", "GridWorld-v0", "--out", "x.gif"], 2, "--out is for --render gif or --render mp4"),
-        (["play", "GridWorld-v0", "--render", "gif", "x.png"], 2, "--render gif needs a path ending in .gif, got --out 'x.png'"),
+        (["play", "GridWorld-v0", "--render", "gif", "--out", "x.png"], 2, "--render gif needs a path ending in .gif, got --out 'x.png'"),
+        (["play", "GridWorld-v0", "--render", "gif", "x.gif"], 2, "unrecognized arguments: x.gif"),  # the path goes after --out
         (["play", "GridWorld-v0", "--render", "gif", "--out", "x.mp4"], 2, "--render gif needs a path ending in .gif"),
         (["play", "GridWorld-v0", "--render", "gif", "--out", "/no/such/dir/x.gif"], 2, "--out: cannot save a video as '/no/such/dir/x.gif': folder '/no/such/dir' does not exist"),
         # a folder that exists but cannot take a file (even for root): refused before playing
