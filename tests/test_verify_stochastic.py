@@ -125,7 +125,7 @@ def test_cli_verify_takes_openspiel_and_names_broken_references(tmp_path, monkey
         err = capsys.readouterr().err
         assert err.startswith("jaxenvs: error: ") and "Traceback" not in err and ("raised RuntimeError" in err or "None" in err)
     require("pyspiel")
-    assert main(["verify", "KuhnPoker-v0", "--reference", "pyspiel:kuhn_poker", "--episodes", "200"]) == 0
+    assert main(["verify", "KuhnPoker-v0", "--reference", "pyspiel:kuhn_poker", "--episodes", "60", "--detect", "0.05"]) == 0
     assert "verdict: PASS" in capsys.readouterr().out
     assert main(["verify", "KuhnPoker-v0", "--reference", "pyspiel:kuhn_poker", "--episodes", "20"]) == 3
     assert "verdict: INCONCLUSIVE" in capsys.readouterr().out

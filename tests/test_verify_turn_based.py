@@ -179,7 +179,7 @@ def test_aec_adapter_terminal_mask_matches_pettingzoo(env_id):
     ours, ref = AECEnv(env_id), CASES[env_id][0]()
     rng = np.random.default_rng(0)
     terminal = 0
-    for g in range(40):
+    for g in range(25):
         ours.reset(seed=g)
         ref.reset(seed=g)
         while True:
@@ -193,7 +193,7 @@ def test_aec_adapter_terminal_mask_matches_pettingzoo(env_id):
             move = int(rng.choice(np.flatnonzero(r_mask)))
             ref.step(move)
             ours.step(move)
-    assert terminal == 40
+    assert terminal == 25
 
 
 def test_turn_based_power_rule_a_mutant_never_passes(cache):
@@ -222,7 +222,7 @@ def test_pgx_reference(cache):
     mapped to seat 0)."""
     pgx = require("pgx")
     ref = pgx.make("tic_tac_toe")
-    report = verify_port(jaxenvs.make("TicTacToe-v0"), ref, num_episodes=150)
+    report = verify_port(jaxenvs.make("TicTacToe-v0"), ref, num_episodes=60, detect=0.05)
     assert report.verdict == "pass" and report.reference.startswith("pgx tic_tac_toe")
     with pytest.raises(PortMismatch):
-        verify_port(WrongWinLine(), ref, num_episodes=150)
+        verify_port(WrongWinLine(), ref, num_episodes=60, detect=0.05)
