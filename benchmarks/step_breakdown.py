@@ -6,10 +6,11 @@ each ratio the median of the per-round ratios against the floor (`steps_per_sec.
 Each row removes one more cost from the row above it, so the difference between consecutive rows
 is what that cost takes:
 
-1. ``vmap(env.step)``: the plain path as `jaxenvs.rollout.benchmark_program` runs it on
-   ``make(id)`` (TimeLimit + AutoReset): one action key and one step key per env per step
+1. ``vmap(env.step)``: the plain path on ``make(id)`` (TimeLimit + AutoReset) with a per-env
+   policy (``jax.vmap(random_policy(env))``): one action key and one step key per env per step
    (two ``jax.random.split(key, num_envs)``), a full reset drawn for every env on every step;
-2. ``- action keys``: the actions drawn for the whole batch at once (one draw, no per-env split);
+2. ``- action keys``: the actions drawn for the whole batch at once (`batch_random_policy`: one
+   draw, no per-env split), as `jaxenvs.rollout.benchmark_program` (``jaxenvs bench``) draws them;
 3. ``- step keys``: `jaxenvs.VectorEnv` with ``reset_capacity=num_envs``: one key per batch step
    (no per-env split when the stack's step draws nothing), still a reset per env per step;
 4. ``- reset per env``: `jaxenvs.VectorEnv` as it comes: fresh draws for the finished envs only
@@ -44,7 +45,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
-from jaxenvs.rollout import benchmark_program, random_policy  # noqa: E402
+from jaxenvs.rollout import batch_random_policy, benchmark_program, random_policy  # noqa: E402
 from jaxenvs.wrappers.base import TimeLimit, Wrapper, strip_autoreset  # noqa: E402
 from baselines import make_lean_grid_world  # noqa: E402
 from steps_per_sec import device_name, num_steps_for  # noqa: E402
@@ -61,25 +62,9 @@ class _NoInfo(Wrapper):
         return (*self.env.step_env(key, state, action, params)[:5], {})
 
 
-def _batch_actions(env, num_envs):
-    """Random (legal) actions for the whole batch from ONE key."""
-    policy = random_policy(env)
-    space = env.action_space()
-    lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
-    if env.traits.action_style != "full_action_set":
-        return lambda key, obs: space.sample(key, batch_shape=lead)
-    if env.multi_agent and env.traits.dynamics == "sequential":
-        def act(key, obs):
-            movers = jnp.any(obs["action_mask"] != 0, axis=1)  # (num_envs, n): the mover's row
-            return jnp.broadcast_to(space.sample(key, (num_envs,), mask=movers)[:, None], lead)
-        return act
-    del policy
-    return lambda key, obs: space.sample(key, batch_shape=lead, mask=obs["action_mask"])
-
-
 def _vmap_batch_actions(env, num_envs, num_steps):
     """Row 2: ``vmap(env.step)`` with one step key per env, actions drawn for the batch."""
-    act = _batch_actions(env, num_envs)
+    act = batch_random_policy(env, num_envs)
     step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     params = env.default_params
 
@@ -102,7 +87,7 @@ def _vmap_batch_actions(env, num_envs, num_steps):
 def _vector(env, num_envs, num_steps, **kwargs):
     """Rows 3-6: `jaxenvs.VectorEnv` over ``env``, actions drawn for the batch."""
     venv = jaxenvs.VectorEnv(env, num_envs, **kwargs)
-    act = _batch_actions(env, num_envs)
+    act = batch_random_policy(env, num_envs)
 
     def run(key):
         k0, k1 = jax.random.split(key)
@@ -133,7 +118,7 @@ def ladder(env_id: str, num_envs: int, num_steps: int) -> dict:
     env = jaxenvs.make(env_id)
     bare = _without_time_limit(env)
     rows = {
-        "vmap(env.step)": benchmark_program(env, num_envs, num_steps),
+        "vmap(env.step)": benchmark_program(env, num_envs, num_steps, policy=random_policy(env)),
         "- action keys": _vmap_batch_actions(env, num_envs, num_steps),
         "- step keys": _vector(env, num_envs, num_steps, reset_capacity=num_envs),
         "- reset per env": _vector(env, num_envs, num_steps),
