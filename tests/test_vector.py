@@ -228,3 +228,23 @@ def test_one_envs_state_is_refused_at_trace_time():
         jax.jit(venv.step)(jax.random.key(1), state, jnp.zeros(N, jnp.int32))
     with pytest.raises(jaxenvs.core.StateError, match="VectorEnv.reset"):
         venv.legal_action_mask(state)
+
+
+def test_reset_capacity_with_per_env_params_starts_each_env_in_its_own_grid():
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=2)
+    sizes = jnp.asarray([2, 3, 50, 50, 50, 50, 50, 50], jnp.int32)
+    params = env.default_params.replace(size=sizes)
+    venv = jaxenvs.VectorEnv(env, N, params_axis=0, reset_capacity=3)
+    obs, state = venv.reset(jax.random.key(0), params)
+    state = state.replace(time=jnp.asarray([1, 1, 0, 0, 0, 0, 0, 0], jnp.int32))  # envs 0 and 1 finish first
+    step = jax.jit(venv.step)
+    seen = {0: set(), 1: set()}
+    for t in range(40):
+        obs, state, _, _, truncated, _ = step(jax.random.key(t), state, jnp.zeros(N, jnp.int32), params)
+        agent = np.asarray(obs["agent"])
+        assert (agent < np.asarray(sizes)[:, None]).all()  # every start inside its own grid
+        for e in (0, 1):
+            if truncated[e]:
+                seen[e].add(tuple(agent[e]))
+    assert seen[0] <= {(x, y) for x in range(2) for y in range(2)} and len(seen[0]) > 1
+    assert len(seen[1]) > 2
