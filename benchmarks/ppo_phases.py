@@ -7,9 +7,11 @@ as ``benchmarks/train_speed.py`` sets them up. Each side gets four jitted progra
 
 * ``chunk``: ``--updates`` whole updates in one call (jaxenvs ``run_updates``; rejax ``train`` with
   its evaluation callback off): the figure the targets are about, in env-steps/s;
-* ``rollout``: one rollout (``num_steps`` steps in ``num_envs`` envs: sampling, env step, storage);
-* ``rollout+gae``: the rollout, the bootstrap values and GAE;
-* ``update``: one whole update (rollout, GAE, epochs x minibatches of gradient steps, metrics).
+* ``rollout``: ``--updates`` rollouts (``num_steps`` steps in ``num_envs`` envs: sampling, env
+  step, storage) in one ``lax.scan``, the parameters fixed;
+* ``rollout+gae``: the same with the bootstrap values and GAE after each rollout;
+* ``update``: ``--updates`` whole updates (rollout, GAE, epochs x minibatches of gradient steps,
+  metrics) in one ``lax.scan``: ``chunk`` without rejax's ``train`` wrapper.
 
 GAE's share is ``rollout+gae - rollout``, the optimisation's (and metrics') ``update - rollout+gae``.
 
@@ -43,15 +45,19 @@ def jaxenvs_programs(cfg, updates: int):
     hp = cfg.hparams()
     runner = jax.block_until_ready(trainer.init(jax.random.key(0)))
 
-    def rollout_gae(r):
-        _, (traj, _) = trainer._rollout(r, hp)
-        return trainer.advantages(traj, trainer._next_values(r.params, traj), hp)
+    def rollout(r, _):
+        r, (traj, _) = trainer._rollout(r, hp)
+        return r, traj.value.sum()
+
+    def rollout_gae(r, _):
+        r2, (traj, _) = trainer._rollout(r, hp)
+        return r2, trainer.advantages(traj, trainer._next_values(r.params, traj), hp)[0].sum()
 
     progs = {
         "chunk": jax.jit(lambda r: trainer._run_updates(r, hp, updates)[0].params),
-        "rollout": jax.jit(lambda r: trainer._rollout(r, hp)[1][0].value),
-        "rollout+gae": jax.jit(rollout_gae),
-        "update": jax.jit(lambda r: trainer._update(r, hp)),
+        "rollout": jax.jit(lambda r: jax.lax.scan(rollout, r, None, updates)[1]),
+        "rollout+gae": jax.jit(lambda r: jax.lax.scan(rollout_gae, r, None, updates)[1]),
+        "update": jax.jit(lambda r: trainer._run_updates(r, hp, updates)[0].params),
     }
     return progs, runner
 
@@ -73,17 +79,24 @@ def rejax_programs(cfg, updates: int):
     algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))
     ts = algo.init_state(jax.random.key(0))
 
-    def rollout_gae(ts):
+    def rollout(ts, _):
+        ts, traj = algo.collect_trajectories(ts)
+        return ts, traj.value.sum()
+
+    def rollout_gae(ts, _):
         ts, traj = algo.collect_trajectories(ts)
         last_val = algo.critic.apply(ts.critic_ts.params, ts.last_obs)
         last_val = jnp.where(ts.last_done, 0, last_val)
-        return algo.calculate_gae(traj, last_val)
+        return ts, algo.calculate_gae(traj, last_val)[0].sum()
+
+    def update(ts, _):
+        return algo.train_iteration(ts), None
 
     progs = {
         "chunk": jax.jit(lambda ts: algo.train(train_state=ts)[0].actor_ts.params),
-        "rollout": jax.jit(lambda ts: algo.collect_trajectories(ts)[1].value),
-        "rollout+gae": jax.jit(rollout_gae),
-        "update": jax.jit(lambda ts: algo.train_iteration(ts).actor_ts.params),
+        "rollout": jax.jit(lambda ts: jax.lax.scan(rollout, ts, None, updates)[1]),
+        "rollout+gae": jax.jit(lambda ts: jax.lax.scan(rollout_gae, ts, None, updates)[1]),
+        "update": jax.jit(lambda ts: jax.lax.scan(update, ts, None, updates)[0].actor_ts.params),
     }
     return progs, ts
 
