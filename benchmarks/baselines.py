@@ -199,23 +199,34 @@ GAMES = {
 }
 
 
-def make_pgx_rollout(env_id: str, num_envs: int, num_steps: int):
+def make_pgx_rollout(env_id: str, num_envs: int, num_steps: int, sampler: str = "categorical"):
     """Pgx's same game as Pgx's own speed benchmark runs it: ``jax.vmap(env.init)`` and
-    ``jax.vmap(auto_reset(env.step, env.init))`` (``pgx.experimental``), random legal actions drawn
-    by ``jax.random.categorical`` over ``log(legal_action_mask)``, one key per env per step.
-    Returns ``run(key) -> total reward`` (not jitted)."""
+    ``jax.vmap(auto_reset(env.step, env.init))`` (``pgx.experimental``), one key per env per step,
+    random legal actions drawn by ``sampler``: ``"categorical"``, Pgx's benchmark's
+    ``jax.random.categorical`` over ``log(legal_action_mask)``, or ``"masked_uniform"``, the
+    sampler jaxenvs' random-legal rollouts use (`jaxenvs.spaces.Discrete.sample` with the mask: one
+    random word per env, `jaxenvs.rollout.batch_random_policy`), so that both sides of a ratio draw
+    their moves alike. Returns ``run(key) -> total reward`` (not jitted)."""
+    from jaxenvs import spaces
+
+    if sampler not in ("categorical", "masked_uniform"):
+        raise ValueError(f"sampler must be 'categorical' or 'masked_uniform', got {sampler!r}")
     import pgx
     from pgx.experimental import auto_reset
 
     env = pgx.make(GAMES[env_id][0])
+    space = spaces.Discrete(env.num_actions)
     init = jax.vmap(env.init)
     step = jax.vmap(auto_reset(env.step, env.init))
 
     def body(carry, key):
         state, total = carry
         k_act, k_step = jax.random.split(key)
-        logits = jnp.log(state.legal_action_mask.astype(jnp.float32))
-        action = jax.random.categorical(k_act, logits, axis=-1)
+        if sampler == "categorical":
+            logits = jnp.log(state.legal_action_mask.astype(jnp.float32))
+            action = jax.random.categorical(k_act, logits, axis=-1)
+        else:
+            action = space.sample(k_act, (num_envs,), mask=state.legal_action_mask)
         state = step(state, action, jax.random.split(k_step, num_envs))
         return (state, total + jnp.sum(state.rewards)), None
 

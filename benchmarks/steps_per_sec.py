@@ -16,8 +16,10 @@ random LEGAL moves (``jaxenvs.rollout.random_policy`` reads ``obs["action_mask"]
 paired in the same rounds with:
 
 * ``pgx``: Pgx's same game as Pgx's own speed benchmark runs it (``vmap(auto_reset(env.step,
-  env.init))``, ``jax.random.categorical`` over ``log(legal_action_mask)``), the ``vs_pgx`` ratio
-  (jaxenvs steps/s over Pgx's, the median of the per-round ratios) of the JAX rows;
+  env.init))``, ``jax.random.categorical`` over ``log(legal_action_mask)``);
+* ``pgx, same sampler``: the same with jaxenvs' random-legal sampler (one random word per env,
+  `jaxenvs.rollout.batch_random_policy`'s), the baseline of the ``vs_pgx`` ratio (steps/s over
+  Pgx's with the same sampler on both sides, the median of the per-round ratios) of the JAX rows;
 * ``pettingzoo loop`` / ``openspiel loop``: PettingZoo's ``classic`` AEC game and OpenSpiel's
   ``pyspiel`` game played by random legal moves in a Python loop (``--python-steps`` moves, one
   game at a time, recorded at ``num_envs`` 1).
@@ -80,7 +82,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jaxenvs  # noqa: E402
 from jaxenvs.sharding import env_mesh, initialize_distributed  # noqa: E402
-from jaxenvs.rollout import benchmark, benchmark_program  # noqa: E402
+from jaxenvs.rollout import batch_random_policy, benchmark, benchmark_program  # noqa: E402
 from jaxenvs.cli import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
     GAMES,
@@ -93,6 +95,7 @@ from baselines import (  # noqa: E402
     sync_vector_steps_per_sec,
 )
 
+PGX_SAME = "pgx, same sampler"  # Pgx with jaxenvs' random-legal sampler: the vs_pgx baseline
 DEFAULT_ENVS = ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"]
 GAME_ENVS = list(GAMES)  # timed against Pgx, PettingZoo and OpenSpiel
 GAME_NUM_ENVS = [1024, 4096]
@@ -106,10 +109,6 @@ def device_name() -> str:
     return f"{d.platform}: {kind} x{jax.device_count()}"
 
 
-def _random_actions(env, key, num_envs):
-    space = env.action_space()
-    lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
-    return space.sample(key, batch_shape=lead)
 
 
 def reset_pool_for(num_envs):
@@ -120,16 +119,18 @@ def reset_pool_for(num_envs):
 def make_vector_rollout(env, num_envs, num_steps, reset_pool=None):
     """The batched path: one key per batch step (``reset_pool``: optimistic resets)."""
     venv = jaxenvs.VectorEnv(env, num_envs, reset_pool=reset_pool)
+    act = batch_random_policy(env, num_envs)  # legal moves in the games
 
     def run(key):
         obs, state = venv.reset(key)
 
-        def body(state, k):
+        def body(carry, k):
+            obs, state = carry
             k_act, k_step = jax.random.split(k)
-            obs, state, reward, term, trunc, info = venv.step(k_step, state, _random_actions(env, k_act, num_envs))
-            return state, jnp.sum(reward)
+            obs, state, reward, term, trunc, info = venv.step(k_step, state, act(k_act, obs))
+            return (obs, state), jnp.sum(reward)
 
-        _, rewards = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        _, rewards = jax.lax.scan(body, (obs, state), jax.random.split(key, num_steps))
         return rewards.sum()
 
     return run
@@ -182,6 +183,7 @@ METHOD_COLORS = {
     "python loop": "tab:red",
     "gymnasium SyncVectorEnv": "tab:purple",
     "pgx": "tab:brown",
+    PGX_SAME: "tab:gray",
     "pettingzoo loop": "tab:pink",
     "openspiel loop": "tab:olive",
 }
@@ -293,9 +295,10 @@ def main(argv=None):
                 programs["lean JAX"] = make_lean_grid_world(n, t)
             if env_id in GAMES:
                 programs["pgx"] = make_pgx_rollout(env_id, n, t)
+                programs[PGX_SAME] = make_pgx_rollout(env_id, n, t, sampler="masked_uniform")
             timings = time_in_turn(programs, args.repeats)
             ratios = paired_ratios(timings, "lean JAX") if "lean JAX" in timings else {}
-            pgx_ratios = paired_ratios(timings, "pgx") if "pgx" in timings else {}
+            pgx_ratios = paired_ratios(timings, PGX_SAME) if PGX_SAME in timings else {}
             for method, (compile_s, times) in timings.items():
                 record(env_id, method, n, n * t / float(np.median(times)), compile_s, ratios.get(method),
                        pgx_ratios.get(method))

@@ -153,6 +153,28 @@ ID_HELP = (
 )
 
 
+BENCH_DEFAULT_ENV = "GridWorld-v0"  # what `jaxenvs bench` times without an ID
+
+
+def _out_of_memory(e: BaseException, num_envs) -> UsageError | None:
+    """A clear command-line error for a batch that does not fit in the device's memory (XLA's
+    RESOURCE_EXHAUSTED, or the host's MemoryError); None for any other error."""
+    if isinstance(e, MemoryError) or "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e):
+        sizes = " ".join(map(str, num_envs)) if isinstance(num_envs, (list, tuple)) else str(num_envs)
+        return UsageError(
+            f"--num-envs {sizes}: the batch does not fit in the memory of {_device_words()}; "
+            "give a smaller --num-envs (or --steps)"
+        )
+    return None
+
+
+def _device_words() -> str:
+    import jax
+
+    d = jax.devices()[0]
+    return f"the {d.platform} device ({getattr(d, 'device_kind', d.platform)})"
+
+
 def _add_env_args(p: argparse.ArgumentParser, optional: bool = False, policy: bool = False) -> None:
     p.add_argument(
         "env_id", metavar="ID", nargs="?" if optional else None, default=None,
@@ -229,8 +251,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive_int, default=100, metavar="T", help="random steps")
     p.add_argument("--list-rules", action="store_true", help="print the rules with what each checks, and exit")
 
-    p = sub.add_parser("bench", help="steps per second with jit + vmap + scan and random actions")
-    _add_env_args(p)
+    p = sub.add_parser(
+        "bench", help="steps per second with jit + vmap + scan and random actions",
+        description=f"Steps per second of jax.vmap(env.step) inside jit + lax.scan with random actions (compile "
+        f"time excluded). Without an ID: {BENCH_DEFAULT_ENV}.",
+    )
+    _add_env_args(p, optional=True)
     p.add_argument("--num-envs", type=_positive_int, default=1024, metavar="N", help="parallel envs")
     p.add_argument("--steps", type=_positive_int, default=1000, metavar="T", help="steps per env")
     p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs; the median counts")
@@ -282,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="steps per timed run (default: 2**18 // num_envs, clipped to [16, 1000])",
     )
     p.add_argument("--repeats", type=_positive_int, default=3, help="timed runs per point; the median counts")
-    p.add_argument("--out", default=".", metavar="DIR", help="folder for profile_<ID>.json and profile_<ID>.png")
+    p.add_argument("--out", default=".", metavar="DIR", help="folder for profile_<ID>.json and profile_<ID>.png (default: the current folder; the command says where it wrote)")
     p.add_argument("--no-plot", action="store_true", help="write the JSON file only (no matplotlib needed)")
     p.add_argument("--no-wrappers", action="store_true", help="skip profiling each wrapper layer")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
@@ -603,8 +629,17 @@ def cmd_check(args) -> int:
 def cmd_bench(args) -> None:
     from jaxenvs.rollout import benchmark
 
+    if args.env_id is None:
+        args.env_id = BENCH_DEFAULT_ENV
+        print(f"no ID given: timing {BENCH_DEFAULT_ENV} (jaxenvs list shows the others)")
     env = _make(args.env_id, args.kwarg)
-    res = benchmark(env, num_envs=args.num_envs, num_steps=args.steps, seed=args.seed, repeats=args.repeats)
+    try:
+        res = benchmark(env, num_envs=args.num_envs, num_steps=args.steps, seed=args.seed, repeats=args.repeats)
+    except Exception as e:
+        oom = _out_of_memory(e, args.num_envs)
+        if oom is None:
+            raise
+        raise oom from None
     import jax
 
     print(
@@ -737,14 +772,24 @@ def cmd_profile(args) -> None:
         raise Failure(f"--out {args.out!r}: cannot create it ({e.strerror})") from e
     from jaxenvs.profile import file_stem, profile
 
-    report = profile(
-        env, num_envs=args.num_envs, num_steps=args.steps, repeats=args.repeats, layers=not args.no_wrappers,
-        seed=args.seed, progress=lambda line: print(line, flush=True),
-    )
+    stem = file_stem(env.spec.id if getattr(env, "spec", None) is not None else type(env.unwrapped).__name__)
+    where = out.resolve()
+    names = f"{stem}.json" + ("" if args.no_plot else f" and {stem}.png")
+    print(f"writing {names} into {where}" + (" (the current folder; --out DIR puts them elsewhere)" if args.out == "." else ""))
+    try:
+        report = profile(
+            env, num_envs=args.num_envs, num_steps=args.steps, repeats=args.repeats, layers=not args.no_wrappers,
+            seed=args.seed, progress=lambda line: print(line, flush=True),
+        )
+    except Exception as e:
+        oom = _out_of_memory(e, args.num_envs)
+        if oom is None:
+            raise
+        raise oom from None
     stem = file_stem(report.env_id)
-    print(f"wrote {report.save_json(out / (stem + '.json'))}")
+    print(f"wrote {Path(report.save_json(out / (stem + '.json'))).resolve()}")
     if not args.no_plot:
-        print(f"wrote {report.plot(out / (stem + '.png'))}")
+        print(f"wrote {Path(report.plot(out / (stem + '.png'))).resolve()}")
     print(report.summary())
 
 

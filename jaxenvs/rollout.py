@@ -25,7 +25,7 @@ from jaxenvs.sharding import constrain_batch
 from jaxenvs.vector import VectorEnv
 from jaxenvs.wrappers.base import strip_autoreset
 
-__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "rollout", "episode_stats", "benchmark", "benchmark_program", "BenchResult", "time_calls", "trace_count"]
+__all__ = ["Policy", "Trajectory", "Episode", "random_policy", "batch_random_policy", "rollout", "episode_stats", "benchmark", "benchmark_program", "BenchResult", "time_calls", "trace_count"]
 
 Policy = Callable[[jax.Array, Any], Any]
 
@@ -104,6 +104,38 @@ def random_policy(env: Environment, params: Any = None) -> Policy:
     return policy
 
 
+def batch_random_policy(env: Environment, num_envs: int, params: Any = None) -> Policy:
+    """`random_policy` for a whole batch at once: ``policy(key, obs) -> actions`` with ``obs`` and
+    the actions carrying a leading ``num_envs`` axis, from ONE draw for the batch (no per-env key
+    split: at 4,096 GridWorld envs the split costs more than the environment's step). The same
+    distribution as ``jax.vmap(random_policy(env))`` over per-env keys: uniform over the action
+    space, or among each row's legal actions (a turn-based game's mover's row, put in every row).
+
+    This is the sampler to use for random legal play in the games: ``jax.random.categorical`` over
+    the joint mask's logits draws a float per action per row (both rows of a two-player game) and
+    costs several times the step of Tic-Tac-Toe (docs/guides/performance.md)."""
+    space = env.action_space(params)
+    lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
+    masked = env.traits.action_style == "full_action_set"
+    one_mover = masked and env.multi_agent and env.traits.dynamics == "sequential"
+
+    def policy(key, obs):
+        if not masked:
+            return space.sample(key, batch_shape=lead)
+        if not (isinstance(obs, dict) and "action_mask" in obs):
+            raise TypeError(
+                f"batch_random_policy of {env.name} (action_style='full_action_set') reads obs['action_mask'], "
+                f"but the observation is {type(obs).__name__}"
+            )
+        mask = jnp.asarray(obs["action_mask"])
+        if one_mover:
+            movers = jnp.any(mask != 0, axis=1)  # (num_envs, n): the mover's row (the others are zero)
+            return jnp.broadcast_to(space.sample(key, (num_envs,), mask=movers)[:, None], lead)
+        return space.sample(key, batch_shape=lead, mask=mask)
+
+    return policy
+
+
 def _per_env(key, num_envs, mesh=None):
     return key if num_envs is None else constrain_batch(jax.random.split(key, num_envs), mesh)
 
@@ -126,15 +158,21 @@ def _env_step(env, num_envs, mesh, batched_path):
     return lambda key, state, action, params: step(_per_env(key, num_envs, mesh), state, action, params)
 
 
-def _policy_step(env, policy, num_envs, mesh=None, batched_path=True):
-    """Scan body ``((obs, state), key) -> ((obs, state), (obs, state, action, reward, ...))``."""
-    act = _vmap_if(policy, num_envs, (0, 0))
+def _policy_step(env, policy, num_envs, mesh=None, batched_path=True, batch_policy=None):
+    """Scan body ``((obs, state), key) -> ((obs, state), (obs, state, action, reward, ...))``.
+    ``batch_policy`` (``policy(key, batched obs)``, e.g. `batch_random_policy`) replaces the per-env
+    ``policy`` vmapped over per-env keys."""
+    if batch_policy is not None:
+        act = lambda key, obs: constrain_batch(batch_policy(key, obs), mesh)  # noqa: E731
+    else:
+        per_env = _vmap_if(policy, num_envs, (0, 0))
+        act = lambda key, obs: per_env(_per_env(key, num_envs, mesh), obs)  # noqa: E731
     step = _env_step(env, num_envs, mesh, batched_path)
 
     def body(carry, key, params):
         obs, state = carry
         key_act, key_step = jax.random.split(key)
-        action = act(_per_env(key_act, num_envs, mesh), obs)
+        action = act(key_act, obs)
         next_obs, next_state, reward, terminated, truncated, info = step(key_step, state, action, params)
         return (next_obs, next_state), (obs, state, action, reward, terminated, truncated, info)
 
@@ -285,7 +323,8 @@ def benchmark_program(
 ) -> Callable[[jax.Array], jax.Array]:
     """What `benchmark` times: ``run(key) -> total reward`` (not jitted), ``num_envs`` envs
     reset and stepped ``num_steps`` times by ``jax.vmap(env.step)`` with one key per env per step
-    and a random (or the given) policy. ``params`` are constants of the program, as in a training
+    and random actions drawn for the whole batch at once (`batch_random_policy`), or the given
+    per-env ``policy`` (vmapped, one key per env). ``params`` are constants of the program, as in a training
     run on one configuration (passed as traced arguments instead, GridWorld's integer arithmetic
     on ``size`` cannot be specialised and runs about 1.4x slower). ``batched_path=True`` steps
     through `jaxenvs.VectorEnv` instead (one key per batch step, batch-level auto-reset)."""
@@ -293,8 +332,8 @@ def benchmark_program(
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     params = check_params(env, params)
-    policy = random_policy(env, params) if policy is None else policy
-    body = _policy_step(env, policy, num_envs, mesh, batched_path=batched_path)
+    batch_policy = batch_random_policy(env, num_envs, params) if policy is None else None
+    body = _policy_step(env, policy, num_envs, mesh, batched_path=batched_path, batch_policy=batch_policy)
 
     def run(key):
         key_reset, key_run = jax.random.split(key)

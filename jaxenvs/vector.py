@@ -9,7 +9,14 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
   (`jaxenvs.wrappers.base.step_draws_randomness`), one step key per env. A deterministic
   step (``traits.chance == "deterministic"``, verified by `jaxenvs.check_env`) gets the
   batch key itself and no split at all;
-* auto-reset happens at the batch level, from one vmapped ``reset_env`` over per-env reset keys;
+* auto-reset happens at the batch level and, by default, draws fresh episodes only for the envs
+  that finished: up to ``reset_capacity`` of them per step (``num_envs // 16`` by default, at least
+  64) take one fresh draw each, the ``j``-th finished env (in index order) the ``j``-th of
+  ``reset_capacity`` independent reset keys; in a step where more envs finish than that, every env
+  draws (``num_envs`` reset keys, ``lax.cond``). Every finished env still starts from its own
+  independent draw (the same distribution as one reset per env per step), but a step costs about
+  ``reset_capacity`` resets instead of ``num_envs``. ``reset_capacity=num_envs`` draws one reset
+  per env per step (the plain path's cost);
 * optionally (``reset_pool=k``, opt-in), *optimistic resets* as in Brax and Craftax: each step
   draws only ``k`` fresh episodes and hands them to the envs that finished (env ``i`` takes pool
   entry ``i % k``). Resetting then costs ``k`` instead of ``num_envs`` reset draws per step, but
@@ -17,7 +24,8 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
   map to the same pool entry); across steps the pools are independent draws.
 
 Trajectories differ from the plain path's for the same key (the keys are derived differently) but
-have the same distribution (with ``reset_pool``: the same distribution for each env).
+have the same distribution (with ``reset_pool``: the same distribution for each env, not
+independent across envs that start in the same step).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from jaxenvs.core import ActionError, Environment, ParamsError, check_params, params_shape_mismatch
+from jaxenvs.core import ActionError, Environment, ParamsError, StateError, check_params, params_shape_mismatch
 from jaxenvs.wrappers.base import (
     AutoReset,
     Forwarding,
@@ -39,7 +47,13 @@ from jaxenvs.wrappers.base import (
     strip_autoreset,
 )
 
-__all__ = ["VectorEnv"]
+__all__ = ["VectorEnv", "default_reset_capacity"]
+
+
+def default_reset_capacity(num_envs: int) -> int:
+    """The fresh episodes a `VectorEnv` step draws by default: ``num_envs // 16``, at least 64 (all
+    envs below 64: a small batch gains nothing from compaction)."""
+    return min(num_envs, max(64, num_envs // 16))
 
 
 class VectorEnv(Forwarding):
@@ -50,7 +64,9 @@ class VectorEnv(Forwarding):
     wrapper sits above it (then that env keeps resetting itself);
     ``params`` is shared by the batch (pass a batched params pytree and ``params_axis=0`` to give
     each env its own). ``reset_pool``: optimistic resets from a pool of that many fresh episodes
-    per step (see the module docstring; shared params only).
+    per step (see the module docstring; shared params only). ``reset_capacity``: how many fresh
+    episodes a step draws when at most that many envs finish (exact: each finished env gets its own
+    draw; more finished envs than that and every env draws); ``None`` is `default_reset_capacity`.
     """
 
     def __init__(
@@ -60,6 +76,7 @@ class VectorEnv(Forwarding):
         autoreset: bool = True,
         params_axis: int | None = None,
         reset_pool: int | None = None,
+        reset_capacity: int | None = None,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -71,6 +88,13 @@ class VectorEnv(Forwarding):
                     "reset_pool draws fresh episodes with shared params; with per-env params "
                     "(params_axis is not None) leave reset_pool=None"
                 )
+        if reset_capacity is None:
+            reset_capacity = default_reset_capacity(num_envs)
+        elif not isinstance(reset_capacity, int) or isinstance(reset_capacity, bool) or not 1 <= reset_capacity <= num_envs:
+            raise ValueError(
+                f"reset_capacity must be None or an int in [1, num_envs={num_envs}], got {reset_capacity!r}"
+            )
+        self.reset_capacity = reset_capacity
         self.env = strip_autoreset(env)
         self.num_envs = num_envs
         # an AutoReset below other wrappers (e.g. under NormalizeObservation, whose statistics
@@ -124,9 +148,21 @@ class VectorEnv(Forwarding):
                     f"VectorEnv({self.env.name}): action batch of shape {tuple(np.shape(x))}, expected {want}"
                 )
 
+    def _check_states(self, state, method="step"):
+        """A batch of states: every leaf with a leading axis of ``num_envs`` (host or trace time)."""
+        for path, x in jax.tree_util.tree_leaves_with_path(state):
+            shape = tuple(np.shape(x))
+            if shape[:1] != (self.num_envs,):
+                raise StateError(
+                    f"VectorEnv({self.env.name}, num_envs={self.num_envs}).{method}: state{jax.tree_util.keystr(path)} "
+                    f"has shape {shape}, expected a leading axis of num_envs={self.num_envs} (pass the batch of states "
+                    "from VectorEnv.reset or its previous step, not one env's state from env.reset)"
+                )
+
     # turn-based games, batched: one result per env (leading num_envs axis)
     def _each(self, name, state, params, *args):
         fn = getattr(self.env, name)
+        self._check_states(state, name)
         in_axes = (0,) * (1 + len(args)) + (self.params_axis,)
         return jax.vmap(fn, in_axes=in_axes)(state, *args, self._params(params))
 
@@ -163,6 +199,7 @@ class VectorEnv(Forwarding):
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None):
         params = self._params(params)
+        self._check_states(state)
         self._check_actions(action)
         if self._step_needs_key:
             keys = jax.random.split(key, self.num_envs + 1)
@@ -176,6 +213,28 @@ class VectorEnv(Forwarding):
         if not self.autoreset:
             return out
         obs, state, reward, terminated, truncated, info = out
-        reset_obs, reset_state = self._fresh_episodes(key_reset, params)
-        obs, state, info = same_step_reset(terminated | truncated, obs, state, info, reset_obs, reset_state, batched=True)
+        done = terminated | truncated
+        if self.reset_pool is not None or self.reset_capacity >= self.num_envs:
+            reset_obs, reset_state = self._fresh_episodes(key_reset, params)
+            obs, state, info = same_step_reset(done, obs, state, info, reset_obs, reset_state, batched=True)
+            return obs, state, reward, terminated, truncated, info
+        info = dict(info)
+        info["final_obs"] = obs
+        obs, state = jax.lax.cond(
+            jnp.sum(done) <= self.reset_capacity,
+            lambda: self._reset_finished(done, key_reset, params, obs, state),
+            lambda: same_step_reset(done, obs, state, {}, *self._fresh_episodes(key_reset, params), batched=True)[:2],
+        )
         return obs, state, reward, terminated, truncated, info
+
+    def _reset_finished(self, done, key, params, obs, state):
+        """``(obs, state)`` with at most ``reset_capacity`` finished envs restarted, each from its own
+        fresh draw (the ``j``-th finished env, in index order, from the ``j``-th reset key)."""
+        n, k = self.num_envs, self.reset_capacity
+        index = jnp.nonzero(done, size=k, fill_value=n)[0]  # n: an unused slot, dropped below
+        if self.params_axis is not None:
+            safe = jnp.minimum(index, n - 1)
+            params = jax.tree.map(lambda x: jnp.take(x, safe, axis=self.params_axis), params)
+        fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(jax.random.split(key, k), params)
+        put = lambda full, part: full.at[index].set(part, mode="drop")  # noqa: E731
+        return jax.tree.map(put, obs, fresh_obs), jax.tree.map(put, state, fresh_state)

@@ -179,10 +179,11 @@ def test_docs_rule_table_reads_the_same_list():
 
 def test_bench_fills_the_compilation_cache(run, tmp_path):
     cache = tmp_path / "cache"
-    p = run("bench", "GridWorld-v0", "--num-envs", "8", "--steps", "20", "--repeats", "2",
+    p = run("bench", "--num-envs", "8", "--steps", "20", "--repeats", "2",  # no ID: GridWorld-v0
             env={"JAXENVS_CACHE_DIR": str(cache), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"})
     assert p.returncode == 0, p.stderr
     assert any(cache.iterdir())  # the command line keeps its compiled programs
+    assert "no ID given: timing GridWorld-v0" in p.stdout
     assert "GridWorld-v0: 8 envs x 20 steps" in p.stdout
     assert re.search(r"^compile: [\d.]+ s \(excluded\)$", p.stdout, re.M)
     m = re.search(r"^([\d,]+) steps/s$", p.stdout, re.M)
@@ -562,3 +563,16 @@ def test_check_help_mentions_no_policy_option(capsys):
     assert "--policy" not in out and "module:id" in out
     assert main(["play", "--help"]) == 0
     assert "--policy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["bench"], ["profile", "GridWorld-v0", "--no-plot", "--no-wrappers"]])
+def test_a_batch_too_large_for_memory_is_a_usage_error(command, tmp_path, capsys):
+    from jaxenvs.cli import main
+
+    argv = command + ["--num-envs", "2147483647", "--steps", "16"]
+    status = main(argv + (["--out", str(tmp_path)] if command[0] == "profile" else []))
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert "--num-envs 2147483647: the batch does not fit in the memory of the cpu device" in one_error_line(err)
+    if command[0] == "profile":  # says where its files go before it starts
+        assert f"writing profile_GridWorld-v0.json into {tmp_path.resolve()}" in out

@@ -109,3 +109,37 @@ def test_batched_rollout_steps_through_vector_env(autoreset):
     else:
         assert "final_obs" not in traj.info
         assert truncated[6:].all() and (traj.state.time[-1] == t - 1).all()  # the clock runs on
+
+
+def test_batch_random_policy_draws_legal_moves_uniformly_in_one_draw():
+    from jaxenvs.rollout import batch_random_policy
+
+    env = jaxenvs.make("TicTacToe-v0")
+    n = 6
+    venv = jaxenvs.VectorEnv(env, n)
+    obs, state = venv.reset(jax.random.key(0))
+    policy = jax.jit(batch_random_policy(env, n))
+    # a few plies in: envs with different legal moves
+    for t in range(3):
+        obs, state, *_ = venv.step(jax.random.key(t), state, policy(jax.random.key(100 + t), obs))
+    mask = np.asarray(obs["action_mask"]) != 0  # (n, 2, 9): the mover's row
+    movers = mask.any(axis=1)
+    draws = np.stack([np.asarray(policy(jax.random.key(1000 + i), obs)) for i in range(400)])  # (400, n, 2)
+    assert (draws[..., 0] == draws[..., 1]).all()  # one value, put in both rows
+    for e in range(n):
+        legal = np.flatnonzero(movers[e])
+        counts = np.bincount(draws[:, e, 0], minlength=9)
+        assert counts[~movers[e]].sum() == 0  # never an illegal move
+        expected = 400 / len(legal)
+        chi2 = ((counts[legal] - expected) ** 2 / expected).sum()
+        assert chi2 < 26.1  # chi-square, at most 8 degrees of freedom, p = 0.001
+
+
+def test_batch_random_policy_covers_the_action_space_without_a_mask():
+    from jaxenvs.rollout import batch_random_policy
+
+    env = jaxenvs.make("GridWorld-v0")
+    a = np.asarray(batch_random_policy(env, 4000)(jax.random.key(0), None))
+    assert a.shape == (4000,) and a.dtype == np.int32
+    counts = np.bincount(a, minlength=4)
+    assert len(counts) == 4 and ((counts - 1000) ** 2 / 1000).sum() < 16.3  # chi-square, 3 dof, p = 0.001

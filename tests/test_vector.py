@@ -156,3 +156,95 @@ def test_vector_env_forwards_like_a_wrapper():
     assert venv.default_params == env.default_params and venv.default_params.size == 3
     assert (venv.traits, venv.name, venv.spec, venv.unwrapped) == (env.traits, env.name, env.spec, env.unwrapped)
     assert venv.observation_space() == env.observation_space()
+
+
+def _manual_compacted(inner, key, state, action, capacity):
+    """What VectorEnv(reset_capacity=capacity).step must compute for a deterministic step: the j-th
+    finished env (index order) restarts from the j-th of `capacity` reset keys, unless more than
+    `capacity` envs finished (then env i restarts from the i-th of N keys, the full path)."""
+    obs, st, r, term, trunc, info = jax.vmap(inner.step, in_axes=(None, 0, 0))(key, state, action)
+    done = np.asarray(term | trunc)
+    if done.sum() > capacity:
+        fresh_obs, fresh_state = jax.vmap(inner.reset)(jax.random.split(key, N))
+        source = np.arange(N)
+    else:
+        fresh_obs, fresh_state = jax.vmap(inner.reset)(jax.random.split(key, capacity))
+        source = np.cumsum(done) - 1  # the slot of each finished env
+    pick = lambda new, old: np.stack([np.asarray(new)[source[i]] if done[i] else np.asarray(old)[i] for i in range(N)])  # noqa: E731
+    return jax.tree.map(pick, fresh_obs, obs), jax.tree.map(pick, fresh_state, st), done
+
+
+def test_reset_capacity_restarts_each_finished_env_from_its_own_draw():
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=4)
+    inner = jaxenvs.make("GridWorld-v0", max_episode_steps=4, autoreset=False)
+    venv = jaxenvs.VectorEnv(env, N, reset_capacity=3)
+    obs, state = venv.reset(jax.random.key(0))
+    # stagger the episodes: env i has taken i % 4 steps, so 2 envs finish per step (3 when one terminates)
+    state = state.replace(time=jnp.arange(N, dtype=jnp.int32) % 4)
+    step = jax.jit(venv.step)
+    counts = set()
+    for t in range(40):
+        key, action = jax.random.key(100 + t), jax.random.randint(jax.random.key(t), (N,), 0, 4)
+        want_obs, want_state, done = _manual_compacted(inner, key, state, action, 3)
+        obs, state, _, term, trunc, info = step(key, state, action)
+        np.testing.assert_array_equal(np.asarray(term | trunc), done)
+        jax.tree.map(np.testing.assert_array_equal, obs, want_obs)
+        jax.tree.map(np.testing.assert_array_equal, state, want_state)
+        counts.add(int(done.sum()))
+    assert counts & {1, 2, 3} and max(counts) >= 2  # the compacted branch ran with several finished envs
+
+
+def test_reset_capacity_overflow_takes_the_full_path_and_every_start_is_uniform():
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=1)  # every env finishes every step: 8 > capacity 2
+    venv = jaxenvs.VectorEnv(env, N, reset_capacity=2)
+    obs, state = venv.reset(jax.random.key(0))
+    step = jax.jit(venv.step)
+    agents = []
+    for t in range(60):
+        obs, state, *_ = step(jax.random.key(t), state, jnp.zeros(N, jnp.int32))
+        agents.append(np.asarray(obs["agent"]))
+    cells = np.concatenate(agents) @ np.array([1, 5])
+    assert len({tuple(a) for a in agents[-1]}) > 2  # not a shared pool: the envs draw apart
+    counts = np.bincount(cells, minlength=25)  # 480 starts over 25 cells: expected 19.2 each
+    chi2 = ((counts - 19.2) ** 2 / 19.2).sum()
+    assert chi2 < 52.6  # chi-square, 24 degrees of freedom, p = 0.001
+
+
+def test_default_reset_capacity_and_bad_values():
+    from jaxenvs.vector import default_reset_capacity
+
+    assert [default_reset_capacity(n) for n in (8, 64, 1024, 4096)] == [8, 64, 64, 256]
+    env = jaxenvs.make("GridWorld-v0")
+    for bad in (0, N + 1, 2.0, True):
+        with pytest.raises(ValueError, match=r"reset_capacity must be None or an int in \[1, num_envs=8\]"):
+            jaxenvs.VectorEnv(env, N, reset_capacity=bad)
+
+
+def test_one_envs_state_is_refused_at_trace_time():
+    env = jaxenvs.make("GridWorld-v0")
+    venv = jaxenvs.VectorEnv(env, N)
+    _, state = env.reset(jax.random.key(0))  # one env's state, no batch axis
+    with pytest.raises(jaxenvs.core.StateError, match=r"state\.env_state\.agent has shape \(2,\), expected a leading axis of num_envs=8"):
+        jax.jit(venv.step)(jax.random.key(1), state, jnp.zeros(N, jnp.int32))
+    with pytest.raises(jaxenvs.core.StateError, match="VectorEnv.reset"):
+        venv.legal_action_mask(state)
+
+
+def test_reset_capacity_with_per_env_params_starts_each_env_in_its_own_grid():
+    env = jaxenvs.make("GridWorld-v0", max_episode_steps=2)
+    sizes = jnp.asarray([2, 3, 50, 50, 50, 50, 50, 50], jnp.int32)
+    params = env.default_params.replace(size=sizes)
+    venv = jaxenvs.VectorEnv(env, N, params_axis=0, reset_capacity=3)
+    obs, state = venv.reset(jax.random.key(0), params)
+    state = state.replace(time=jnp.asarray([1, 1, 0, 0, 0, 0, 0, 0], jnp.int32))  # envs 0 and 1 finish first
+    step = jax.jit(venv.step)
+    seen = {0: set(), 1: set()}
+    for t in range(40):
+        obs, state, _, _, truncated, _ = step(jax.random.key(t), state, jnp.zeros(N, jnp.int32), params)
+        agent = np.asarray(obs["agent"])
+        assert (agent < np.asarray(sizes)[:, None]).all()  # every start inside its own grid
+        for e in (0, 1):
+            if truncated[e]:
+                seen[e].add(tuple(agent[e]))
+    assert seen[0] <= {(x, y) for x in range(2) for y in range(2)} and len(seen[0]) > 1
+    assert len(seen[1]) > 2

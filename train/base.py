@@ -420,10 +420,21 @@ class Trainer:
         return jax.lax.scan(step, runner, None, length=self.config.num_steps)
 
     def _next_values(self, params, traj: Transition) -> jax.Array:
-        """``V(final_obs)``, float32[T, B]: one critic pass over every step's pre-reset next
-        observation (`gae` bootstraps from it wherever a step did not terminate)."""
-        _, values = self.network.apply(params, traj.final_obs)
-        return values
+        """``V(final_obs)``, float32[T, B], wherever `gae` and `gae_decisions` read it (every step
+        that did not terminate), without a critic pass over every step's pre-reset observation: on a
+        step that ended no episode ``final_obs[t]`` is the next step's observation, whose value the
+        rollout already holds (``traj.value[t + 1]``); the last step's comes from one pass over
+        ``final_obs[T - 1]``. Only when some step before the last was truncated does the full pass
+        over ``final_obs`` run (``lax.cond``), and its values are taken on the truncated steps.
+        Terminated steps get a value too (they bootstrap from 0 whatever it is)."""
+        _, last = self.network.apply(params, traj.final_obs[-1])
+        shifted = jnp.concatenate([traj.value[1:], last[None]], axis=0)
+
+        def with_truncations(_):
+            _, values = self.network.apply(params, traj.final_obs)
+            return jnp.where(traj.truncated, values, shifted)
+
+        return jax.lax.cond(traj.truncated[:-1].any(), with_truncations, lambda _: shifted, None)
 
     def advantages(self, traj: Transition, next_values, hp):
         """``(advantages, value targets)`` [T, B]: `gae`, or `gae_decisions` (each seat's own

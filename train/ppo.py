@@ -102,12 +102,11 @@ class PPOTrainer(Trainer):
 
     def _grad_step(self, tx, params, opt_state, batch, hp: HParams):
         """One optimizer step of ``tx`` on a minibatch ``(Transition, advantages, targets)``:
-        ``(params, opt_state, loss info)``."""
+        ``(params, opt_state, loss info)``, the info with ``loss_finite`` (bool)."""
         (loss, info), grads = jax.value_and_grad(self._loss, has_aux=True)(params, batch, hp)
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
-        info = dict(info, nonfinite=~(all_finite(loss) & all_finite(grads) & all_finite(params)))
-        return params, opt_state, info
+        return params, opt_state, dict(info, loss_finite=jnp.isfinite(loss))
 
     def _update(self, runner: RunnerState, hp: HParams):
         """One PPO update: rollout, GAE, epochs x minibatches of Adam steps. Returns the new
@@ -120,7 +119,9 @@ class PPOTrainer(Trainer):
         adv, targets = self.advantages(traj, next_values, hp)
         tx = self.make_optimizer(hp)
         n = cfg.num_steps * self.batch_size
-        flat = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (traj, adv, targets))
+        # only what the loss reads is shuffled into minibatches (not final_obs, values, rewards, flags)
+        used = traj._replace(final_obs=None, reward=None, terminated=None, truncated=None, value=None)
+        flat = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), (used, adv, targets))
 
         def epoch(carry, _):
             params, opt_state, key = carry
@@ -143,7 +144,10 @@ class PPOTrainer(Trainer):
             epoch, (runner.params, runner.opt_state, k_upd), None, length=cfg.update_epochs
         )
         runner = runner.replace(params=params, opt_state=opt_state, key=key, update=runner.update + 1)
-        nonfinite = info.pop("nonfinite").any()
+        # a NaN or infinite gradient makes the clipped Adam step, and so the parameters, NaN for
+        # good: the finite losses and the final parameters tell the same as checking every step's
+        # gradients and parameters, at one pass over the parameters per update
+        nonfinite = ~(info.pop("loss_finite").all() & all_finite(params))
         metrics = {k: v.mean() for k, v in info.items()}
         metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite, value_mean=traj.value.mean())
         if self.turn_based:  # illegal_rate, and the new policy's games against random-legal play

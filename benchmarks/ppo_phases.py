@@ -1,0 +1,152 @@
+"""jaxenvs' PPO against rejax 0.1.3's, phase by phase, paired in one process.
+
+Both trainers run at the same settings (``train.configs`` tuned defaults, ``--num-envs`` overriding
+the batch for both) on the same environment (rejax through ``jaxenvs.adapters.gymnax.to_gymnax``),
+as ``benchmarks/train_speed.py`` sets them up. Each side gets four jitted programs, timed in turn
+(interleaved, ``--repeats`` rounds, medians reported):
+
+* ``chunk``: ``--updates`` whole updates in one call (jaxenvs ``run_updates``; rejax ``train`` with
+  its evaluation callback off): the figure the targets are about, in env-steps/s;
+* ``rollout``: ``--updates`` rollouts (``num_steps`` steps in ``num_envs`` envs: sampling, env
+  step, storage) in one ``lax.scan``, the parameters fixed;
+* ``rollout+gae``: the same with the bootstrap values and GAE after each rollout;
+* ``update``: ``--updates`` whole updates (rollout, GAE, epochs x minibatches of gradient steps,
+  metrics) in one ``lax.scan``: ``chunk`` without rejax's ``train`` wrapper.
+
+GAE's share is ``rollout+gae - rollout``, the optimisation's (and metrics') ``update - rollout+gae``.
+
+    python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 32
+    python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 1024 --updates 4
+    python benchmarks/ppo_phases.py --env gymnax/CartPole-v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jaxenvs.train  # noqa: E402,F401  (sets XLA flags before JAX compiles anything)
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import jaxenvs  # noqa: E402
+from jaxenvs.train.configs import get_config  # noqa: E402
+from jaxenvs.train.trainers import make_trainer  # noqa: E402
+
+
+def jaxenvs_programs(cfg, updates: int):
+    trainer = make_trainer(cfg)
+    hp = cfg.hparams()
+    runner = jax.block_until_ready(trainer.init(jax.random.key(0)))
+
+    def rollout(r, _):
+        r, (traj, _) = trainer._rollout(r, hp)
+        return r, traj.value.sum()
+
+    def rollout_gae(r, _):
+        r2, (traj, _) = trainer._rollout(r, hp)
+        return r2, trainer.advantages(traj, trainer._next_values(r.params, traj), hp)[0].sum()
+
+    progs = {
+        "chunk": jax.jit(lambda r: trainer._run_updates(r, hp, updates)[0].params),
+        "rollout": jax.jit(lambda r: jax.lax.scan(rollout, r, None, updates)[1]),
+        "rollout+gae": jax.jit(lambda r: jax.lax.scan(rollout_gae, r, None, updates)[1]),
+        "update": jax.jit(lambda r: trainer._run_updates(r, hp, updates)[0].params),
+    }
+    return progs, runner
+
+
+def rejax_programs(cfg, updates: int):
+    from rejax import PPO
+
+    from jaxenvs.adapters.gymnax import to_gymnax
+
+    genv = to_gymnax(jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
+    steps = updates * cfg.steps_per_update
+    algo = PPO.create(
+        env=genv, total_timesteps=steps, eval_freq=steps, skip_initial_evaluation=True,
+        num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
+        num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+        clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
+        agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
+    )
+    algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))
+    ts = algo.init_state(jax.random.key(0))
+
+    def rollout(ts, _):
+        ts, traj = algo.collect_trajectories(ts)
+        return ts, traj.value.sum()
+
+    def rollout_gae(ts, _):
+        ts, traj = algo.collect_trajectories(ts)
+        last_val = algo.critic.apply(ts.critic_ts.params, ts.last_obs)
+        last_val = jnp.where(ts.last_done, 0, last_val)
+        return ts, algo.calculate_gae(traj, last_val)[0].sum()
+
+    def update(ts, _):
+        return algo.train_iteration(ts), None
+
+    progs = {
+        "chunk": jax.jit(lambda ts: algo.train(train_state=ts)[0].actor_ts.params),
+        "rollout": jax.jit(lambda ts: jax.lax.scan(rollout, ts, None, updates)[1]),
+        "rollout+gae": jax.jit(lambda ts: jax.lax.scan(rollout_gae, ts, None, updates)[1]),
+        "update": jax.jit(lambda ts: jax.lax.scan(update, ts, None, updates)[0].actor_ts.params),
+    }
+    return progs, ts
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="GridWorld-v0")
+    p.add_argument("--num-envs", type=int, help="override the tuned num_envs (both trainers)")
+    p.add_argument("--updates", type=int, default=8, help="updates per timed chunk (default: 8)")
+    p.add_argument("--repeats", type=int, default=7, help="interleaved rounds (default: 7)")
+    p.add_argument("--out", help="write the figures as JSON here")
+    args = p.parse_args(argv)
+    cfg = get_config(args.env) if args.num_envs is None else get_config(args.env, num_envs=args.num_envs)
+    load0 = os.getloadavg()
+    sides = {"jaxenvs": jaxenvs_programs(cfg, args.updates), "rejax": rejax_programs(cfg, args.updates)}
+    for progs, state in sides.values():  # compile
+        for f in progs.values():
+            jax.block_until_ready(f(state))
+    times = {s: {k: [] for k in progs} for s, (progs, _) in sides.items()}
+    for _ in range(args.repeats):
+        for k in times["jaxenvs"]:
+            for s, (progs, state) in sides.items():
+                t0 = time.perf_counter()
+                jax.block_until_ready(progs[k](state))
+                times[s][k].append(time.perf_counter() - t0)
+    med = {s: {k: float(np.median(v)) for k, v in t.items()} for s, t in times.items()}
+    for s in med:
+        m = med[s]
+        m["gae"] = m["rollout+gae"] - m["rollout"]
+        m["optimise+metrics"] = m["update"] - m["rollout+gae"]
+        m["chunk_steps_per_sec"] = args.updates * cfg.steps_per_update / m["chunk"]
+    paired = [r / j for j, r in zip(times["jaxenvs"]["chunk"], times["rejax"]["chunk"])]
+    print(f"{cfg.env_id}, num_envs={cfg.num_envs}, num_steps={cfg.num_steps}, epochs={cfg.update_epochs}, "
+          f"minibatches={cfg.num_minibatches}; {args.repeats} rounds; load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+    print(f"  {'ms (median)':<18}{'jaxenvs':>10}{'rejax':>10}{'rejax/jaxenvs':>15}")
+    for k in ("rollout", "gae", "optimise+metrics", "update", "chunk"):
+        j, r = med["jaxenvs"][k] * 1e3, med["rejax"][k] * 1e3
+        print(f"  {k:<18}{j:>10.2f}{r:>10.2f}{(r / j if j > 0 else float('nan')):>15.2f}")
+    ratio = float(np.median(paired))
+    print(f"  chunk env-steps/s: jaxenvs {med['jaxenvs']['chunk_steps_per_sec']:,.0f}, rejax "
+          f"{med['rejax']['chunk_steps_per_sec']:,.0f}; paired ratio jaxenvs/rejax median {ratio:.2f}x "
+          f"(min {min(paired):.2f}, max {max(paired):.2f})")
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump({"env": cfg.env_id, "num_envs": cfg.num_envs, "updates": args.updates, "repeats": args.repeats,
+                       "load_avg_start": load0, "load_avg_end": os.getloadavg(), "median_s": med,
+                       "paired_ratio_median": ratio, "paired_ratios": paired, "jax": jax.__version__}, f, indent=1)
+    return ratio
+
+
+if __name__ == "__main__":
+    main()
