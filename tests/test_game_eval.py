@@ -8,7 +8,7 @@ function of the board: good enough to check that it is read, masked and seated c
 
 Exact: the greedy policy's move on all 4,520 decision positions is the most probable legal move
 of the network's own logits; the outcome probabilities of that policy against random-legal play
-follow by enumerating the game (`train.game_values.outcome_probabilities`), and the jitted
+follow by enumerating the game (`jaxenvs.games.tic_tac_toe.outcome_probabilities`), and the jitted
 head-to-head (`train.policy.versus`) must match them within 4.5 binomial standard deviations
 (`sqrt(p (1 - p) / N)`; a false alarm about once in 150,000 checks).
 """
@@ -27,7 +27,7 @@ import pytest
 from scipy import stats
 
 import jaxenvs
-from jaxenvs.train import game_values as gv
+from jaxenvs.games import tic_tac_toe as gv
 from jaxenvs.train.checkpoint import CheckpointError
 from conftest import CHEAP_XLA, tiny_run_dir
 
@@ -144,17 +144,16 @@ def test_load_policy_checks_its_input(run_dir, tmp_path, policy):
 
 
 def test_opponents_by_name_and_their_mistakes(run_dir):
-    from jaxenvs.train.opponents import random_legal, tictactoe_perfect
-    from jaxenvs.train.policy import OpponentError, make_opponent
+    from jaxenvs.games import OpponentError, make_opponent, random_legal
+    from jaxenvs.games.tic_tac_toe import perfect
 
     ttt = jaxenvs.make("TicTacToe-v0", autoreset=False)
     assert make_opponent("random", ttt)[1] is random_legal
-    assert make_opponent("perfect", ttt)[1] is tictactoe_perfect
-    assert make_opponent("tictactoe-perfect", ttt)[1] is tictactoe_perfect
+    assert make_opponent("perfect", ttt)[1] is perfect
     label, other = make_opponent(str(run_dir), ttt)
     assert label == f"run {run_dir}" and other.env_id == "TicTacToe-v0"
     with pytest.raises(OpponentError, match="'heuristic' plays ConnectFour-v0 only, not TicTacToe-v0; for TicTacToe-v0 "
-                                            "choose random, perfect, or a run directory"):
+                                            "choose 'random' .*, 'perfect' .*, or a run directory"):
         make_opponent("heuristic", ttt)
     with pytest.raises(OpponentError, match="unknown opponent 'minimax'"):
         make_opponent("minimax", ttt)
@@ -218,10 +217,10 @@ def test_command_line_opponent_mistakes_are_one_line(run_dir, capsys):
 
     assert evaluate_main([str(run_dir), "--opponent", "heuristic"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "opponent 'heuristic' plays ConnectFour-v0 only" in err[0] and "choose random, perfect" in err[0]
+    assert len(err) == 1 and "opponent 'heuristic' plays ConnectFour-v0 only" in err[0] and "choose 'random'" in err[0]
     assert jaxenvs_main(["play", str(run_dir), "--opponent", "minimax"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown opponent 'minimax'; for TicTacToe-v0 choose random, perfect, or a run" in err[0]
+    assert len(err) == 1 and "unknown opponent 'minimax'; for TicTacToe-v0 choose 'random'" in err[0]
     assert jaxenvs_main(["play", "GridWorld-v0", "--opponent", "random"]) == 2
     assert "two-player zero-sum games" in capsys.readouterr().err
     assert jaxenvs_main(["play", str(run_dir), "--seat", "1"]) == 2

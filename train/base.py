@@ -353,7 +353,7 @@ class Trainer:
 
     def agent_policy(self, params, greedy: bool = True) -> Callable:
         """``policy(key, obs) -> int32 action`` on ONE agent's raw observation (no agent or batch
-        axis), the form `train.matches` and `train.opponents` use: greedy (the mode) or sampled."""
+        axis), the form `jaxenvs.games` uses: greedy (the mode) or sampled."""
 
         def policy(key, obs):
             dist, _ = self.policy(params, self.preprocess(obs)[None], self.row_mask(obs))  # one row
@@ -437,9 +437,8 @@ class Trainer:
         rollout; exactly 0 with masking) and, with ``match_games > 0``, ``win_seat{i}``,
         ``draw_seat{i}``, ``loss_seat{i}``: the GREEDY policy (the one evaluations judge) in seat
         ``i`` against random-legal play in the others, over ``match_games`` games per seat
-        (`train.matches.versus`, inside the compiled update)."""
-        from .matches import versus
-        from .opponents import random_legal
+        (`jaxenvs.games.versus`, inside the compiled update)."""
+        from jaxenvs.games import random_legal, versus
 
         out = dict(illegal_rate=illegal.sum().astype(jnp.float32) / jnp.maximum(decisions.sum(), 1).astype(jnp.float32))
         games = int(getattr(self.config, "match_games", 0))
