@@ -64,6 +64,7 @@ from jaxenvs import spaces
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
+from . import league
 from .masking import MaskedCategorical
 from .networks import ActorCritic, policy_head_for
 
@@ -380,10 +381,9 @@ class Trainer:
             dist, value = self.policy(r.params, x, mask)
             acting = None if mask is None else mask.any(-1)
             opponent = self.opponent_rows
-            if opponent is not None:  # random-legal moves in the opponent rows, left out of the losses
+            if opponent is not None:  # the opponents' moves in their rows (`train.league`), left out of the losses
                 k_act, k_opp = jax.random.split(k_act)
-                sample = jnp.where(opponent, MaskedCategorical(jnp.zeros(mask.shape), mask).sample(k_opp),
-                                   dist.sample(k_act))
+                sample = jnp.where(opponent, league.opponent_actions(self, k_opp, r.obs, mask), dist.sample(k_act))
                 acting = acting & ~opponent
             else:
                 sample = dist.sample(k_act)
