@@ -173,7 +173,7 @@ def test_random_legal_is_uniform_over_legal_actions():
         jax.eval_shape(random_legal, jax.random.key(0), {"action_mask": np.ones((2, 7))})
     c4 = jaxenvs.make("ConnectFour-v0")
     assert make_opponent("random", c4)[1] is random_legal
-    assert list(named_opponents(c4)) == ["random", "heuristic", "win-block"]
+    assert list(named_opponents(c4)) == ["random", "heuristic", "no-blunder", "win-block"]
     assert list(named_opponents(jaxenvs.make("TicTacToe-v0"))) == ["random", "perfect"]
     with pytest.raises(OpponentError, match="unknown opponent 'minimax'; for ConnectFour-v0 choose 'random'"):
         make_opponent("minimax", c4)

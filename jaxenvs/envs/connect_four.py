@@ -84,6 +84,8 @@ class ConnectFour(Environment):
     OPPONENTS = {
         "heuristic": ("jaxenvs.games.connect_four:heuristic",
                       "win, else block, else avoid giving the opponent a win, prefer the centre"),
+        "no-blunder": ("jaxenvs.games.connect_four:no_blunder",
+                       "win, else block, else random among the moves that give the opponent no win"),
         "win-block": ("jaxenvs.games.connect_four:win_block", "win, else block, else random legal"),
     }
 

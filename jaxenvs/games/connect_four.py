@@ -8,6 +8,8 @@ plane 0 the observer's pieces, plane 1 the opponent's, row 0 at the top, action 
   cell); among the candidates it prefers the column nearest the centre (ties drawn uniformly). A
   one-ply-lookahead player of the kind Connect Four tutorials use as a baseline: it beats random
   play almost always and punishes every one-move blunder.
+* `no_blunder` (the opponent ``no-blunder``): `heuristic` without the centre preference: a win,
+  else a block, else uniform among the moves that give the opponent no immediate win.
 * `win_block` (the opponent ``win-block``): a winning move, else a block, else uniform among the
   legal moves (no look-ahead, no centre preference): weaker.
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from .opponents import mask_of, observation_of, uniform_among
 
-__all__ = ["heuristic", "win_block", "lines", "landing_cells", "winning_moves", "ROWS", "COLS"]
+__all__ = ["heuristic", "no_blunder", "win_block", "lines", "landing_cells", "winning_moves", "ROWS", "COLS"]
 
 ROWS, COLS = 6, 7
 
@@ -106,3 +108,14 @@ def heuristic(key, obs) -> jax.Array:
     centre = jnp.asarray(_CENTRE_ORDER, jnp.float32)
     best = jnp.max(jnp.where(choice, centre, -jnp.inf))
     return uniform_among(key, choice & (centre == best))
+
+
+def no_blunder(key, obs) -> jax.Array:
+    """int32 scalar: win at once, else block the opponent's immediate win, else uniform among the
+    legal columns that give the opponent no immediate win (all legal columns when none does)."""
+    mask, board, landing = _board(obs, "connect_four.no_blunder")
+    win = winning_moves(board[..., 0], landing) & mask
+    block = winning_moves(board[..., 1], landing) & mask
+    safe = _safe_moves(board, landing, mask)
+    rest = jnp.where(jnp.any(safe), safe, mask)
+    return uniform_among(key, jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest)))
