@@ -569,6 +569,9 @@ def _human_game(args, env, policy, label: str) -> None:
         raise UsageError("--render is for games between policies; a person's game is drawn in the terminal")
     seat = args.seat or 0
     me = getattr(policy, "agent", None)
+    if me is not None:  # a short name for the board's lines; the header names the run
+        print(f"policy: {label}")
+        label = "policy" + (f", search {args.search}" if args.search else "")
     if args.human and args.opponent == "human":
         seats, labels = [None, None], ["person", "person"]
     elif args.human:  # the person in `seat`, against the opponent, else the policy
@@ -598,6 +601,9 @@ def _human_game(args, env, policy, label: str) -> None:
             returns = human.play_game(env, seats, k, labels=labels)
         except human.InputEnded as e:
             raise Failure(f"game stopped: {e}") from e
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: a clean line, exit status 130
+            print("\ngame interrupted", file=sys.stderr)
+            raise
         totals += np.sign(returns)
     if games > 1:
         print("after " + str(games) + " games: " + ", ".join(
