@@ -43,6 +43,7 @@ __all__ = [
 
 PROG = "python -m jaxenvs.train.evaluate"
 PROGRESS_EPISODES = 200  # per seed, after every chunk of training
+PROGRESS_GAMES = 100  # per seat and seed for two-player games (each seat is a game program of its own)
 
 
 GAME_METRICS = {
@@ -122,10 +123,13 @@ def evaluate(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dic
     }
 
 
-def progress_metrics(trainer, params, key=None, num_episodes: int = PROGRESS_EPISODES) -> dict:
+def progress_metrics(trainer, params, key=None, num_episodes: int | None = None) -> dict:
     """The metrics that measure progress in the trainer's environment (its entry's ``progress``)
-    for params with a leading seed axis: ``{name: [value per seed]}``."""
+    for params with a leading seed axis: ``{name: [value per seed]}``; on `PROGRESS_EPISODES`
+    episodes, or `PROGRESS_GAMES` games per seat for a two-player game, by default."""
     key = jax.random.key(54321) if key is None else key
+    if num_episodes is None:
+        num_episodes = PROGRESS_GAMES if _entry(trainer.config.env_id).counted == "games per seat" else PROGRESS_EPISODES
     per_seed = evaluate(trainer, params, key, num_episodes=num_episodes)["seeds"]
     return {n: [float(m[n]) for m in per_seed] for n in _entry(trainer.config.env_id).progress}
 
