@@ -136,11 +136,34 @@ def test_load_policy_checks_its_input(run_dir, tmp_path, policy):
         load_policy(tmp_path)
     with pytest.raises(ValueError, match="seed 1: the run in .* has 1 seed"):
         load_policy(run_dir, seed=1)
+    for bad in (0.5, "0", True, None):  # never rounded or read as seed 0
+        with pytest.raises(ValueError, match=r"seed must be an int \(the index of one of the run's seeds\), got"):
+            load_policy(run_dir, seed=bad)
+    for bad in ("no", "yes", 1, None):  # a non-empty string is not True
+        with pytest.raises(ValueError, match=r"greedy must be True .* or False .*, got"):
+            load_policy(run_dir, greedy=bad)
+    for bad in (-1, 1.5, "8", True):
+        with pytest.raises(ValueError, match="search must be a non-negative int"):
+            load_policy(run_dir, search=bad)
     env = jaxenvs.make("TicTacToe-v0")
     obs, _ = env.reset(jax.random.key(0))
     with pytest.raises(ValueError, match=r"takes one agent's observation .* index one agent's row"):
         jax.eval_shape(policy, jax.random.key(0), obs)  # the joint observation of both agents
     assert policy.env_id == "TicTacToe-v0" and policy.seed == 0 and policy.greedy
+
+
+def test_a_searching_policy_is_jittable_vmappable_and_legal(run_dir):
+    """load_policy(run, search=8): one compiled program plays a batch of positions, every move legal."""
+    pytest.importorskip("mctx")
+    from jaxenvs.train import load_policy
+
+    searching = load_policy(run_dir, search=8)
+    assert searching.search == 8 and searching.greedy
+    _, obs = decision_observations()
+    pick = np.random.default_rng(0).choice(len(obs["action_mask"]), 64, replace=False)
+    batch = jax.tree.map(lambda x: x[pick], obs)
+    moves = np.asarray(jax.jit(jax.vmap(searching))(jax.random.split(jax.random.key(0), 64), batch))
+    assert (batch["action_mask"][np.arange(64), moves] == 1).all()
 
 
 def test_opponents_by_name_and_their_mistakes(run_dir):
