@@ -43,7 +43,7 @@ __all__ = [
 
 PROG = "python -m jaxenvs.train.evaluate"
 PROGRESS_EPISODES = 200  # per seed, after every chunk of training
-PROGRESS_GAMES = 100  # per seat and seed for two-player games (each seat is a game program of its own)
+PROGRESS_GAMES = 64  # per seat and seed for two-player games: evaluation stays under a quarter of the run
 
 
 GAME_METRICS = {
