@@ -85,9 +85,10 @@ def test_episode_ends_cut_the_trace_and_truncation_bootstraps():
 
 @pytest.fixture(scope="module")
 def tiny():
-    """A tiny masked PPO on Tic-Tac-Toe, one rollout from init and its flattened batch (one jitted call)."""
+    """A tiny masked PPO on Tic-Tac-Toe in pure self-play (the tuned entry's opponents off), one rollout
+    from init and its flattened batch (one jitted call)."""
     cfg = get_config("TicTacToe-v0", num_envs=4, num_steps=12, total_timesteps=48, hidden_sizes=(16,),
-                     update_epochs=1, num_minibatches=2, match_games=8)
+                     update_epochs=1, num_minibatches=2, match_games=8, random_opponents=0.0)
     trainer = make_trainer(cfg)
     hp = cfg.hparams()
 
