@@ -337,13 +337,13 @@ def meets_bar(env_id: str, wins: tuple[float, float]) -> bool:
 def _has_tuned_evaluation(env_id: str) -> bool:
     from jaxenvs.train import tuned
 
-    return tuned.entry(env_id).evaluate is not tuned.evaluate_generic
+    return tuned.entry(env_id).evaluate != "generic"
 
 
 def jaxenvs_game_run(env_id: str, num_chunks: int, eval_games: int, seed: int = 0, **overrides) -> dict:
     """One seed of jaxenvs PPO in self-play on a two-player game, evaluated against random-legal
     play after every chunk; stops at the first chunk that is solved."""
-    from jaxenvs.train.opponents import random_legal
+    from jaxenvs.games import random_legal
     from jaxenvs.train.policy import versus
 
     cfg = get_config(env_id, **overrides)

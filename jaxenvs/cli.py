@@ -34,12 +34,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_policy"]
+__all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_run_policy"]
 
 PROG = "jaxenvs"
 SEED_LIMIT = 2**63  # jax.random.key takes seeds that fit a signed 64-bit integer
 RENDER_MODES = ("text", "human", "gif", "mp4")
 TRAIN_EXTRA = "pip install 'jaxenvs[train]'"
+VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
 
 
 class UsageError(Exception):
@@ -223,15 +224,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="with a trained policy: which of the run's seeds to play",
     )
     p.add_argument(
-        "--opponent", default=None, metavar="NAME|RUN_DIR",
-        help="two-player games: play the policy in one seat (--seat) against 'random' (legal moves), 'perfect' "
-             "(TicTacToe-v0), 'heuristic' (ConnectFour-v0) or another run directory's greedy policy",
+        "--opponent", default=None, metavar="NAME|RUN_DIR|human",
+        help="two-player games: play the policy in one seat (--seat) against a named opponent of the game ('random' "
+             "(legal moves) for every game, 'perfect' for TicTacToe-v0, 'heuristic' and 'win-block' for ConnectFour-v0: "
+             "jaxenvs describe ID lists them), another run directory's greedy policy, or 'human' (you, at the terminal)",
+    )
+    p.add_argument(
+        "--human", action="store_true",
+        help="two-player games: you play seat --seat at the terminal (moves typed as numbers) against the run's policy, "
+             "--opponent NAME, or another person (--opponent human)",
     )
     p.add_argument(
         "--seat", type=int_arg(0, 2, "0 or 1"), default=None, metavar="0|1",
-        help="with --opponent: the policy's seat, 0 moves first (default: 0)",
+        help="with --opponent: the policy's seat; with --human: yours; 0 moves first (default: 0)",
     )
-    p.add_argument("--episodes", type=_positive_int, default=1, metavar="N", help="episodes to run")
+    p.add_argument(
+        "--search", type=_non_negative_int, default=0, metavar="N",
+        help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: play the move of N simulations of tree search "
+             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra)",
+    )
+    p.add_argument("--episodes", type=_positive_int, default=None, metavar="N",
+                   help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
     p.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed, in [0, 2**63)")
     p.add_argument(
         "--max-steps", type=_positive_int, default=1000, metavar="T",
@@ -358,9 +371,18 @@ def cmd_list(args) -> None:
 
 def describe_env(env_id: str) -> str:
     """What ``jaxenvs describe`` prints (`jaxenvs.describe`), with a bad id as a usage error."""
+    from jaxenvs.games import is_two_player_game, named_opponents
     from jaxenvs.registration import describe
 
-    return describe(_make(env_id, autoreset=False))  # a bad id or an unimportable module: UsageError
+    env = _make(env_id, autoreset=False)  # a bad id or an unimportable module: UsageError
+    text = describe(env)
+    key = getattr(env.unwrapped, "MOVE_KEY", None)
+    if key:  # how the moves are numbered on the board (Tic-Tac-Toe's cells are column-major)
+        text += "\n  move numbering: " + "\n    ".join(key.splitlines())
+    if is_two_player_game(env):  # the opponents --opponent NAME accepts
+        text += "\n  opponents (--opponent NAME):" + "".join(
+            f"\n    {name}: {o.meaning}" for name, o in named_opponents(env).items())
+    return text
 
 
 def cmd_describe(args) -> None:
@@ -389,40 +411,51 @@ def _check_out(mode: str | None, out: str | None) -> Path | None:
     return None
 
 
-def load_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False):
-    """``(env_id, env_kwargs, policy)`` from a run directory of ``python -m jaxenvs.train``.
+def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int = 0):
+    """``(env_id, env_kwargs, policy)`` from a run directory of ``jaxenvs-train``, through
+    `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors.
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
-    run: greedily (the most likely action) or, with ``sample``, drawn from the policy; among the
-    legal actions of ``obs["action_mask"]`` when there is one. In a multi-agent environment every
-    agent plays it from its own observation row, and ``policy.agent`` is the one-agent policy
-    (`jaxenvs.train.policy.make_policy`).
+    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move).
+    In a multi-agent environment every agent plays it from its own observation row, and
+    ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
+    module from the current directory, as ``check`` does.
     """
+    run_dir = Path(run_dir)
     try:
-        import jax
-
-        from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG, load_run
+        from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG
     except ImportError as e:
         raise Failure(f"playing a trained run needs the train extra ({_message(e)}): {TRAIN_EXTRA}") from e
-    run_dir = Path(run_dir)
     missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
     if not run_dir.is_dir() or missing:
         raise UsageError(
             f"--policy takes 'random' or a run directory of python -m jaxenvs.train; {str(run_dir)!r} "
             + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
         )
-    try:
-        trainer, runner, meta = load_run(run_dir)
-    except (ValueError, KeyError, TypeError, OSError) as e:
-        raise Failure(f"cannot load the run in {str(run_dir)!r}: {_message(e)}") from e
-    num_seeds = meta["run"].num_seeds  # the run settings of its config.json
-    if run_seed >= num_seeds:
-        raise UsageError(f"--run-seed {run_seed}: the run has {num_seeds} seed(s), 0 to {num_seeds - 1}")
-    params = jax.tree.map(lambda x: x[run_seed], runner.params)
-    from jaxenvs.train.policy import make_policy
+    import jax
 
-    # one agent's policy (mask-aware: the legal actions only); every agent plays it from its own row
-    agent = make_policy(trainer, params, greedy=not sample)
+    from jaxenvs.train.envids import cwd_on_import_path
+    from jaxenvs.train.policy import load_policy
+
+    cwd_on_import_path()  # a run of a module:id environment imports its module again
+    try:
+        agent = load_policy(run_dir, greedy=not sample, seed=run_seed, search=search)
+    except ImportError as e:
+        text = _message(e)
+        if "mctx" in text:
+            raise Failure(text) from e
+        raise Failure(
+            f"cannot load the run in {str(run_dir)!r}: its environment's module cannot be imported ({text}); run "
+            f"jaxenvs play from the folder that holds that module, or put it on PYTHONPATH"
+        ) from e
+    except ValueError as e:
+        text = _message(e)
+        if text.startswith(("seed ", "search")) or "tree search" in text:
+            raise UsageError(text.replace("seed ", "--run-seed ", 1) if text.startswith("seed ") else f"--search: {text}") from e
+        raise Failure(f"cannot load the run in {str(run_dir)!r}: {text}") from e
+    except (KeyError, TypeError, OSError) as e:
+        raise Failure(f"cannot load the run in {str(run_dir)!r}: {_message(e)}") from e
+    trainer = agent.trainer
     if not trainer.env.multi_agent:
         return trainer.config.env_id, dict(trainer.config.env_kwargs), agent
     n = trainer.num_agents
@@ -475,24 +508,32 @@ def _seat_result(r) -> str:
     return "win" if r > 0 else "loss" if r < 0 else "draw"
 
 
-def _against_opponent(env, policy, opponent: str, seat: int):
-    """``(joint policy, opponent label)``: ``policy`` (a joint policy of `load_policy` or
-    `jaxenvs.rollout.random_policy`) plays seat ``seat`` from its own observation row, the
-    opponent (`jaxenvs.train.policy.make_opponent`) the other seat."""
-    try:
-        import jax
+def _named_opponent(env, opponent: str):
+    """``(label, policy)`` of ``--opponent`` (`jaxenvs.games.make_opponent`: names need jax and
+    numpy only; a run directory needs the train extra)."""
+    from jaxenvs.games import OpponentError, make_opponent
 
-        from jaxenvs.train.checkpoint import CheckpointError
-        from jaxenvs.train.policy import OpponentError, make_opponent
-    except ImportError as e:
-        raise Failure(f"playing against an opponent needs the train extra ({_message(e)}): {TRAIN_EXTRA}") from e
     try:
-        opponent_label, opp = make_opponent(opponent, env)
-        me = getattr(policy, "agent", None)
-        if me is None:  # a random policy: random-legal play in its seat
-            me = make_opponent("random", env)[1]
-    except (OpponentError, CheckpointError) as e:
+        return make_opponent(opponent, env)
+    except OpponentError as e:
         raise UsageError(f"--opponent {opponent}: {_message(e)}") from e
+    except ImportError as e:
+        raise Failure(f"--opponent {opponent}: a run directory as opponent needs the train extra ({_message(e)}): "
+                      f"{TRAIN_EXTRA}") from e
+    except ValueError as e:  # CheckpointError: a folder that is not a run
+        raise UsageError(f"--opponent {opponent}: {_message(e)}") from e
+
+
+def _against_opponent(env, policy, opponent: str, seat: int):
+    """``(joint policy, opponent label)``: ``policy`` (a joint policy of `load_run_policy` or
+    `jaxenvs.rollout.random_policy`) plays seat ``seat`` from its own observation row, the
+    opponent (`jaxenvs.games.make_opponent`) the other seat."""
+    import jax
+
+    from jaxenvs.games import random_legal
+
+    opponent_label, opp = _named_opponent(env, opponent)
+    me = getattr(policy, "agent", None) or random_legal  # a random policy: random-legal play in its seat
 
     def joint(key, obs):
         k_me, k_opp = jax.random.split(key)
@@ -512,9 +553,75 @@ def _run_dir_as_id(args) -> None:
         args.policy, args.env_id = args.env_id, None
 
 
-def cmd_play(args) -> None:
+def _episode_captions(firsts, states, n: int) -> list[str]:
+    """One caption per frame: ``episode i/n, step t``, and on an episode's last frame how it ended
+    (so that a video shows where one episode ends and the next begins)."""
     import jax
 
+    out = []
+    for i, (ep, ep_states) in enumerate(zip(firsts, states), 1):
+        frames = len(jax.tree.leaves(ep_states)[0])
+        for t in range(frames):
+            end = f": {ep.outcome}, {ep.length} steps" if t == frames - 1 else ""
+            out.append(f"episode {i}/{n}, step {t}{end}")
+    return out
+
+
+def _human_game(args, env, policy, label: str) -> None:
+    """``--human`` / ``--opponent human``: one or more games at the terminal (`jaxenvs.games.human`)."""
+    import jax
+
+    from jaxenvs.games import human
+
+    if not human.supports_people(env):
+        raise UsageError(f"--human / --opponent human: {env.spec.id} cannot be played at the terminal; a person plays "
+                         "two-player turn-based games of perfect information (TicTacToe-v0, ConnectFour-v0)")
+    if args.render is not None:
+        raise UsageError("--render is for games between policies; a person's game is drawn in the terminal")
+    seat = args.seat or 0
+    me = getattr(policy, "agent", None)
+    if me is not None:  # a short name for the board's lines; the header names the run
+        print(f"policy: {label}")
+        label = "policy" + (f", search {args.search}" if args.search else "")
+    if args.human and args.opponent == "human":
+        seats, labels = [None, None], ["person", "person"]
+    elif args.human:  # the person in `seat`, against the opponent, else the policy
+        if args.opponent is not None:
+            other_label, other = _named_opponent(env, args.opponent)
+            other_label = other_label.split(" (")[0]
+        else:
+            from jaxenvs.games import random_legal
+
+            other_label, other = label, me or random_legal
+        seats = [None, other] if seat == 0 else [other, None]
+        labels = ["you", other_label] if seat == 0 else [other_label, "you"]
+    else:  # --opponent human: the policy in `seat`, the person in the other
+        from jaxenvs.games import random_legal
+
+        seats = [me or random_legal, None] if seat == 0 else [None, me or random_legal]
+        labels = [label, "you"] if seat == 0 else ["you", label]
+    print(f"{env.spec.id}: agent 0 (moves first): {labels[0]}; agent 1: {labels[1]}")
+    key = jax.random.key(args.seed)
+    totals = np.zeros(2)
+    games = args.episodes or 1
+    for g in range(games):
+        if games > 1:
+            print(f"=== game {g + 1} of {games}")
+        key, k = jax.random.split(key)
+        try:
+            returns = human.play_game(env, seats, k, labels=labels)
+        except human.InputEnded as e:
+            raise Failure(f"game stopped: {e}") from e
+        except KeyboardInterrupt:  # Ctrl-C at the prompt: a clean line, exit status 130
+            print("\ngame interrupted", file=sys.stderr)
+            raise
+        totals += np.sign(returns)
+    if games > 1:
+        print("after " + str(games) + " games: " + ", ".join(
+            f"agent {i} ({labels[i]}) {int(np.sum(totals[i]))} net wins" for i in range(2)))
+
+
+def cmd_play(args) -> None:
     from jaxenvs.rendering import io
     from jaxenvs.rendering.legend import status_captions
     from jaxenvs.rollout import random_policy
@@ -522,24 +629,36 @@ def cmd_play(args) -> None:
     mode = args.render
     path = _check_out(mode, args.out)
     _run_dir_as_id(args)
-    if args.seat is not None and args.opponent is None:
-        raise UsageError("--seat is the policy's seat against an --opponent; give --opponent NAME|RUN_DIR too")
+    people = args.human or args.opponent == "human"
+    if args.seat is not None and args.opponent is None and not args.human:
+        raise UsageError("--seat is the policy's seat against an --opponent (or yours with --human); give --opponent "
+                         "NAME|RUN_DIR|human or --human too")
     if args.policy == "random":
         if args.env_id is None:
             raise UsageError("play needs an environment ID, or --policy RUN_DIR to play a trained run")
         if args.sample or args.run_seed:
             raise UsageError("--sample and --run-seed are for a trained policy (--policy RUN_DIR)")
+        if args.search:
+            raise UsageError("--search N is for a trained policy (--policy RUN_DIR): its network guides the search")
         env = _make(args.env_id, args.kwarg, autoreset=False)
         policy = random_policy(env)
         label = "random policy"
     else:
-        env_id, env_kwargs, policy = load_policy(args.policy, args.run_seed, args.sample)
+        env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search)
         if args.env_id is not None and _spec_id(args.env_id) != _spec_id(env_id):
             raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
         # no auto-reset: each of the N parallel envs plays its first episode, and the state the
         # episode ended in stays in the trajectory (it is the state the following step starts from)
         env = _make(env_id, {**env_kwargs, **dict(args.kwarg)}, autoreset=False)
         label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
+        if args.search:
+            label += f" with {args.search} simulations of tree search per move"
+    if people:
+        return _human_game(args, env, policy, label)
+    import jax
+
+    if args.episodes is None:
+        args.episodes = VIDEO_EPISODES if mode in ("gif", "mp4") else 1
     seat = None
     if args.opponent is not None:
         seat = args.seat or 0
@@ -574,6 +693,8 @@ def cmd_play(args) -> None:
         frames = io.render_frames(env, jax.tree.map(lambda *xs: np.concatenate(xs), *states))
         # a turn-based game: a caption under each frame says whose move it is, or how the game ended
         captions = None if args.no_legend else status_captions(env, states)
+        if captions is None and not args.no_legend:  # other envs: which episode, which step, how it ended
+            captions = _episode_captions(firsts, states, len(firsts))
     except NotImplementedError as e:
         raise Failure(_message(e)) from e
     fps = args.fps or env.render_fps

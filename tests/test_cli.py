@@ -292,7 +292,7 @@ def test_version_and_help(capsys):
     assert main(["play", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "--render MODE 'text' (print each state)" in out and "[MODE ...]" not in out
-    assert "episodes to run (default: 1)" in out and "(default: random)" in out  # defaults shown
+    assert "episodes to run (default: 1, or 4 with --render gif/mp4)" in out and "(default: random)" in out  # defaults shown
 
 
 def test_top_level_help_and_train_point_to_jaxenvs_train(capsys):
@@ -350,7 +350,7 @@ def test_play_a_trained_run_reaches_the_target_in_the_fewest_steps(trained_grid_
     path = tmp_path / "trained.gif"
     # no ID: the run's environment and env kwargs (a 3x3 grid)
     assert main(["play", "--policy", str(trained_grid_world), "--episodes", "8", "--seed", "3",
-                 "--render", "gif", "--out", str(path)]) == 0
+                 "--render", "gif", "--out", str(path), "--no-legend"]) == 0  # the frames alone (no captions)
     out = capsys.readouterr().out
     assert out.startswith(f"GridWorld-v0: greedy policy of {trained_grid_world} (seed 0)\n")
     (episodes, states), = played
@@ -378,6 +378,19 @@ def test_play_a_trained_run_reaches_the_target_in_the_fewest_steps(trained_grid_
     np.testing.assert_array_equal(frames, expected[keep])
 
 
+def test_video_captions_mark_each_episode_and_its_end():
+    from types import SimpleNamespace
+
+    from jaxenvs.cli import _episode_captions
+
+    eps = [SimpleNamespace(outcome="terminated", length=2), SimpleNamespace(outcome="truncated", length=1)]
+    states = [{"x": np.zeros(3)}, {"x": np.zeros(2)}]
+    assert _episode_captions(eps, states, 2) == [
+        "episode 1/2, step 0", "episode 1/2, step 1", "episode 1/2, step 2: terminated, 2 steps",
+        "episode 2/2, step 0", "episode 2/2, step 1: truncated, 1 steps",
+    ]
+
+
 def test_play_a_trained_run_mistakes(trained_grid_world, tmp_path, capsys):
     run = str(trained_grid_world)
     assert main(["play", "PointEnv-v0", "--policy", run]) == 2
@@ -385,7 +398,7 @@ def test_play_a_trained_run_mistakes(trained_grid_world, tmp_path, capsys):
     assert main(["play", run, "--policy", run]) == 2
     assert "give the run either as ID or as --policy, not both" in one_error_line(capsys.readouterr().err)
     assert main(["play", "--policy", run, "--run-seed", "3"]) == 2
-    assert "--run-seed 3: the run has 1 seed(s), 0 to 0" in one_error_line(capsys.readouterr().err)
+    assert f"--run-seed 3: the run in {run!r} has 1 seed(s), 0 to 0" in one_error_line(capsys.readouterr().err)
     assert main(["play", "--policy", str(tmp_path)]) == 2
     assert "has no config.json or checkpoint.msgpack" in one_error_line(capsys.readouterr().err)
     broken = tmp_path / "broken"

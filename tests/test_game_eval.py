@@ -8,7 +8,7 @@ function of the board: good enough to check that it is read, masked and seated c
 
 Exact: the greedy policy's move on all 4,520 decision positions is the most probable legal move
 of the network's own logits; the outcome probabilities of that policy against random-legal play
-follow by enumerating the game (`train.game_values.outcome_probabilities`), and the jitted
+follow by enumerating the game (`jaxenvs.games.tic_tac_toe.outcome_probabilities`), and the jitted
 head-to-head (`train.policy.versus`) must match them within 4.5 binomial standard deviations
 (`sqrt(p (1 - p) / N)`; a false alarm about once in 150,000 checks).
 """
@@ -27,7 +27,7 @@ import pytest
 from scipy import stats
 
 import jaxenvs
-from jaxenvs.train import game_values as gv
+from jaxenvs.games import tic_tac_toe as gv
 from jaxenvs.train.checkpoint import CheckpointError
 from helpers import CHEAP_XLA, tiny_run_dir
 
@@ -136,6 +136,15 @@ def test_load_policy_checks_its_input(run_dir, tmp_path, policy):
         load_policy(tmp_path)
     with pytest.raises(ValueError, match="seed 1: the run in .* has 1 seed"):
         load_policy(run_dir, seed=1)
+    for bad in (0.5, "0", True, None):  # never rounded or read as seed 0
+        with pytest.raises(ValueError, match=r"seed must be an int \(the index of one of the run's seeds\), got"):
+            load_policy(run_dir, seed=bad)
+    for bad in ("no", "yes", 1, None):  # a non-empty string is not True
+        with pytest.raises(ValueError, match=r"greedy must be True .* or False .*, got"):
+            load_policy(run_dir, greedy=bad)
+    for bad in (-1, 1.5, "8", True):
+        with pytest.raises(ValueError, match="search must be a non-negative int"):
+            load_policy(run_dir, search=bad)
     env = jaxenvs.make("TicTacToe-v0")
     obs, _ = env.reset(jax.random.key(0))
     with pytest.raises(ValueError, match=r"takes one agent's observation .* index one agent's row"):
@@ -143,18 +152,31 @@ def test_load_policy_checks_its_input(run_dir, tmp_path, policy):
     assert policy.env_id == "TicTacToe-v0" and policy.seed == 0 and policy.greedy
 
 
+def test_a_searching_policy_is_jittable_vmappable_and_legal(run_dir):
+    """load_policy(run, search=8): one compiled program plays a batch of positions, every move legal."""
+    pytest.importorskip("mctx")
+    from jaxenvs.train import load_policy
+
+    searching = load_policy(run_dir, search=8)
+    assert searching.search == 8 and searching.greedy
+    _, obs = decision_observations()
+    pick = np.random.default_rng(0).choice(len(obs["action_mask"]), 64, replace=False)
+    batch = jax.tree.map(lambda x: x[pick], obs)
+    moves = np.asarray(jax.jit(jax.vmap(searching))(jax.random.split(jax.random.key(0), 64), batch))
+    assert (batch["action_mask"][np.arange(64), moves] == 1).all()
+
+
 def test_opponents_by_name_and_their_mistakes(run_dir):
-    from jaxenvs.train.opponents import random_legal, tictactoe_perfect
-    from jaxenvs.train.policy import OpponentError, make_opponent
+    from jaxenvs.games import OpponentError, make_opponent, random_legal
+    from jaxenvs.games.tic_tac_toe import perfect
 
     ttt = jaxenvs.make("TicTacToe-v0", autoreset=False)
     assert make_opponent("random", ttt)[1] is random_legal
-    assert make_opponent("perfect", ttt)[1] is tictactoe_perfect
-    assert make_opponent("tictactoe-perfect", ttt)[1] is tictactoe_perfect
+    assert make_opponent("perfect", ttt)[1] is perfect
     label, other = make_opponent(str(run_dir), ttt)
     assert label == f"run {run_dir}" and other.env_id == "TicTacToe-v0"
     with pytest.raises(OpponentError, match="'heuristic' plays ConnectFour-v0 only, not TicTacToe-v0; for TicTacToe-v0 "
-                                            "choose random, perfect, or a run directory"):
+                                            "choose 'random' .*, 'perfect' .*, or a run directory"):
         make_opponent("heuristic", ttt)
     with pytest.raises(OpponentError, match="unknown opponent 'minimax'"):
         make_opponent("minimax", ttt)
@@ -218,10 +240,10 @@ def test_command_line_opponent_mistakes_are_one_line(run_dir, capsys):
 
     assert evaluate_main([str(run_dir), "--opponent", "heuristic"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "opponent 'heuristic' plays ConnectFour-v0 only" in err[0] and "choose random, perfect" in err[0]
+    assert len(err) == 1 and "opponent 'heuristic' plays ConnectFour-v0 only" in err[0] and "choose 'random'" in err[0]
     assert jaxenvs_main(["play", str(run_dir), "--opponent", "minimax"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "unknown opponent 'minimax'; for TicTacToe-v0 choose random, perfect, or a run" in err[0]
+    assert len(err) == 1 and "unknown opponent 'minimax'; for TicTacToe-v0 choose 'random'" in err[0]
     assert jaxenvs_main(["play", "GridWorld-v0", "--opponent", "random"]) == 2
     assert "two-player zero-sum games" in capsys.readouterr().err
     assert jaxenvs_main(["play", str(run_dir), "--seat", "1"]) == 2

@@ -1,4 +1,4 @@
-"""`train.matches`: win / draw / loss per seat on a hand-written two-player game whose outcome
+"""`jaxenvs.games.matches`: win / draw / loss per seat on a hand-written two-player game whose outcome
 probabilities are known exactly (tests/turn_based_toys.py's `PickGame`), illegal-move counting,
 and the refusal to report games that did not end.
 
@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenvs.train.matches import head_to_head, play
-from jaxenvs.train.opponents import random_legal
+from jaxenvs.games.matches import head_to_head, play
+from jaxenvs.games.opponents import random_legal
 from turn_based_toys import PickGame
 
 N = 2000

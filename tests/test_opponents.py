@@ -1,9 +1,10 @@
-"""Fixed opponents (`train.opponents`) and the exact Tic-Tac-Toe solution (`train.game_values`).
+"""Fixed opponents (`jaxenvs.games`: `opponents`, `connect_four`) and the exact Tic-Tac-Toe
+solution (`jaxenvs.games.tic_tac_toe`).
 
 Exact: the game-tree enumerator's outcome probabilities (random vs random is 737/1260, 121/420,
 8/63), the perfect player's move sets on all 4520 decision positions against the solved table, the
 Connect Four heuristic's winning-move detection against a brute-force check on random boards.
-Statistical, with stated tolerances: the JAX policies played through `train.matches` on a
+Statistical, with stated tolerances: the JAX policies played through `jaxenvs.games.matches` on a
 contract-shaped Tic-Tac-Toe (tests/turn_based_toys.py) reproduce the exact outcome probabilities
 within 4.5 binomial standard deviations; samplers are uniform by a chi-square test (p > 1e-4).
 """
@@ -13,12 +14,19 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxenvs.train import game_values as gv
-from jaxenvs.train.matches import head_to_head
-from jaxenvs.train.opponents import (
-    connect_four_heuristic, connect_four_landing_cells, connect_four_lines, connect_four_winning_moves,
-    get_opponent, random_legal, tictactoe_code, tictactoe_perfect, tictactoe_perfect_moves,
-)
+import jaxenvs
+from jaxenvs.games import OpponentError, make_opponent, named_opponents
+from jaxenvs.games import tic_tac_toe as gv
+from jaxenvs.games.connect_four import heuristic as strong_heuristic
+from jaxenvs.games.connect_four import landing_cells as connect_four_landing_cells
+from jaxenvs.games.connect_four import lines as connect_four_lines
+from jaxenvs.games.connect_four import win_block as connect_four_heuristic
+from jaxenvs.games.connect_four import winning_moves as connect_four_winning_moves
+from jaxenvs.games.matches import head_to_head
+from jaxenvs.games.opponents import random_legal
+from jaxenvs.games.tic_tac_toe import code_of as tictactoe_code
+from jaxenvs.games.tic_tac_toe import perfect as tictactoe_perfect
+from jaxenvs.games.tic_tac_toe import perfect_moves as tictactoe_perfect_moves
 from turn_based_toys import TicTacToe
 
 RANDOM_VS_RANDOM = (737 / 1260, 121 / 420, 8 / 63)  # first wins, second wins, draw
@@ -163,9 +171,12 @@ def test_random_legal_is_uniform_over_legal_actions():
         jax.eval_shape(random_legal, jax.random.key(0), np.ones(7))
     with pytest.raises(ValueError, match="one agent, no batch axis"):
         jax.eval_shape(random_legal, jax.random.key(0), {"action_mask": np.ones((2, 7))})
-    assert get_opponent("random") is random_legal
-    with pytest.raises(ValueError, match="unknown opponent 'minimax'; choose one of"):
-        get_opponent("minimax")
+    c4 = jaxenvs.make("ConnectFour-v0")
+    assert make_opponent("random", c4)[1] is random_legal
+    assert list(named_opponents(c4)) == ["random", "heuristic", "no-blunder", "win-block"]
+    assert list(named_opponents(jaxenvs.make("TicTacToe-v0"))) == ["random", "perfect"]
+    with pytest.raises(OpponentError, match="unknown opponent 'minimax'; for ConnectFour-v0 choose 'random'"):
+        make_opponent("minimax", c4)
 
 
 # ---- Connect Four heuristic -------------------------------------------------------------------
@@ -265,3 +276,23 @@ def test_winning_moves_match_a_brute_force_check_on_random_boards():
         want = np.stack([_brute_force_wins(b[..., p] == 1, b.sum(-1) > 0) for b in boards])
         np.testing.assert_array_equal(got, want)
     assert want.any()  # the sample holds winning moves to find
+
+
+strong_many = jax.jit(jax.vmap(strong_heuristic, in_axes=(0, None)))
+
+
+def _strong(board, n=500, seed=0):
+    return set(np.asarray(strong_many(jax.random.split(jax.random.key(seed), n), _obs(board))).tolist())
+
+
+def test_strong_heuristic_wins_blocks_avoids_blunders_and_prefers_the_centre():
+    assert _strong(_board()) == {3}  # empty board: the centre
+    assert _strong(_board(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1)])) == {3}  # win
+    assert _strong(_board(mine=[(5, 0), (5, 1)], theirs=[(5, 4), (4, 4), (3, 4)])) == {4}  # block
+    # the opponent has three in row 4 (columns 4-6) and needs (4, 3); column 3 is empty, so a piece there
+    # lands on row 5 and lets them win next move: the heuristic avoids it (the centre otherwise)
+    b = _board(mine=[(5, 0), (5, 1), (5, 4), (5, 5)], theirs=[(4, 4), (4, 5), (4, 6), (5, 6)])
+    assert _strong(b) == {2, 4}
+    # ties at equal distance from the centre are drawn uniformly
+    sides = _board(mine=[(r, 3) for r in range(0, 6, 2)], theirs=[(r, 3) for r in range(1, 6, 2)])
+    assert _strong(sides) == {2, 4}

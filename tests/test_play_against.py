@@ -146,4 +146,30 @@ def test_misuse_is_refused(game):
     with pytest.raises(ValueError, match=r"seat must be an agent index in \[0, 2\) or 'random', got 2"):
         PlayAgainst(game, seat=2)
     with pytest.raises(TypeError, match="policy must be a callable"):
-        PlayAgainst(game, policy="random")
+        PlayAgainst(game, policy=3)
+    with pytest.raises(ValueError, match="PlayAgainst opponent 'heuristic' is not one of TicTacToe's: 'random'"):
+        PlayAgainst(game, policy="heuristic")
+
+
+def test_a_named_opponent_plays_the_other_seat():
+    """PlayAgainst(env, "perfect"): the perfect player never loses; the learner's random moves, in
+    either seat, never win (50 games each, on the game's own step)."""
+    from jaxenvs.games import random_legal
+
+    env = PlayAgainst(jaxenvs.make("TicTacToe-v0", autoreset=False), policy="perfect", seat="random")
+
+    def game(key):
+        k0, key = jax.random.split(key)
+        obs, state = env.reset(k0)
+
+        def body(carry):
+            key, obs, state, total, done = carry
+            key, ka, ks = jax.random.split(key, 3)
+            obs, state, r, term, trunc, _ = env.step(ks, state, random_legal(ka, obs))
+            return key, obs, state, total + r, done | term | trunc
+
+        out = jax.lax.while_loop(lambda c: ~c[4], body, (key, obs, state, jnp.float32(0.0), jnp.bool_(False)))
+        return out[3], out[2].seat
+
+    totals, seats = jax.jit(jax.vmap(game))(jax.random.split(jax.random.key(0), 100))
+    assert (np.asarray(totals) <= 0).all() and set(np.asarray(seats).tolist()) == {0, 1}

@@ -85,9 +85,10 @@ def test_episode_ends_cut_the_trace_and_truncation_bootstraps():
 
 @pytest.fixture(scope="module")
 def tiny():
-    """A tiny masked PPO on Tic-Tac-Toe, one rollout from init and its flattened batch (one jitted call)."""
+    """A tiny masked PPO on Tic-Tac-Toe in pure self-play (the tuned entry's opponents off), one rollout
+    from init and its flattened batch (one jitted call)."""
     cfg = get_config("TicTacToe-v0", num_envs=4, num_steps=12, total_timesteps=48, hidden_sizes=(16,),
-                     update_epochs=1, num_minibatches=2, match_games=8)
+                     update_epochs=1, num_minibatches=2, match_games=8, random_opponents=0.0)
     trainer = make_trainer(cfg)
     hp = cfg.hparams()
 
@@ -197,7 +198,8 @@ def test_random_opponents_play_uniform_legal_moves_that_are_not_trained_on():
     moves. The policy is made (nearly) deterministic on cell 0, so a row following it could not
     spread its moves; the opponent rows never act (no loss term) and never move illegally."""
     cfg = get_config("TicTacToe-v0", num_envs=64, num_steps=12, total_timesteps=64 * 12, hidden_sizes=(8,),
-                     update_epochs=1, num_minibatches=2, match_games=0, random_opponents=0.5)
+                     update_epochs=1, num_minibatches=2, match_games=0, random_opponents=0.5,
+                     training_opponents="random")
     trainer = make_trainer(cfg)
     rows = trainer.opponent_rows
     expected = np.zeros((64, 2), bool)
@@ -233,6 +235,30 @@ def test_random_opponents_play_uniform_legal_moves_that_are_not_trained_on():
     assert n > 150
     assert abs(((rank + 0.5) / k).mean() - 0.5) < 4.5 / np.sqrt(12 * n)
     assert (action[opp & mask[..., 0]] != 0).mean() > 0.5
+
+
+def test_named_training_opponents_are_dealt_to_blocks_of_envs():
+    """training_opponents "random,perfect" (train.league): envs 0-1 random-legal, 2-3 the perfect
+    player, 4-5 random, ...: on a board with one winning cell the perfect rows always take it, the
+    random rows spread over the legal cells; a name the game does not declare is an error."""
+    from jaxenvs.train import league
+
+    cfg = get_config("TicTacToe-v0", num_envs=8, num_steps=4, total_timesteps=32, hidden_sizes=(8,), update_epochs=1,
+                     num_minibatches=1, match_games=0, random_opponents=1.0, training_opponents="random,perfect")
+    trainer = make_trainer(cfg)
+    planes = np.zeros((9, 2), np.int32)
+    planes[[0, 1], 0] = 1  # the mover holds cells 0 and 1: cell 2 wins
+    planes[[3, 4], 1] = 1
+    one = {"observation": planes.reshape(3, 3, 2), "action_mask": (planes.sum(-1) == 0).astype(np.uint8)}
+    obs = jax.tree.map(lambda x: np.broadcast_to(x, (8, 2) + x.shape), one)
+    mask = jnp.asarray(obs["action_mask"].reshape(16, 9) != 0)
+    act = jax.jit(lambda k: league.opponent_actions(trainer, k, obs, mask))
+    moves = np.stack([np.asarray(act(k)) for k in jax.random.split(jax.random.key(0), 40)]).reshape(40, 8, 2)
+    perfect_envs, random_envs = [2, 3, 6, 7], [0, 1, 4, 5]
+    assert (moves[:, perfect_envs] == 2).all()
+    assert set(np.unique(moves[:, random_envs])) == {2, 5, 6, 7, 8}  # every legal cell drawn
+    with pytest.raises(ValueError, match=r"training_opponents 'heuristic': TicTacToe-v0 has the opponents 'random'"):
+        make_trainer(get_config("TicTacToe-v0", random_opponents=0.5, training_opponents="random,heuristic"))
 
 
 def test_random_opponents_need_a_turn_based_game():

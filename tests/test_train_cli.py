@@ -423,6 +423,16 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
                        capture_output=True, text=True, timeout=300, env=env)
     assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
+    # the run plays from the folder that holds the module, as check does; elsewhere a one-line error says why
+    (play,) = [line.split("play it:        ", 1)[1] for line in p.stdout.splitlines() if line.startswith("play it: ")]
+    assert play == f"cd {here} && jaxenvs play {run_dir.resolve()}"
+    q = subprocess.run([sys.executable, "-m", "jaxenvs", "play", str(run_dir)], cwd=here, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert q.returncode == 0 and q.stdout.startswith("custom/Grid-v0: greedy policy of"), q.stderr
+    q = subprocess.run([sys.executable, "-m", "jaxenvs", "play", str(run_dir)], cwd=elsewhere, capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert q.returncode == 1 and "Traceback" not in q.stderr and len(q.stderr.strip().splitlines()) == 1
+    assert "its environment's module cannot be imported" in q.stderr and "run jaxenvs play from the folder" in q.stderr
 
 
 @pytest.mark.parametrize("env_id, words", [

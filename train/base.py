@@ -65,6 +65,7 @@ from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
+from . import league
 from .masking import MaskedCategorical
 from .networks import ActorCritic, policy_head_for
 
@@ -354,7 +355,7 @@ class Trainer:
 
     def agent_policy(self, params, greedy: bool = True) -> Callable:
         """``policy(key, obs) -> int32 action`` on ONE agent's raw observation (no agent or batch
-        axis), the form `train.matches` and `train.opponents` use: greedy (the mode) or sampled."""
+        axis), the form `jaxenvs.games` uses: greedy (the mode) or sampled."""
 
         def policy(key, obs):
             dist, _ = self.policy(params, self.preprocess(obs)[None], self.row_mask(obs))  # one row
@@ -381,10 +382,9 @@ class Trainer:
             dist, value = self.policy(r.params, x, mask)
             acting = None if mask is None else mask.any(-1)
             opponent = self.opponent_rows
-            if opponent is not None:  # random-legal moves in the opponent rows, left out of the losses
+            if opponent is not None:  # the opponents' moves in their rows (`train.league`), left out of the losses
                 k_act, k_opp = jax.random.split(k_act)
-                sample = jnp.where(opponent, MaskedCategorical(jnp.zeros(mask.shape), mask).sample(k_opp),
-                                   dist.sample(k_act))
+                sample = jnp.where(opponent, league.opponent_actions(self, k_opp, r.obs, mask), dist.sample(k_act))
                 acting = acting & ~opponent
             else:
                 sample = dist.sample(k_act)
@@ -449,9 +449,8 @@ class Trainer:
         rollout; exactly 0 with masking) and, with ``match_games > 0``, ``win_seat{i}``,
         ``draw_seat{i}``, ``loss_seat{i}``: the GREEDY policy (the one evaluations judge) in seat
         ``i`` against random-legal play in the others, over ``match_games`` games per seat
-        (`train.matches.versus`, inside the compiled update)."""
-        from .matches import versus
-        from .opponents import random_legal
+        (`jaxenvs.games.versus`, inside the compiled update)."""
+        from jaxenvs.games import random_legal, versus
 
         out = dict(illegal_rate=illegal.sum().astype(jnp.float32) / jnp.maximum(decisions.sum(), 1).astype(jnp.float32))
         games = int(getattr(self.config, "match_games", 0))

@@ -143,6 +143,11 @@ class PPOConfig(TrainConfig):
         "played by random-legal moves instead of the policy; those moves are not trained on (0: pure self-play; "
         "1: every env, no self-play)",
     )
+    training_opponents: str = field(
+        "random", Str(),
+        "turn-based games: who plays the opponent seat of the random_opponents envs: named opponents of the game, "
+        "comma-separated, dealt to those envs in turn (e.g. 'random,perfect'; jaxenvs describe ID lists them)",
+    )
 
 
 def hparams_class(config: type, name: str, doc: str) -> type:

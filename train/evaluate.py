@@ -11,9 +11,10 @@ column per seed, what each metric means, the criterion and the verdict; ``--json
 and exits 0 when solved (or when the environment has no criterion), 1 when not, 2 on a usage
 error (e.g. a directory that is not a run). For a two-player zero-sum game,
 ``--opponent NAME|RUN_DIR`` (repeatable) adds a head-to-head table: win / draw / loss of the
-greedy policy in each seat against ``random`` (legal), ``perfect`` (Tic-Tac-Toe's minimax
-player), ``heuristic`` (Connect Four's win-else-block-else-random) or the greedy policy of
-another run directory (`train.policy.make_opponent`). A two-player game without an entry of its
+greedy policy in each seat against a named opponent of the game (`jaxenvs.games.make_opponent`:
+``random`` (legal), ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's
+win / block / no blunder / centre player), ``win-block``) or the greedy policy of another run
+directory; ``--search N`` lets the policy search N simulations per move. A two-player game without an entry of its
 own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
 not by its mean return (0 in self-play of a zero-sum game). `progress_metrics` gives the metrics
 ``jaxenvs-train`` follows after every chunk of training (on `PROGRESS_EPISODES` episodes per seed)
@@ -30,7 +31,7 @@ import sys
 import jax
 import numpy as np
 
-from . import tuned
+from . import evaluations, tuned
 from .episodes import NUM_EPISODES, first_episodes
 from .xla import enable_compilation_cache
 
@@ -42,6 +43,7 @@ __all__ = [
 
 PROG = "python -m jaxenvs.train.evaluate"
 PROGRESS_EPISODES = 200  # per seed, after every chunk of training
+PROGRESS_GAMES = 64  # per seat and seed for two-player games: evaluation stays under a quarter of the run
 
 
 GAME_METRICS = {
@@ -57,11 +59,10 @@ GAME_METRICS = {
 def game_without_entry(env_id: str) -> bool:
     """True for a two-player zero-sum game that has no evaluation of its own in `train.tuned`:
     its generic mean return would be 0 in self-play, so it is evaluated against random play."""
-    if tuned.entry(env_id).evaluate is not tuned.evaluate_generic:
+    if tuned.entry(env_id).evaluate != "generic":
         return False
     import jaxenvs
-
-    from .policy import is_two_player_game
+    from jaxenvs.games import is_two_player_game
 
     try:
         return is_two_player_game(jaxenvs.make(env_id, autoreset=False))
@@ -74,7 +75,7 @@ def _entry(env_id: str):
     two-player game that has none of its own."""
     e = tuned.entry(env_id)
     if game_without_entry(env_id):
-        return tuned.TunedEnv(training=e.training, evaluate=evaluate_game_vs_random, solved_when=None,
+        return tuned.TunedEnv(training=e.training, evaluate="game_vs_random", solved_when=None,
                               progress=("mean_return",), metrics=GAME_METRICS, counted="games per seat")
     return e
 
@@ -83,12 +84,11 @@ def evaluate_game_vs_random(trainer, params, key, num_episodes=NUM_EPISODES) -> 
     """The greedy policy against random-legal play, ``num_episodes`` games in each seat: win /
     draw / loss per seat, the mean return over both seats and illegal moves per game; no
     criterion (``solved`` None)."""
-    from .policy import make_opponent, versus
+    from jaxenvs.games import random_legal
 
-    from .episodes import eval_env
+    from .policy import versus
 
-    _, opponent = make_opponent("random", eval_env(trainer))
-    res = versus(trainer, params, opponent, key, num_games=num_episodes)
+    res = versus(trainer, params, random_legal, key, num_games=num_episodes)
     out = {f"{o}_seat{s}": res[f"seat{s}"][o] for s in (0, 1) for o in ("win", "draw", "loss")}
     out["mean_return"] = (res["seat0"]["mean_return"] + res["seat1"]["mean_return"]) / 2
     out["illegal_per_game"] = (res["seat0"]["illegal_a"] + res["seat1"]["illegal_a"]) / 2
@@ -100,7 +100,9 @@ def evaluate_params(trainer, params, key=None, num_episodes: int = NUM_EPISODES)
     """Metrics of ONE set of network params (no seed axis) on the trainer's environment, with
     ``solved`` (bool, or None without a criterion)."""
     key = jax.random.key(12345) if key is None else key
-    return _entry(trainer.config.env_id).evaluate(trainer, params, key, num_episodes=num_episodes)
+    name = _entry(trainer.config.env_id).evaluate
+    fn = evaluate_game_vs_random if name == "game_vs_random" else evaluations.EVALUATIONS[name]
+    return fn(trainer, params, key, num_episodes=num_episodes)
 
 
 def evaluate(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dict:
@@ -121,10 +123,13 @@ def evaluate(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dic
     }
 
 
-def progress_metrics(trainer, params, key=None, num_episodes: int = PROGRESS_EPISODES) -> dict:
+def progress_metrics(trainer, params, key=None, num_episodes: int | None = None) -> dict:
     """The metrics that measure progress in the trainer's environment (its entry's ``progress``)
-    for params with a leading seed axis: ``{name: [value per seed]}``."""
+    for params with a leading seed axis: ``{name: [value per seed]}``; on `PROGRESS_EPISODES`
+    episodes, or `PROGRESS_GAMES` games per seat for a two-player game, by default."""
     key = jax.random.key(54321) if key is None else key
+    if num_episodes is None:
+        num_episodes = PROGRESS_GAMES if _entry(trainer.config.env_id).counted == "games per seat" else PROGRESS_EPISODES
     per_seed = evaluate(trainer, params, key, num_episodes=num_episodes)["seeds"]
     return {n: [float(m[n]) for m in per_seed] for n in _entry(trainer.config.env_id).progress}
 
@@ -226,27 +231,31 @@ def solved_hint(result: dict, config) -> str | None:
             f"steps), more seeds (--seeds 4), or another --lr / --ent-coef")
 
 
-def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key, num_games: int) -> dict:
+def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key, num_games: int,
+                      search: int = 0) -> dict:
     """``{label: [{"seat0": stats, "seat1": stats} per seed]}``: the greedy policy of every seed of
-    ``params`` (leading seed axis) against each ``(label, policy)`` of ``opponents``
-    (`train.policy.versus`; one compile per opponent)."""
+    ``params`` (leading seed axis; with ``search`` simulations of tree search per move when > 0)
+    against each ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per
+    opponent)."""
     from .policy import versus
 
     num_seeds = jax.tree.leaves(params)[0].shape[0]
     out = {}
     for (label, opponent), k in zip(opponents, jax.random.split(key, max(len(opponents), 1))):
         out[label] = [
-            versus(trainer, jax.tree.map(lambda x: x[i], params), opponent, k, num_games) for i in range(num_seeds)
+            versus(trainer, jax.tree.map(lambda x: x[i], params), opponent, k, num_games, search=search)
+            for i in range(num_seeds)
         ]
     return out
 
 
-def format_head_to_head(env_id: str, results: dict, num_games: int) -> str:
+def format_head_to_head(env_id: str, results: dict, num_games: int, search: int = 0) -> str:
     """A table per opponent: win / draw / loss, mean return and illegal moves per game of the greedy
     policy in each seat (seat 0 moves first) and seed."""
     lines = []
     for label, per_seed in results.items():
-        lines.append(f"head-to-head on {env_id}: greedy policy vs {label}, {num_games} games per seat and seed")
+        who = f"greedy policy with {search} simulations of tree search per move" if search else "greedy policy"
+        lines.append(f"head-to-head on {env_id}: {who} vs {label}, {num_games} games per seat and seed")
         head = ["seed", "seat", "win", "draw", "loss", "mean return", "illegal/game"]
         rows = []
         for i, r in enumerate(per_seed):
@@ -276,15 +285,24 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON (for machines) instead of a table")
     parser.add_argument(
         "--opponent", action="append", default=[], metavar="NAME|RUN_DIR",
-        help="two-player games: also play the greedy policy in each seat against 'random' (legal moves), 'perfect' "
-             "(TicTacToe-v0 only), 'heuristic' (ConnectFour-v0 only) or another run directory's greedy policy, and "
-             "report win / draw / loss per seat; repeatable",
+        help="two-player games: also play the greedy policy in each seat against a named opponent of the game "
+             "('random' (legal moves) for every game, 'perfect' for TicTacToe-v0, 'heuristic' and 'win-block' for "
+             "ConnectFour-v0: jaxenvs describe ID lists them) or another run directory's greedy policy, and report "
+             "win / draw / loss per seat; repeatable",
     )
+    parser.add_argument("--search", type=int, default=0, metavar="N",
+                        help="with --opponent: the policy plays the move of N simulations of tree search guided by its "
+                             "network (mctx Gumbel MuZero, the game's step as the model; TicTacToe-v0, ConnectFour-v0; "
+                             "default 0: no search)")
     parser.add_argument("--games", type=int, default=NUM_EPISODES, metavar="N",
                         help=f"games per seat and seed against each --opponent (default: {NUM_EPISODES})")
     args = parser.parse_args(argv)
     if args.games < 1:
         parser.error(f"--games {args.games}: must be a positive integer")
+    if args.search < 0:
+        parser.error(f"--search {args.search}: must be a non-negative integer (simulations per move)")
+    if args.search and not args.opponent:
+        parser.error("--search N plays the head-to-head games of --opponent NAME|RUN_DIR; give --opponent too")
     if not 0 <= args.seed < 2**63:
         parser.error(f"--seed {args.seed}: must be an integer in [0, {2**63 - 1}]")
     from .checkpoint import load_run
@@ -298,11 +316,18 @@ def main(argv=None) -> int:
         parser.error(e.args[0] if isinstance(e, KeyError) and e.args else str(e))  # not a run, a corrupt checkpoint: exit 2
     opponents = []
     if args.opponent:
+        from jaxenvs.games import OpponentError, make_opponent
+
         from .checkpoint import CheckpointError
         from .episodes import eval_env
-        from .policy import OpponentError, make_opponent
 
         env = eval_env(trainer)
+        if args.search:
+            from jaxenvs.games.search import supports_search
+
+            if not supports_search(env):
+                return _usage_error(f"--search: tree search plays TicTacToe-v0 and ConnectFour-v0 (two-player games of "
+                                    f"perfect information), not {trainer.config.env_id}")
         for spec in args.opponent:
             try:
                 opponents.append(make_opponent(spec, env))
@@ -310,14 +335,18 @@ def main(argv=None) -> int:
                 return _usage_error(f"--opponent {spec}: {e}")
     result = evaluate(trainer, runner.params, jax.random.key(args.seed))
     if opponents:
-        result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, jax.random.key(args.seed),
-                                                   args.games)
+        try:
+            result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, jax.random.key(args.seed),
+                                                       args.games, args.search)
+        except ImportError as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps(result, indent=2))
     else:
         print(format_table(result))
         if opponents:
-            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games))
+            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games, args.search))
     return 0 if result["solved"] in (True, None) else 1
 
 

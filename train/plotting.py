@@ -58,7 +58,7 @@ def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None 
     per-update ``training`` metrics, then the mean episodic return and length of the training
     episodes); ``"log"``: whether the panel's y axis is logarithmic (`_log_axis`)."""
     panels = []
-    for name, x, values, unit_range in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
+    for name, x, values, unit_range, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
         v = _nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -82,6 +82,22 @@ def _unit_range(name: str, env_id: str | None) -> bool:
     return bool(metric is not None and metric.unit_range)
 
 
+def solved_bars(env_id: str | None) -> dict[str, tuple[str, float]]:
+    """``{metric: (op, threshold)}``: the clauses ``metric <= x`` / ``metric >= x`` (also ``<``, ``>``,
+    ``=``) of the environment's solved criterion (its `train.tuned` entry's ``solved_when``), the
+    bars drawn on its panels."""
+    import re
+
+    from .tuned import entry
+
+    text = entry(env_id).solved_when if env_id else None
+    out = {}
+    for name, op, value in re.findall(r"([A-Za-z_][A-Za-z_0-9]*)\s*(<=|>=|<|>|=)\s*([-+]?\d*\.?\d+(?:e[-+]?\d+)?)",
+                                       text or ""):
+        out[name] = (op, float(value))
+    return out
+
+
 def _constant(values) -> float | None:
     """The one value every finite entry of ``values`` has, or None (also when none is finite)."""
     v = np.asarray(values, np.float64)
@@ -101,17 +117,17 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
         x = [row["env_steps"] for row in progress]
         for n in names:
             out.append((f"{_label(n, env_id)} (evaluation)", x, np.array([row[n] for row in progress], np.float64),
-                        _unit_range(n, env_id)))
+                        _unit_range(n, env_id), n))
     for n, values in (training or {}).items():
         values = np.asarray(values, np.float64)
         if values.size:
-            out.append((_label(n, env_id), env_steps[: len(values)], values, _unit_range(n, env_id)))
+            out.append((_label(n, env_id), env_steps[: len(values)], values, _unit_range(n, env_id), n))
     for label, values in (("mean episodic return (training)", returns), ("mean episode length (training)", lengths)):
         c = _constant(values)
         if progress and c is not None:
             notes.append(f"{label.replace(' (training)', '')} of the training episodes: {c:g} throughout (not shown)")
         else:
-            out.append((label, env_steps, values, False))
+            out.append((label, env_steps, values, False, None))
     return out, notes
 
 
@@ -137,11 +153,21 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
     from .checkpoint import atomic_write
 
     series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
+    bars = solved_bars(env_id or title or None)
     num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
-    width = max(4.2 * len(series), 6.4)  # wide enough for the notes under a single panel
-    fig, axes = plt.subplots(1, len(series), figsize=(width, 3.6 + 0.2 * len(notes)), squeeze=False)
-    for i, (ax, (label, x, values, unit_range)) in enumerate(zip(axes[0], series)):
+    # a grid of at most COLUMNS panels a row: readable on a screen and in the gallery
+    cols = min(len(series), COLUMNS)
+    rows = -(-len(series) // cols)
+    width = max(4.2 * cols, 6.4)  # wide enough for the notes under a single panel
+    fig, axes = plt.subplots(rows, cols, figsize=(width, 3.4 * rows + 0.3 + 0.2 * len(notes)), squeeze=False)
+    for ax in axes.reshape(-1)[len(series):]:
+        ax.set_visible(False)
+    for i, (ax, (label, x, values, unit_range, name)) in enumerate(zip(axes.reshape(-1), series)):
         _panel(ax, x, values, label, num_seeds, legend=i == 0)
+        if name in bars:  # the solved criterion's bar on this metric
+            op, level = bars[name]
+            ax.axhline(level, color="tab:green", linestyle="--", linewidth=1.2, label=f"solved: {op} {level:g}")
+            ax.legend(fontsize=7, loc="best")
         ax.set_xlabel("env steps (per seed)")
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -163,6 +189,8 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
     plt.close(fig)
     return path
 
+
+COLUMNS = 3  # panels per row of the learning curve
 
 _GIF_FNS: dict = {}
 
@@ -261,3 +289,32 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)
+
+
+def replot_run(run_dir: str | os.PathLike, path: str | os.PathLike | None = None, seed: int | None = None) -> Path:
+    """Draw the learning curve of a finished run again from its ``metrics.json`` (the per-update
+    metrics and progress evaluations) into ``path`` (default: the run's ``learning_curve.png``):
+    for a new layout, or the gallery's copy, without training again. ``seed``: one seed of the
+    run only (default: all)."""
+    import json
+
+    from .tuned import entry
+
+    run_dir = Path(run_dir)
+    config = json.loads((run_dir / "config.json").read_text())
+    config = config.get("config", config)
+    stored = json.loads((run_dir / "metrics.json").read_text())
+    per_seed = {k: np.array([[np.nan if x is None else x for x in row] for row in rows], np.float64)
+                for k, rows in stored["per_seed"].items()}
+    progress = stored.get("progress")
+    if seed is not None:
+        per_seed = {k: v[:, [seed]] for k, v in per_seed.items() if v.ndim == 2}
+        progress = [{k: (v if k == "env_steps" else [v[seed]]) for k, v in row.items()} for row in progress or []]
+    env_id = config["env_id"]
+    updates = len(per_seed["episode_return"])
+    steps = int(config["num_envs"]) * int(config["num_steps"])
+    env_steps = (np.arange(updates) + 1) * steps
+    training = {n: per_seed[n] for n in entry(env_id).curves if n in per_seed}
+    return plot_learning_curve(env_steps, per_seed["episode_return"], per_seed["episode_length"],
+                               path or run_dir / "learning_curve.png", env_id, progress=progress,
+                               env_id=env_id, training=training)

@@ -39,6 +39,10 @@ class PPOTrainer(Trainer):
                 f"random_opponents = {self.config.random_opponents} needs a turn-based game of several seats "
                 f"(observations with an action_mask); {self.config.env_id} has none: leave it at 0"
             )
+        if self.config.random_opponents:
+            from . import league
+
+            league.check(self)
         rows = self.batch_size * self.config.num_steps
         if rows % self.config.num_minibatches:
             raise ValueError(

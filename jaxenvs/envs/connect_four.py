@@ -78,6 +78,16 @@ class ConnectFour(Environment):
         action_style="full_action_set",
     )
     render_fps = 2
+    ACTION_NAMES = tuple(f"drop a piece in column {c}" for c in range(COLS))
+    MOVE_KEY = "moves: the column numbers under the board"
+    # named opponents (jaxenvs.games.opponents; 'random' is every game's)
+    OPPONENTS = {
+        "heuristic": ("jaxenvs.games.connect_four:heuristic",
+                      "win, else block, else avoid giving the opponent a win, prefer the centre"),
+        "no-blunder": ("jaxenvs.games.connect_four:no_blunder",
+                       "win, else block, else random among the moves that give the opponent no win"),
+        "win-block": ("jaxenvs.games.connect_four:win_block", "win, else block, else random legal"),
+    }
 
     @property
     def default_params(self) -> EnvParams:
@@ -118,6 +128,17 @@ class ConnectFour(Environment):
 
     def current_player(self, state, params=None):
         return state.current_player
+
+    def state_from_observation(self, obs, params=None):
+        """The `EnvState` one agent's observation dict shows (a perfect-information game: the board
+        is the whole state), as tree search (`jaxenvs.games.search`) starts from it: the observer is
+        the mover (the first player when both have as many pieces); ``terminated`` when the mask
+        has no legal move."""
+        planes = jnp.asarray(obs["observation"]).astype(jnp.int32)  # [6, 7, 2]
+        mover = jnp.where(jnp.sum(planes[..., 0]) == jnp.sum(planes[..., 1]), 0, 1).astype(jnp.int32)
+        board = jnp.where(planes[..., 0] != 0, mover + 1, jnp.where(planes[..., 1] != 0, 2 - mover, 0))
+        return EnvState(board=board.astype(jnp.int32), heights=jnp.sum(board != 0, axis=0).astype(jnp.int32),
+                        current_player=mover, terminated=~jnp.any(jnp.asarray(obs["action_mask"]) != 0))
 
     def _obs(self, state):
         own = jnp.stack([state.board == 1, state.board == 2])  # [agent, row, col]

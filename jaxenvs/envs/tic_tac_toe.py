@@ -79,6 +79,12 @@ class TicTacToe(Environment):
         action_style="full_action_set",
     )
     render_fps = 2
+    # action i marks cell i; cells are numbered column-major (PettingZoo's picture and render_text)
+    ACTION_NAMES = tuple(f"mark cell {i} (column {i // 3}, row {i % 3})" for i in range(NUM_CELLS))
+    MOVE_KEY = "cells, column-major as in PettingZoo:\n0 3 6\n1 4 7\n2 5 8"
+    # named opponents (jaxenvs.games.opponents; 'random' is every game's)
+    OPPONENTS = {"perfect": ("jaxenvs.games.tic_tac_toe:perfect",
+                             "minimax over every position, uniform among the optimal moves: never loses")}
 
     @property
     def default_params(self) -> EnvParams:
@@ -122,6 +128,18 @@ class TicTacToe(Environment):
 
     def current_player(self, state, params=None):
         return state.current_player
+
+    def state_from_observation(self, obs, params=None):
+        """The `EnvState` one agent's observation dict shows (a perfect-information game: the board
+        is the whole state), as tree search (`jaxenvs.games.search`) starts from it: the observer is
+        the mover (the first player when both have as many marks); ``terminated`` when the mask
+        has no legal move."""
+        planes = jnp.asarray(obs["observation"]).reshape(NUM_CELLS, 2).astype(jnp.int32)
+        weights = jnp.left_shift(jnp.int32(1), jnp.asarray(CELL_BITS))
+        mine, theirs = jnp.sum(planes[:, 0] * weights), jnp.sum(planes[:, 1] * weights)
+        mover = jnp.where(jnp.sum(planes[:, 0]) == jnp.sum(planes[:, 1]), 0, 1).astype(jnp.int32)
+        marks = jnp.where(mover == 0, jnp.stack([mine, theirs]), jnp.stack([theirs, mine]))
+        return EnvState(marks=marks, current_player=mover, terminated=~jnp.any(jnp.asarray(obs["action_mask"]) != 0))
 
     def _obs(self, state):
         bits = _bits(state.marks)  # [agent, cell]: the agent's own marks

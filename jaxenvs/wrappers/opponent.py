@@ -35,12 +35,12 @@ Policy = Callable[[jax.Array, Any], jax.Array]
 
 def random_legal_policy(space: spaces.Discrete) -> Policy:
     """``policy(key, obs) -> int32[]``: uniform among the legal actions of ``obs["action_mask"]``
-    (`jaxenvs.spaces.Discrete.sample` with the mask), uniform on ``space`` when the observation
-    carries no mask."""
+    (`jaxenvs.games.random_legal`), uniform on ``space`` when the observation carries no mask."""
+    from jaxenvs.games import random_legal
 
     def policy(key, obs):
         if isinstance(obs, dict) and "action_mask" in obs:
-            return space.sample(key, mask=obs["action_mask"])
+            return random_legal(key, obs)
         return space.sample(key)
 
     return policy
@@ -62,7 +62,9 @@ class PlayAgainst(Wrapper):
             must be folded first (`jaxenvs.wrappers.FoldChanceNodes`).
         policy: ``policy(key, obs) -> action`` (int32[]), jittable, on ONE agent's observation (the
             agent to move: its slice of ``env``'s observation, ``obs["action_mask"]`` included);
-            ``None``: `random_legal_policy`.
+            a name of the game's opponents (`jaxenvs.games.named_opponents`: ``"random"``,
+            ``"perfect"`` for Tic-Tac-Toe, ``"heuristic"`` for Connect Four, ...); ``None``:
+            `random_legal_policy`.
         seat: the learner's agent index, or ``"random"`` (uniform over the agents, drawn with the
             reset key for every episode; ``state.seat`` holds it).
         max_opponent_moves: a bound on the opponent moves made inside one call (the
@@ -109,8 +111,17 @@ class PlayAgainst(Wrapper):
             raise ValueError(f"PlayAgainst seat must be an agent index in [0, {env.num_agents}) or 'random', got {seat!r}")
         if not isinstance(max_opponent_moves, int) or isinstance(max_opponent_moves, bool) or max_opponent_moves < 1:
             raise ValueError(f"PlayAgainst needs max_opponent_moves as an int >= 1, got {max_opponent_moves!r}")
+        if isinstance(policy, str):  # a named opponent of the game (jaxenvs.games)
+            from jaxenvs.games import allowed_opponents, named_opponents
+
+            named = named_opponents(env)
+            if policy not in named:
+                raise ValueError(f"PlayAgainst opponent {policy!r} is not one of {env.name}'s: "
+                                 f"{allowed_opponents(env, runs=False)}")
+            policy = named[policy].policy
         if policy is not None and not callable(policy):
-            raise TypeError(f"PlayAgainst policy must be a callable policy(key, obs) -> action, got {policy!r}")
+            raise TypeError(f"PlayAgainst policy must be a callable policy(key, obs) -> action or an opponent's name, "
+                            f"got {policy!r}")
         self.policy = random_legal_policy(space) if policy is None else policy
         self.seat = seat
         self.max_opponent_moves = max_opponent_moves

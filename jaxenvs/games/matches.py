@@ -19,7 +19,7 @@ frozen (whether or not the env auto-resets); a game still running after `max_pli
 counted as `unfinished` and `head_to_head` raises rather than report it.
 
 A policy is `policy(key, obs) -> int32 action` on ONE agent's observation dict (see
-`train.opponents`).
+`jaxenvs.games.opponents`).
 """
 
 from __future__ import annotations

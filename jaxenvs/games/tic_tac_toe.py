@@ -1,5 +1,6 @@
-"""Tic-Tac-Toe solved exactly: every reachable position's move values, and the exact outcome
-probabilities of a game between two policies given as probability tables (host-side numpy).
+"""Tic-Tac-Toe solved exactly: every reachable position's move values, the perfect player
+`perfect` (jittable), and the exact outcome probabilities of a game between two policies given as
+probability tables (host-side numpy).
 
 **Board code.** A position is seen from the player to move (the *mover*), as the observation of
 `TicTacToe-v0` / PettingZoo's `classic.tictactoe_v3` shows it: `obs["observation"]` is
@@ -19,16 +20,24 @@ second)` enumerates the game tree and returns the exact probabilities
 minimax (first) vs random `(0.9678, 0, 0.0322)`, minimax vs minimax `(0, 0, 1)`.
 
 The solve takes about 0.2 s and is cached (done on first use, never at import).
+
+`perfect(key, obs)` plays uniformly among the minimax-optimal legal moves of one agent's
+observation dict (`TicTacToe-v0`'s): it never loses. `TicTacToe` declares it as its opponent
+``perfect`` (`jaxenvs.games.opponents`).
 """
 
 from __future__ import annotations
 
 import functools
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
+from .opponents import mask_of, observation_of, uniform_among
+
 __all__ = [
-    "NUM_CODES", "LINES", "board_code", "decision_positions", "move_values", "optimal_moves",
+    "perfect", "perfect_moves", "code_of", "NUM_CODES", "LINES", "board_code", "decision_positions", "move_values", "optimal_moves",
     "random_table", "minimax_table", "outcome_probabilities",
 ]
 
@@ -40,7 +49,7 @@ _POW3 = 3 ** np.arange(9)
 
 def board_code(observation) -> np.ndarray:
     """int64 `[...]`: the mover-relative code of observations `[..., 3, 3, 2]` (numpy; the same
-    formula as `train.opponents.tictactoe_code`, which is its jittable twin)."""
+    formula as `code_of`, which is its jittable twin)."""
     planes = np.asarray(observation).reshape(*np.shape(observation)[:-3], 9, 2).astype(np.int64)
     return np.sum((planes[..., 0] + 2 * planes[..., 1]) * _POW3, axis=-1)
 
@@ -185,3 +194,28 @@ def outcome_probabilities(first, second) -> np.ndarray:
         return r
 
     return outcome(0, True)
+
+
+# ---- the perfect player (jittable) ---------------------------------------------------------------
+
+
+def code_of(observation) -> jax.Array:
+    """int32 `[...]`: the mover-relative board code of Tic-Tac-Toe observations int/float
+    `[..., 3, 3, 2]` (the jittable twin of `board_code`)."""
+    planes = jnp.asarray(observation).reshape(*jnp.shape(observation)[:-3], 9, 2).astype(jnp.int32)
+    return jnp.sum((planes[..., 0] + 2 * planes[..., 1]) * jnp.asarray(_POW3, jnp.int32), axis=-1)
+
+
+def perfect_moves(obs) -> jax.Array:
+    """bool `[9]`: the minimax-optimal legal moves of one Tic-Tac-Toe observation dict; the legal
+    moves when the board is not a reachable decision position (all False for a non-mover)."""
+    mask = mask_of(obs, 9, "tic_tac_toe.perfect")
+    code = code_of(observation_of(obs, (3, 3, 2), "tic_tac_toe.perfect"))
+    best = jnp.asarray(optimal_moves())[code] & mask
+    return jnp.where(jnp.any(best), best, mask)
+
+
+def perfect(key, obs) -> jax.Array:
+    """int32 scalar: a perfect Tic-Tac-Toe move, uniform among the minimax-optimal legal moves of
+    `obs` (`{"observation": [3, 3, 2], "action_mask": uint8[9]}`); it never loses."""
+    return uniform_among(key, perfect_moves(obs))

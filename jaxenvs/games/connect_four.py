@@ -1,0 +1,121 @@
+"""Connect Four players (jittable, vmappable ``policy(key, obs) -> action`` on ONE agent's
+observation dict of `ConnectFour-v0`: ``{"observation": int[6, 7, 2], "action_mask": uint8[7]}``,
+plane 0 the observer's pieces, plane 1 the opponent's, row 0 at the top, action = column).
+
+* `heuristic` (the opponent ``heuristic``): a move that wins at once if there is one; else one
+  that blocks the opponent's immediate win; else, among the remaining legal moves, those that do
+  not let the opponent win on its next move (no piece dropped right under an opponent's winning
+  cell); among the candidates it prefers the column nearest the centre (ties drawn uniformly). A
+  one-ply-lookahead player of the kind Connect Four tutorials use as a baseline: it beats random
+  play almost always and punishes every one-move blunder.
+* `no_blunder` (the opponent ``no-blunder``): `heuristic` without the centre preference: a win,
+  else a block, else uniform among the moves that give the opponent no immediate win.
+* `win_block` (the opponent ``win-block``): a winning move, else a block, else uniform among the
+  legal moves (no look-ahead, no centre preference): weaker.
+
+`ConnectFour` declares both (`jaxenvs.games.opponents`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .opponents import mask_of, observation_of, uniform_among
+
+__all__ = ["heuristic", "no_blunder", "win_block", "lines", "landing_cells", "winning_moves", "ROWS", "COLS"]
+
+ROWS, COLS = 6, 7
+
+
+@functools.lru_cache(maxsize=None)
+def lines() -> np.ndarray:
+    """int32 `[69, 4]`: flat cells (`row * 7 + col`, row 0 at the top) of every line of four:
+    24 horizontal, 21 vertical, 24 diagonal."""
+    out = []
+    for r in range(ROWS):
+        for c in range(COLS):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                cells = [(r + k * dr, c + k * dc) for k in range(4)]
+                if all(0 <= rr < ROWS and 0 <= cc < COLS for rr, cc in cells):
+                    out.append([rr * COLS + cc for rr, cc in cells])
+    arr = np.array(out, np.int32)
+    arr.flags.writeable = False
+    return arr
+
+
+def landing_cells(observation) -> jax.Array:
+    """int32 `[7]`: the flat cell (`row * 7 + col`) a piece dropped in each column lands on, for
+    one observation `[6, 7, 2]`; -1 for a full column."""
+    filled = jnp.any(jnp.asarray(observation) != 0, axis=-1)  # [6, 7]
+    row = jnp.sum(~filled, axis=0) - 1  # pieces stack from row 5 up
+    return jnp.where(row >= 0, row * COLS + jnp.arange(COLS), -1).astype(jnp.int32)
+
+
+def winning_moves(plane, landing) -> jax.Array:
+    """bool `[7]`: the columns where a piece of the player whose pieces are `plane` (bool/int
+    `[6, 7]`) completes a line of four through its landing cell (`landing`, int32 `[7]`, -1 =
+    full column: never winning)."""
+    all_lines = jnp.asarray(lines())  # [69, 4]
+    cells = jnp.arange(ROWS * COLS)
+    placed = (jnp.asarray(plane).reshape(-1) != 0)[None, :] | (cells[None, :] == landing[:, None])  # [7, 42]
+    complete = jnp.all(placed[:, all_lines], axis=-1)  # [7, 69]
+    through = jnp.any(all_lines[None, :, :] == landing[:, None, None], axis=-1)  # [7, 69]
+    return jnp.any(complete & through, axis=-1) & (landing >= 0)
+
+
+def _board(obs, who):
+    mask = mask_of(obs, COLS, who)
+    board = observation_of(obs, (ROWS, COLS, 2), who)
+    return mask, board, landing_cells(board)
+
+
+def win_block(key, obs) -> jax.Array:
+    """int32 scalar: uniform among the legal columns that win at once; if none, among those that
+    block the opponent's immediate win; if none, among all legal columns."""
+    mask, board, landing = _board(obs, "connect_four.win_block")
+    win = winning_moves(board[..., 0], landing) & mask
+    block = winning_moves(board[..., 1], landing) & mask
+    return uniform_among(key, jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, mask)))
+
+
+def _safe_moves(board, landing, mask) -> jax.Array:
+    """bool `[7]`: the legal columns after which the opponent has no immediate win (the cell
+    above the landing cell is not a winning cell of the opponent)."""
+    above = jnp.where(landing >= COLS, landing - COLS, -1)  # the cell right above (-1: top row)
+    theirs = board[..., 1]
+    # the opponent's winning cells: a piece of theirs on that cell completes a line
+    opp_wins_above = winning_moves(theirs, above)  # [7], per column: the cell above our piece
+    return mask & ~opp_wins_above
+
+
+_CENTRE_ORDER = -np.abs(np.arange(COLS) - (COLS - 1) / 2)  # higher is nearer the centre
+
+
+def heuristic(key, obs) -> jax.Array:
+    """int32 scalar: win at once, else block the opponent's immediate win, else a legal column
+    that gives the opponent no immediate win (all legal columns when none does); among the
+    candidates the one nearest the centre (ties uniform)."""
+    mask, board, landing = _board(obs, "connect_four.heuristic")
+    win = winning_moves(board[..., 0], landing) & mask
+    block = winning_moves(board[..., 1], landing) & mask
+    safe = _safe_moves(board, landing, mask)
+    rest = jnp.where(jnp.any(safe), safe, mask)
+    choice = jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest))
+    centre = jnp.asarray(_CENTRE_ORDER, jnp.float32)
+    best = jnp.max(jnp.where(choice, centre, -jnp.inf))
+    return uniform_among(key, choice & (centre == best))
+
+
+def no_blunder(key, obs) -> jax.Array:
+    """int32 scalar: win at once, else block the opponent's immediate win, else uniform among the
+    legal columns that give the opponent no immediate win (all legal columns when none does)."""
+    mask, board, landing = _board(obs, "connect_four.no_blunder")
+    win = winning_moves(board[..., 0], landing) & mask
+    block = winning_moves(board[..., 1], landing) & mask
+    safe = _safe_moves(board, landing, mask)
+    rest = jnp.where(jnp.any(safe), safe, mask)
+    return uniform_among(key, jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest)))
