@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
 import pytest
 from conftest import require
 
@@ -162,3 +163,27 @@ def test_cli_verify_without_gymnasium_is_a_usage_error(ref):
     assert "No module named 'gymnasium'" in lines[0] and p.stdout == ""
     if ref.startswith("gymnasium:"):
         assert "pip install 'jaxenvs[verify,gymnasium]'" in lines[0]
+
+
+def test_sides_are_kept_as_long_as_their_longest_episode():
+    """A side is cut after its last live step and padded back (not alive) to be joined with a
+    longer one: returns, outcomes and lengths do not change."""
+    from jaxenvs.testing.reference import Side
+
+    def side(lengths, horizon):
+        n = len(lengths)
+        alive = np.arange(horizon)[None] < np.asarray(lengths)[:, None]
+        term = alive & (np.arange(horizon)[None] == np.asarray(lengths)[:, None] - 1)
+        rew = np.where(alive, 1.0, 0.0)[..., None]
+        z = np.zeros((n, horizon, 1))
+        return Side(np.zeros((n, 1)), z, z, z, rew, term, np.zeros((n, horizon), bool), alive)
+
+    a, b = side([1, 3], 1000), side([5], 1000)
+    ta, tb = a.trimmed(), b.trimmed()
+    assert ta.alive.shape == (2, 3) and tb.alive.shape == (1, 5) and side([0], 50).trimmed().alive.shape == (1, 1)
+    joined = Side.concat([ta, tb])
+    assert joined.alive.shape == (3, 5) and joined.obs.shape == (3, 5, 1)
+    np.testing.assert_array_equal(joined.returns()[:, 0], [1, 3, 5])
+    np.testing.assert_array_equal(joined.outcome(), [0, 0, 0])
+    np.testing.assert_array_equal(joined.alive.sum(1), [1, 3, 5])
+    assert joined.steps(1000).alive.shape == (3, 1000) and joined.steps(1000).alive.sum() == 9
