@@ -9,7 +9,9 @@ tier, certified effect, episodes, seconds). The originals: the tutorials' enviro
 re-implementations (tests/reference_envs.py), PettingZoo's tictactoe_v3 / connect_four_v3,
 Pgx's tic_tac_toe / connect_four, OpenSpiel's kuhn_poker, Gymnasium's classic control for the
 gymnax ports (with the state mappings of jaxenvs.adapters.gymnax_states). A real divergence found
-is a finding: the row says FAIL with its evidence.
+is a finding: the row says FAIL with its evidence. The planted mutants of MUTANTS run at their
+faithful row's settings (<env>__<reference>__mutant<i>.json, a second table): those whose effect
+reaches detect must FAIL.
 """
 
 from __future__ import annotations
@@ -22,6 +24,20 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "benchmarks", "results", "certificates")
+
+
+# Planted mutants run at the same settings as their faithful row (the same budget, detect, seed):
+# the port built with these params, its effect in the statistic that should see it, and whether the
+# effect reaches detect=0.02 (then it must FAIL; below detect a PASS is what PASS allows).
+MUTANTS = {
+    "Lottery-v0": [
+        ({"mega_haul_prob": 0.11}, "reward TV 0.06 for MegaHaul (1/3 of visits): weighted TV 0.02", True),
+        ({"mega_haul_prob": 0.04}, "reward TV 0.01 for MegaHaul (1/3 of visits): weighted TV 0.0033", False),
+    ],
+    "HurdleRace-v0": [
+        ({"jump_success_rate": 0.85}, "TV 0.05 of each jump over a hurdle", True),
+    ],
+}
 
 
 def rows():
@@ -63,16 +79,18 @@ def rows():
     return out
 
 
-def certify(env_id, ref_name, make_ref, kwargs, budget):
+def certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs=None):
     import jaxenvs
     from jaxenvs.testing import PortInconclusive, PortMismatch, verify_port
 
     t0 = time.perf_counter()
-    row = {"env": env_id, "reference": ref_name}
+    row = {"env": env_id, "reference": ref_name, "budget_s": budget}
+    if port_kwargs:
+        row["planted_mutant"] = port_kwargs
     if make_ref is None:
         return {**row, "verdict": "not run", "why": kwargs, "seconds": 0.0}
     try:
-        report = verify_port(jaxenvs.make(env_id), make_ref(), budget_s=budget, **kwargs)
+        report = verify_port(jaxenvs.make(env_id, **(port_kwargs or {})), make_ref(), budget_s=budget, **kwargs)
         evidence = ""
     except (PortMismatch, PortInconclusive) as e:
         report, evidence = e.report, str(e).splitlines()[0][:400]
@@ -92,15 +110,24 @@ def certify(env_id, ref_name, make_ref, kwargs, budget):
             "evidence": evidence, "report": json.loads(report.to_json())}
 
 
-def table(results) -> str:
-    head = "| env | reference | verdict | tier (of the weakest required statistic) | certified effect (detect) | episodes | s |\n|---|---|---|---|---|---|---|"
-    lines = [head]
-    for r in results:
+def table(results, mutants=()) -> str:
+    head = ("| env | reference | verdict | tier (of the weakest required statistic) | certified effect (detect) | episodes "
+            "| s | budget s |\n|---|---|---|---|---|---|---|---|")
+
+    def line(r, env):
         if r["verdict"] == "not run":
-            lines.append(f"| {r['env']} | {r['reference']} | not run: {r['why']} | | | | |")
-            continue
-        lines.append(f"| {r['env']} | {r['reference']} | {r['verdict'].upper()} | {r.get('tier', '')} | "
-                     f"{r.get('certified', '')} ({r.get('detect', '')}) | {r.get('episodes', '')} | {r['seconds']} |")
+            return f"| {env} | {r['reference']} | not run: {r['why']} | | | | | |"
+        return (f"| {env} | {r['reference']} | {r['verdict'].upper()} | {r.get('tier', '')} | "
+                f"{r.get('certified', '').replace('|', chr(92) + '|')} ({r.get('detect', '')}) | {r.get('episodes', '')} | "
+                f"{r['seconds']} | "
+                f"{r.get('budget_s', 60.0):g} |")
+
+    lines = [head] + [line(r, r["env"]) for r in results]
+    if mutants:
+        lines += ["", "Planted mutants, at their faithful row's settings: an effect at `detect` must FAIL; below it "
+                  "a PASS is what PASS allows (the effect certified is at most `detect`):", "", head]
+        lines += [line(r, r["env"] + " with " + ", ".join(f"{k}={v}" for k, v in r["planted_mutant"].items())
+                       + f" ({r['mutant_effect']}{'' if r['must_fail'] else ', below detect'})") for r in mutants]
     notes = [f"* {r['env']} vs {r['reference']}: {r['evidence']}" for r in results if r.get("evidence")]
     return "\n".join(lines + ([""] + notes if notes else []))
 
@@ -108,27 +135,36 @@ def table(results) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default=None, help="comma-separated texts: run only the rows whose env or reference holds one")
-    ap.add_argument("--budget", type=float, default=60.0, help="verify_port's budget_s per row")
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="verify_port's budget_s per row (and per planted mutant)")
     args = ap.parse_args(argv)
     os.makedirs(OUT, exist_ok=True)
     only = [o for o in (args.only or "").split(",") if o]
-    results = []
+    results, mutants = [], []
     for env_id, ref_name, make_ref, kwargs in rows():
         stem = env_id.replace("/", "_") + "__" + ref_name.split()[0].lower().replace("/", "_")
-        path = os.path.join(OUT, stem + ".json")
-        if only and not any(o in f"{env_id} {ref_name}" for o in only):
-            if os.path.exists(path):  # the table keeps the rows of earlier runs
-                with open(path) as f:
-                    results.append(json.load(f))
-            continue
-        r = certify(env_id, ref_name, make_ref, kwargs, args.budget)
-        results.append(r)
-        with open(path, "w") as f:
-            json.dump(r, f, indent=2)
-        print(f"{env_id} vs {ref_name}: {r['verdict']} {r.get('certified', '')} {r['seconds']} s", flush=True)
+        todo = [(results, os.path.join(OUT, stem + ".json"), None)]
+        for i, mutant in enumerate(MUTANTS.get(env_id, ())):
+            todo.append((mutants, os.path.join(OUT, stem + f"__mutant{i}.json"), mutant))
+        budget = args.budget
+        for out, path, mutant in todo:
+            port_kwargs = mutant[0] if mutant else None
+            if only and not any(o in f"{env_id} {ref_name}" for o in only):
+                if os.path.exists(path):  # the table keeps the rows of earlier runs
+                    with open(path) as f:
+                        out.append(json.load(f))
+                continue
+            r = certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs)
+            if mutant:
+                r["mutant_effect"], r["must_fail"] = mutant[1], mutant[2]
+            out.append(r)
+            with open(path, "w") as f:
+                json.dump(r, f, indent=2)
+            print(f"{env_id}{' mutant ' + str(port_kwargs) if port_kwargs else ''} vs {ref_name}: {r['verdict']} "
+                  f"{r.get('certified', '')} {r['seconds']} s (budget {budget:g} s)", flush=True)
     with open(os.path.join(OUT, "README.md"), "w") as f:
-        f.write(table(results) + "\n")
-    print(table(results))
+        f.write(table(results, mutants) + "\n")
+    print(table(results, mutants))
 
 
 if __name__ == "__main__":

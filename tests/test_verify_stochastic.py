@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 
+import numpy as np
 import pytest
 from helpers import require
 
@@ -129,3 +130,60 @@ def test_cli_verify_takes_openspiel_and_names_broken_references(tmp_path, monkey
     assert "verdict: PASS" in capsys.readouterr().out
     assert main(["verify", "KuhnPoker-v0", "--reference", "pyspiel:kuhn_poker", "--episodes", "20"]) == 3
     assert "verdict: INCONCLUSIVE" in capsys.readouterr().out
+
+
+BLOCK_GYMNASIUM = """
+import sys
+
+class Missing:  # as if gymnasium were not installed: every import of it fails as Python's does
+    def find_spec(self, name, path=None, target=None):
+        if name == "gymnasium" or name.startswith("gymnasium."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, Missing())
+for name in [m for m in sys.modules if m == "gymnasium" or m.startswith("gymnasium.")]:
+    del sys.modules[name]
+from jaxenvs.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("ref", ["gymnasium:CartPole-v1", "reference_envs:make_corridor"])
+def test_cli_verify_without_gymnasium_is_a_usage_error(ref):
+    """No gymnasium installed: `jaxenvs verify` exits 2 with one line naming it, no traceback
+    (the reference named by gymnasium id, and a factory whose module imports gymnasium)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.path.join(ROOT, "tests") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, "-c", BLOCK_GYMNASIUM, "verify", "GridWorld-v0", "--reference", ref],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxenvs: error: "), p.stderr
+    assert "No module named 'gymnasium'" in lines[0] and p.stdout == ""
+    if ref.startswith("gymnasium:"):
+        assert "pip install 'jaxenvs[verify,gymnasium]'" in lines[0]
+
+
+def test_sides_are_kept_as_long_as_their_longest_episode():
+    """A side is cut after its last live step and padded back (not alive) to be joined with a
+    longer one: returns, outcomes and lengths do not change."""
+    from jaxenvs.testing.reference import Side
+
+    def side(lengths, horizon):
+        n = len(lengths)
+        alive = np.arange(horizon)[None] < np.asarray(lengths)[:, None]
+        term = alive & (np.arange(horizon)[None] == np.asarray(lengths)[:, None] - 1)
+        rew = np.where(alive, 1.0, 0.0)[..., None]
+        z = np.zeros((n, horizon, 1))
+        return Side(np.zeros((n, 1)), z, z, z, rew, term, np.zeros((n, horizon), bool), alive)
+
+    a, b = side([1, 3], 1000), side([5], 1000)
+    ta, tb = a.trimmed(), b.trimmed()
+    assert ta.alive.shape == (2, 3) and tb.alive.shape == (1, 5) and side([0], 50).trimmed().alive.shape == (1, 1)
+    joined = Side.concat([ta, tb])
+    assert joined.alive.shape == (3, 5) and joined.obs.shape == (3, 5, 1)
+    np.testing.assert_array_equal(joined.returns()[:, 0], [1, 3, 5])
+    np.testing.assert_array_equal(joined.outcome(), [0, 0, 0])
+    np.testing.assert_array_equal(joined.alive.sum(1), [1, 3, 5])
+    assert joined.steps(1000).alive.shape == (3, 1000) and joined.steps(1000).alive.sum() == 9

@@ -74,6 +74,7 @@ def replay_trajectories(env, params, horizon, ref: Side, starts: dict, act_templ
     """Every reference episode with a recorded initial state, replayed by the port with the
     reference's actions; every step's observation, reward and flags must agree."""
     episodes = sorted(starts)
+    ref = ref.steps(horizon)  # a side is kept only as long as its longest episode
     states = port_states(env, params, [(starts[i], 0) for i in episodes])
     shape, dtype = act_template.shape, act_template.dtype
     actions = ref.act[episodes].reshape((len(episodes), horizon) + shape).astype(dtype)

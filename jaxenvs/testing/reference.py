@@ -71,8 +71,28 @@ class Side:
     def returns(self) -> np.ndarray:
         return np.sum(self.rew * self.alive[..., None], axis=1)
 
+    def steps(self, t: int) -> "Side":
+        """The same episodes with `t` steps each: cut, or padded with steps that are not alive."""
+        def fit(name):
+            x = getattr(self, name)
+            if name == "obs0" or x.shape[1] == t:
+                return x
+            if x.shape[1] > t:
+                return x[:, :t]
+            return np.concatenate([x, np.zeros((x.shape[0], t - x.shape[1]) + x.shape[2:], x.dtype)], axis=1)
+
+        return Side(*(fit(f.name) for f in dataclasses.fields(Side)))
+
+    def trimmed(self) -> "Side":
+        """Cut after the last step any episode is alive (at least one step): a horizon of 1000
+        steps for episodes of one step would otherwise be carried, copied and pooled as padding."""
+        used = np.flatnonzero(self.alive.any(axis=0))
+        return self.steps(int(used[-1]) + 1 if len(used) else 1)
+
     @staticmethod
     def concat(parts: list["Side"]) -> "Side":
+        t = max(p.alive.shape[1] for p in parts)  # parts trimmed to different lengths
+        parts = [p.steps(t) for p in parts]
         return Side(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in dataclasses.fields(Side)))
 
 
@@ -334,7 +354,7 @@ class GymReference(Reference):
                     side.term[i, t], side.trunc[i, t], side.alive[i, t] = term, trunc, True
                     cur[j] = nobs
                     done[j] = term or trunc
-        return side, recorded
+        return side.trimmed(), recorded
 
 
 @dataclasses.dataclass

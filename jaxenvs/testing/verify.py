@@ -344,10 +344,12 @@ def verify_port(
         for lo in range(0, count, port_chunk):
             m = min(port_chunk, count - lo)
             obs0, (o, a, no, r, te, tr, al) = rollout(params, key, start + lo, port_chunk)
-            cut = lambda x: np.asarray(x)[:m]  # noqa: E731
-            parts.append(Side(flat(jax.tree.map(cut, obs0), 1), flat(jax.tree.map(cut, o), 2),
+            used = np.flatnonzero(np.asarray(al)[:m].any(axis=0))  # steps past every episode's end are not kept
+            t = int(used[-1]) + 1 if len(used) else 1
+            cut = lambda x: np.asarray(x)[:m, :t]  # noqa: E731
+            parts.append(Side(flat(jax.tree.map(lambda x: np.asarray(x)[:m], obs0), 1), flat(jax.tree.map(cut, o), 2),
                               flat(jax.tree.map(cut, a), 2), flat(jax.tree.map(cut, no), 2),
-                              np.asarray(r, np.float64)[:m].reshape(m, horizon, -1), cut(te), cut(tr), cut(al)))
+                              np.asarray(r, np.float64)[:m, :t].reshape(m, t, -1), cut(te), cut(tr), cut(al)))
         return parts[0] if len(parts) == 1 else Side.concat(parts)
 
     obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, params)))
