@@ -145,7 +145,7 @@ def test_check_passes_on_grid_world(run):
     assert len(passed) == int(m.group(1)) and set(passed) | set(skipped) == set(RULES)
     # GridWorld is deterministic, has no legal-action mask, no turns and no chance nodes
     assert skipped == ["key-sensitivity", "mask-structure", "mask-autoreset", "current-player", "mask-mover",
-                       "mask-step", "non-mover-ignored", "chance-outcomes"]
+                       "mask-step", "non-mover-ignored", "chance-outcomes", "apply-chance"]
 
 
 def test_check_list_rules(capsys):

@@ -42,7 +42,7 @@ def run(*args, cache=None, timeout=300):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
-    cache = os.environ["JAXENVS_TEST_CACHE_DIR"]  # the session's (tests/conftest.py)
+    cache = Path(os.environ["JAXENVS_TEST_CACHE_DIR"])  # the session's (tests/conftest.py)
     # 2 seeds x 8 envs x 32 steps: 4 updates of 256 env steps, in 2 chunks
     p = run("jaxenvs.train", "--total-timesteps", "1024", "--num-envs", "8", "--seeds", "2", "--chunks", "2",
             "--out", str(out), cache=cache)
