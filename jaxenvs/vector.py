@@ -10,9 +10,10 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
   step (``traits.chance == "deterministic"``, verified by `jaxenvs.check_env`) gets the
   batch key itself and no split at all;
 * auto-reset happens at the batch level and, by default, draws fresh episodes only for the envs
-  that finished: up to ``reset_capacity`` of them per step (``num_envs // 16`` by default, at least
-  64) take one fresh draw each, the ``j``-th finished env (in index order) the ``j``-th of
-  ``reset_capacity`` independent reset keys; in a step where more envs finish than that, every env
+  that finished: up to ``reset_capacity`` of them per step (``num_envs // 16`` by default on a CPU,
+  at least 64; every env on a GPU or TPU, see `default_reset_capacity`) take one fresh draw each,
+  the ``j``-th finished env (in index order) the ``j``-th of ``reset_capacity`` independent reset
+  keys; in a step where more envs finish than that, every env
   draws (``num_envs`` reset keys, ``lax.cond``). Every finished env still starts from its own
   independent draw (the same distribution as one reset per env per step), but a step costs about
   ``reset_capacity`` resets instead of ``num_envs``. ``reset_capacity=num_envs`` draws one reset
@@ -50,9 +51,15 @@ from jaxenvs.wrappers.base import (
 __all__ = ["VectorEnv", "default_reset_capacity"]
 
 
-def default_reset_capacity(num_envs: int) -> int:
-    """The fresh episodes a `VectorEnv` step draws by default: ``num_envs // 16``, at least 64 (all
-    envs below 64: a small batch gains nothing from compaction)."""
+def default_reset_capacity(num_envs: int, backend: str | None = None) -> int:
+    """The fresh episodes a `VectorEnv` step draws by default on ``backend`` (default: JAX's default
+    backend). On a CPU: ``num_envs // 16``, at least 64 (all envs below 64: a small batch gains
+    nothing from compaction). On a GPU or TPU: ``num_envs`` (no compaction): XLA runs the
+    compaction's ``lax.cond`` there by reading its predicate back on the host every step, which costs
+    more than the resets it saves (an H100 ran GridWorld's compacted path at 0.29-0.35 of the lean
+    loop, the plain path at 0.82-0.94; benchmarks/results/gpu/)."""
+    if (backend or jax.default_backend()) != "cpu":
+        return num_envs
     return min(num_envs, max(64, num_envs // 16))
 
 

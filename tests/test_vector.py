@@ -213,7 +213,10 @@ def test_reset_capacity_overflow_takes_the_full_path_and_every_start_is_uniform(
 def test_default_reset_capacity_and_bad_values():
     from jaxenvs.vector import default_reset_capacity
 
-    assert [default_reset_capacity(n) for n in (8, 64, 1024, 4096)] == [8, 64, 64, 256]
+    assert [default_reset_capacity(n, "cpu") for n in (8, 64, 1024, 4096)] == [8, 64, 64, 256]
+    # on an accelerator every env draws (no lax.cond: XLA:GPU reads a cond's predicate on the host)
+    assert [default_reset_capacity(n, "gpu") for n in (8, 64, 4096)] == [8, 64, 4096]
+    assert default_reset_capacity(4096) == (256 if jax.default_backend() == "cpu" else 4096)
     env = jaxenvs.make("GridWorld-v0")
     for bad in (0, N + 1, 2.0, True):
         with pytest.raises(ValueError, match=r"reset_capacity must be None or an int in \[1, num_envs=8\]"):
