@@ -81,27 +81,7 @@ def random_policy(env: Environment, params: Any = None) -> Policy:
     actions of the mask's rows together (the mover's) and put in every row, half the random draws
     of a two-agent game.
     """
-    space = env.action_space(params)
-    batch_shape = (env.num_agents,) if env.multi_agent else ()
-    masked = env.traits.action_style == "full_action_set"
-    one_mover = masked and env.multi_agent and env.traits.dynamics == "sequential"
-
-    def policy(key, obs):
-        if not masked:
-            return space.sample(key, batch_shape=batch_shape)
-        if not (isinstance(obs, dict) and "action_mask" in obs):
-            raise TypeError(
-                f"random_policy of {env.name} (action_style='full_action_set') reads obs['action_mask'], "
-                f"but the observation is {type(obs).__name__}"
-                + (f" with keys {sorted(obs)}" if isinstance(obs, dict) else "")
-                + " (a wrapper that flattens or transforms the observation drops the mask)"
-            )
-        if one_mover:
-            movers = jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=0)  # the mover's row (the others are zero)
-            return jnp.broadcast_to(space.sample(key, mask=movers), batch_shape)
-        return space.sample(key, batch_shape=batch_shape, mask=obs["action_mask"])
-
-    return policy
+    return _uniform_policy(env, (), params, "random_policy")
 
 
 def batch_random_policy(env: Environment, num_envs: int, params: Any = None) -> Policy:
@@ -114,8 +94,16 @@ def batch_random_policy(env: Environment, num_envs: int, params: Any = None) -> 
     This is the sampler to use for random legal play in the games: ``jax.random.categorical`` over
     the joint mask's logits draws a float per action per row (both rows of a two-player game) and
     costs several times the step of Tic-Tac-Toe (docs/guides/performance.md)."""
+    return _uniform_policy(env, (num_envs,), params, "batch_random_policy")
+
+
+def _uniform_policy(env: Environment, outer: tuple, params: Any, name: str) -> Policy:
+    """The policy of `random_policy` (``outer == ()``) and `batch_random_policy` (``outer ==
+    (num_envs,)``): one draw of shape ``outer`` (+ the agent axis), uniform over the action space or
+    among each row's legal actions; a turn-based game's mover's row is drawn once and put in every
+    row."""
     space = env.action_space(params)
-    lead = (num_envs, env.num_agents) if env.multi_agent else (num_envs,)
+    lead = outer + ((env.num_agents,) if env.multi_agent else ())
     masked = env.traits.action_style == "full_action_set"
     one_mover = masked and env.multi_agent and env.traits.dynamics == "sequential"
 
@@ -124,13 +112,15 @@ def batch_random_policy(env: Environment, num_envs: int, params: Any = None) -> 
             return space.sample(key, batch_shape=lead)
         if not (isinstance(obs, dict) and "action_mask" in obs):
             raise TypeError(
-                f"batch_random_policy of {env.name} (action_style='full_action_set') reads obs['action_mask'], "
+                f"{name} of {env.name} (action_style='full_action_set') reads obs['action_mask'], "
                 f"but the observation is {type(obs).__name__}"
+                + (f" with keys {sorted(obs)}" if isinstance(obs, dict) else "")
+                + " (a wrapper that flattens or transforms the observation drops the mask)"
             )
         mask = jnp.asarray(obs["action_mask"])
         if one_mover:
-            movers = jnp.any(mask != 0, axis=1)  # (num_envs, n): the mover's row (the others are zero)
-            return jnp.broadcast_to(space.sample(key, (num_envs,), mask=movers)[:, None], lead)
+            movers = jnp.any(mask != 0, axis=-2)  # the mover's row (the others are zero)
+            return jnp.broadcast_to(space.sample(key, outer, mask=movers)[..., None], lead)
         return space.sample(key, batch_shape=lead, mask=mask)
 
     return policy
