@@ -592,7 +592,7 @@ class Run:
         print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
         print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
         print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
-        if getattr(trainer, "turn_based", False) and trainer.num_agents == 2:  # a person's seat against it
+        if trainer.turns.turn_based and trainer.num_agents == 2:  # a person's seat against it
             print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
 
     def _write(self, name: str, text: str) -> None:
