@@ -22,7 +22,7 @@ __all__ = ["names", "check", "opponent_actions"]
 
 def names(config) -> list[str]:
     """The config's ``training_opponents`` as a list of names."""
-    return [n.strip() for n in str(getattr(config, "training_opponents", "random")).split(",") if n.strip()]
+    return [n.strip() for n in str(config.training_opponents).split(",") if n.strip()]
 
 
 def check(trainer) -> None:
