@@ -5,18 +5,17 @@ number of games."""
 from __future__ import annotations
 
 import math
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import spaces
-from jaxenvs.checker import _jit as _fast_jit
+from jaxenvs._fast_compile import fast_jit as _fast_jit
 from jaxenvs.testing.exact import state_template
-from jaxenvs.testing.report import PortInconclusive, PortMismatch
+from jaxenvs.testing.report import PortMismatch
 from jaxenvs.testing.runs import compiled
-from jaxenvs.testing.verdict import Pending, port_report
+from jaxenvs.testing.verdict import Pending, conclude
 
 ILLEGAL_PROB = 0.02  # per ply, where the reference defines illegal moves: a masked-out action
 
@@ -367,33 +366,19 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
         notes.append(f"chance plies are applied with apply_chance; the observation after one is the port's own step's at "
                      f"the chance node where one of {CHANCE_TRIES} keys drew the reference's outcome ({seen:,} of "
                      f"{n_chance:,} chance plies; the others' are compared at the next decision)")
-    report = port_report(
-        ref, port_env, env,
-        verdict=verdict,
-        tiers=("exact",),
-        num_episodes=G,
-        horizon=T,
-        seed=seed,
-        alpha=alpha,
-        detect=detect,
-        power=power,
-        threshold=level,
-        spaces=tuple(space_notes),
-        statistics=statistics,
-        states_checked=int((np.arange(T + 1)[None] <= games.length[:, None]).sum()),
-        episodes_needed=needed_games if verdict == "inconclusive" else None,
-        cache=f"reference games reused from a ReferenceCache ({', '.join(cache_notes)})" if cache_notes else None,
-        seconds=time.perf_counter() - t_start,
-        notes=tuple(notes),
-    )
+    mismatch = shortfall = None
     if failed:
         s = min(failed, key=lambda s: first_at[s.name])  # the earliest difference: game, then ply
         others = [f.name for f in failed if f is not s]
         more = f" (also differing: {'; '.join(others)})" if others else ""
-        raise PortMismatch(s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}", report)
-    if verdict == "inconclusive" and raise_inconclusive:
-        raise PortInconclusive(
-            f"inconclusive after {G:,} games: every ply agrees, but {G:,} random games catch a port that differs in a "
-            f"fraction {certified:.3g} of them with probability {power:g}, above detect={detect:g}; "
-            f"{needed_games:,} games would do (num_episodes={needed_games})", report)
-    return report
+        mismatch = (s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}")
+    elif verdict == "inconclusive":
+        shortfall = (f"inconclusive after {G:,} games: every ply agrees, but {G:,} random games catch a port that differs "
+                     f"in a fraction {certified:.3g} of them with probability {power:g}, above detect={detect:g}; "
+                     f"{needed_games:,} games would do (num_episodes={needed_games})")
+    return conclude(
+        ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("games", cache_notes),
+        mismatch, shortfall, raise_inconclusive, verdict=verdict, tiers=("exact",), num_episodes=G, horizon=T,
+        states_checked=int((np.arange(T + 1)[None] <= games.length[:, None]).sum()),
+        episodes_needed=needed_games if verdict == "inconclusive" else None, notes=tuple(notes),
+    )

@@ -435,8 +435,51 @@ class TurnBasedReference(Reference):
     illegal_defined = False
     observation_name = "observation"
     num_chance_outcomes = 0
+    kind = "turn-based"  # the reference's kind, in messages
 
     def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+        """The games of a reference without chance, one loop for every library: each game starts
+        with `_new_game(reset seed)`, its states are read by `_snapshot(game, ended)` ->
+        ``(mover, obs [A, D], mask [A, n])`` and each ply is played by `_step(game, action,
+        mover, illegal)` -> ``(terminated, truncated, flags_exact, reward [A], reward_known [A])``."""
+        rng = np.random.default_rng([seed, 3])
+        games = []
+        for sd in episode_seeds(seed, 0, num_games):
+            game = self._new_game(int(sd))
+            mover, obs, mask = self._snapshot(game, False)
+            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
+                                 "reward_known")}
+            g.update(mover=[mover], is_chance=[False], mask=[mask], mask_known=[True], obs=[obs], probs=None, returns=None)
+            ended = False
+            while not ended:
+                if len(g["action"]) >= MAX_PLIES:
+                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
+                legal, masked = np.flatnonzero(mask[mover] == 1), np.flatnonzero(mask[mover] == 0)
+                if len(legal) == 0:
+                    raise ValueError(f"verify_port: the {self.kind} reference's mover {self.agents[mover]!r} has no legal "
+                                     f"action in a game that has not ended (after actions {g['action']})")
+                illegal = self.illegal_defined and len(masked) > 0 and rng.random() < illegal_prob
+                action = int(rng.choice(masked if illegal else legal))
+                terminated, truncated, flags_exact, reward, known = self._step(game, action, mover, illegal)
+                ended = terminated or truncated
+                for k, v in (("action", action), ("chance", False), ("illegal", illegal), ("terminated", terminated),
+                             ("truncated", truncated), ("flags_exact", flags_exact), ("reward", reward),
+                             ("reward_known", known)):
+                    g[k].append(v)
+                mover, obs, mask = self._snapshot(game, ended)
+                for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
+                    g[k].append(v)
+            games.append(g)
+        return Games.stack(games, max(len(g["action"]) for g in games))
+
+    def _new_game(self, seed: int):
+        """A new game reset with ``seed`` (an object `_snapshot` and `_step` take)."""
+        raise NotImplementedError
+
+    def _snapshot(self, game, ended: bool):
+        raise NotImplementedError
+
+    def _step(self, game, action: int, mover: int, illegal: bool):
         raise NotImplementedError
 
     def run(self, *args, **kwargs):
@@ -468,6 +511,7 @@ class AECReference(TurnBasedReference):
     def __init__(self, factory: Callable[[], Any], probe):
         self.factory, self.probe = factory, probe
         self.agents = list(probe.possible_agents)
+        self.kind = "AEC"
         self.illegal_defined = any(type(w).__name__ == "TerminateIllegalWrapper" for w in _wrapped(probe))
         self._env = None
 
@@ -521,54 +565,26 @@ class AECReference(TurnBasedReference):
         was_on = EnvLogger._output
         EnvLogger.suppress_output()
         try:
-            return self._play(seed, num_games, illegal_prob)
+            return super().play(seed, num_games, illegal_prob)
         finally:
             if was_on:
                 EnvLogger.unsuppress_output()
 
-    def _play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+    def _new_game(self, seed: int):
         if self._env is None:
             self._env = self.factory()
-        e, rng = self._env, np.random.default_rng([seed, 3])
-        n_agents = len(self.agents)
-        games = []
-        for sd in episode_seeds(seed, 0, num_games):
-            e.reset(seed=int(sd))
-            mover, obs, mask = self._snapshot(e, False)
-            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
-                                 "reward_known")}
-            g.update(mover=[mover], is_chance=[False], mask=[mask], mask_known=[True], obs=[obs], probs=None, returns=None)
-            ended = False
-            while not ended:
-                if len(g["action"]) >= MAX_PLIES:
-                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
-                legal, masked = np.flatnonzero(mask[mover] == 1), np.flatnonzero(mask[mover] == 0)
-                if len(legal) == 0:
-                    raise ValueError(f"verify_port: the AEC reference's mover {self.agents[mover]!r} has no legal action "
-                                     f"in a game that has not ended (after actions {g['action']})")
-                illegal = self.illegal_defined and len(masked) > 0 and rng.random() < illegal_prob
-                action = int(rng.choice(masked if illegal else legal))
-                e.step(action)
-                terms = [bool(e.terminations.get(a, False)) for a in self.agents]
-                truncs = [bool(e.truncations.get(a, False)) for a in self.agents]
-                ended = any(terms) or any(truncs)
-                known = np.ones(n_agents, bool)
-                if illegal:
-                    known[:] = False
-                    known[mover] = True
-                g["action"].append(action)
-                g["chance"].append(False)
-                g["illegal"].append(illegal)
-                g["terminated"].append(any(terms))
-                g["truncated"].append(any(truncs))
-                g["flags_exact"].append(not illegal)
-                g["reward"].append(np.array([float(e.rewards.get(a, 0.0)) for a in self.agents]))
-                g["reward_known"].append(known)
-                mover, obs, mask = self._snapshot(e, ended)
-                for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
-                    g[k].append(v)
-            games.append(g)
-        return Games.stack(games, max(len(g["action"]) for g in games))
+        self._env.reset(seed=seed)
+        return self._env
+
+    def _step(self, e, action: int, mover: int, illegal: bool):
+        e.step(action)
+        terminated = any(bool(e.terminations.get(a, False)) for a in self.agents)
+        truncated = any(bool(e.truncations.get(a, False)) for a in self.agents)
+        known = np.ones(len(self.agents), bool)
+        if illegal:  # the others' rewards and which flag ends the game are not the contract's
+            known[:] = False
+            known[mover] = True
+        return terminated, truncated, not illegal, np.array([float(e.rewards.get(a, 0.0)) for a in self.agents]), known
 
 
 def is_pgx_env(x) -> bool:
@@ -596,7 +612,8 @@ class PgxReference(TurnBasedReference):
             raise ValueError(f"verify_port compares two-player Pgx games; {env.id} has {env.num_players} players")
         self.agents = [0, 1]
         self.num_actions = int(env.num_actions)
-        self._init, self._step = jax.jit(env.init), jax.jit(env.step)
+        self.kind = "Pgx"
+        self._init, self._step_fn = jax.jit(env.init), jax.jit(env.step)
         self._observe = jax.jit(env.observe)
 
     def observation_space(self):
@@ -613,7 +630,16 @@ class PgxReference(TurnBasedReference):
     def fingerprint(self) -> tuple:
         return ("pgx", self.env.id, self.env.version)
 
-    def _snapshot(self, state, order, ended: bool):
+    def _new_game(self, seed: int):
+        """``[state, order]``: Pgx's state, and which Pgx player sits in each seat (seat 0 moves first)."""
+        import jax
+
+        state = self._init(jax.random.key(seed))
+        first = int(state.current_player)
+        return [state, np.array([first, 1 - first])]
+
+    def _snapshot(self, game, ended: bool):
+        state, order = game
         obs = np.stack([np.asarray(self._observe(state, int(order[i])), np.float64).ravel() for i in range(2)])
         mask = np.zeros((2, self.num_actions), np.int8)
         mover = -1
@@ -622,42 +648,12 @@ class PgxReference(TurnBasedReference):
             mask[mover] = np.asarray(state.legal_action_mask).astype(np.int8)
         return mover, obs, mask
 
-    def play(self, seed: int, num_games: int, illegal_prob: float) -> Games:
+    def _step(self, game, action: int, mover: int, illegal: bool):
         import jax
 
-        rng = np.random.default_rng([seed, 3])
-        games = []
-        for sd in episode_seeds(seed, 0, num_games):
-            state = self._init(jax.random.key(int(sd)))
-            first = int(state.current_player)
-            order = np.array([first, 1 - first])  # seat i -> pgx player id
-            mover, obs, mask = self._snapshot(state, order, False)
-            g = {k: [] for k in ("action", "chance", "illegal", "terminated", "truncated", "flags_exact", "reward",
-                                 "reward_known")}
-            g.update(mover=[mover], is_chance=[False], mask=[mask], mask_known=[True], obs=[obs], probs=None, returns=None)
-            ended = False
-            while not ended:
-                if len(g["action"]) >= MAX_PLIES:
-                    raise ValueError(f"verify_port: a reference game ran past {MAX_PLIES} plies without ending")
-                legal, masked = np.flatnonzero(mask[mover] == 1), np.flatnonzero(mask[mover] == 0)
-                illegal = self.illegal_defined and len(masked) > 0 and rng.random() < illegal_prob
-                action = int(rng.choice(masked if illegal else legal))
-                state = self._step(state, action, jax.random.key(0))
-                ended = bool(state.terminated) or bool(state.truncated)
-                rewards = np.asarray(state.rewards, np.float64)[order]
-                g["action"].append(action)
-                g["chance"].append(False)
-                g["illegal"].append(illegal)
-                g["terminated"].append(bool(state.terminated))
-                g["truncated"].append(bool(state.truncated))
-                g["flags_exact"].append(True)
-                g["reward"].append(rewards)
-                g["reward_known"].append(np.ones(2, bool))
-                mover, obs, mask = self._snapshot(state, order, ended)
-                for k, v in (("mover", mover), ("is_chance", False), ("mask", mask), ("mask_known", not ended), ("obs", obs)):
-                    g[k].append(v)
-            games.append(g)
-        return Games.stack(games, max(len(g["action"]) for g in games))
+        game[0] = state = self._step_fn(game[0], action, jax.random.key(0))
+        rewards = np.asarray(state.rewards, np.float64)[game[1]]
+        return bool(state.terminated), bool(state.truncated), True, rewards, np.ones(2, bool)
 
 
 class OpenSpielReference(TurnBasedReference):

@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import spaces
-from jaxenvs.checker import _compiler_options
-from jaxenvs.checker import _jit as _fast_jit
+from jaxenvs._fast_compile import compiler_options as _compiler_options
+from jaxenvs._fast_compile import fast_jit as _fast_jit
 from jaxenvs.wrappers.base import (
     TimeLimit,
     TimeLimitState,

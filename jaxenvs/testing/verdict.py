@@ -11,7 +11,7 @@ import jax
 import numpy as np
 
 from jaxenvs.testing import stats
-from jaxenvs.testing.report import PortReport, Statistic
+from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
     MAX_CATEGORIES,
     codes,
@@ -92,17 +92,30 @@ def compare(name: str, x: np.ndarray, y: np.ndarray, power: float, detect: float
                     detectable=lambda level: stats.detectable_ks(n, m, level, power), needed=needed_ks, kind=kind)
 
 
-def port_report(ref, port_env, env, **fields) -> "PortReport":
-    """A `PortReport` naming the port (its repr and spec id) and the reference with the versions
-    of both sides; ``fields`` are the rest of the report."""
+def conclude(ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, reused,
+             mismatch, shortfall, raise_inconclusive, **fields) -> PortReport:
+    """The one way a `verify_port` run ends, whatever its tier: its `PortReport` (the port named by
+    its repr and spec id, the reference with the versions of both sides, the run's settings, its
+    statistics, ``reused`` (what came from a ReferenceCache, ``(what, [ranges])``), the seconds
+    since ``t_start``, and ``fields``), raised in a `PortMismatch` when ``mismatch`` names a
+    difference (``(statistic, message)``) and in a `PortInconclusive` when ``shortfall`` says what
+    is missing and ``raise_inconclusive``; returned otherwise."""
+    import time
+
     import jaxenvs
 
     name, versions = ref.describe()
     spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)
-    return PortReport(
-        port=repr(port_env),
-        port_id=getattr(spec, "id", None),
-        reference=name,
+    what, ranges = reused
+    report = PortReport(
+        port=repr(port_env), port_id=getattr(spec, "id", None), reference=name,
         versions={"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions},
-        **fields,
+        seed=seed, alpha=alpha, detect=detect, power=power, threshold=level, spaces=tuple(space_notes),
+        statistics=statistics, seconds=time.perf_counter() - t_start,
+        cache=f"reference {what} reused from a ReferenceCache ({', '.join(ranges)})" if ranges else None, **fields,
     )
+    if mismatch is not None:
+        raise PortMismatch(*mismatch, report)
+    if shortfall is not None and raise_inconclusive:
+        raise PortInconclusive(shortfall, report)
+    return report

@@ -60,7 +60,7 @@ import numpy as np
 
 from jaxenvs import spaces
 from jaxenvs._optional import require
-from jaxenvs.checker import _jit as _fast_jit
+from jaxenvs._fast_compile import fast_jit as _fast_jit
 from jaxenvs.core import Environment
 from jaxenvs.testing.exact import replay_trajectories, state_template, step_from_states
 from jaxenvs.testing.from_state import from_state_statistic
@@ -115,7 +115,7 @@ from jaxenvs.testing.sample import (
     initial_statistics,
     transition_statistics,
 )
-from jaxenvs.testing.verdict import Pending, port_report
+from jaxenvs.testing.verdict import Pending, conclude
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
 _default_policy = default_policy  # the name tests/test_jax_config.py imports
@@ -602,45 +602,24 @@ def verify_port(
     if model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
-    report = port_report(
-        ref, port_env, env,
-        verdict=verdict,
-        tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
-        num_episodes=episodes,
-        horizon=horizon,
-        seed=seed,
-        alpha=alpha,
-        detect=detect,
-        power=power,
-        threshold=level,
-        spaces=tuple(space_notes),
-        statistics=statistics,
-        states_checked=len(recorded),
-        budget_s=budget_s,
-        budget_needed_s=budget_needed,
-        episodes_needed=episodes_needed,
-        cache=f"reference rollouts reused from a ReferenceCache ({', '.join(cache_notes)})" if cache_notes else None,
-        seconds=time.perf_counter() - t_start,
-        notes=tuple(notes),
-    )
+    mismatch = shortfall = None
     if failed:
         s = min(failed, key=lambda s: s.p_value)
-        raise PortMismatch(
-            s.name,
-            f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x {rounds}); "
-            f"port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}",
-            report,
-        )
-    if short and raise_inconclusive:
+        mismatch = (s.name, f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x "
+                            f"{rounds}); port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}")
+    elif short:
         lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > detect={detect:g}; {s.needed}" for s in short]
         more = f"; about {episodes_needed:,} episodes would do (max_episodes={max_episodes:,})" if episodes_needed else ""
-        raise PortInconclusive(
-            f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but "
-            + "; ".join(lines) + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact "
-            "tier, or accept a larger detect.",
-            report,
-        )
-    return report
+        shortfall = (f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but " + "; ".join(lines)
+                     + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact tier, or accept a "
+                     "larger detect.")
+    return conclude(
+        ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("rollouts", cache_notes),
+        mismatch, shortfall, raise_inconclusive, verdict=verdict,
+        tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
+        num_episodes=episodes, horizon=horizon, states_checked=len(recorded), budget_s=budget_s,
+        budget_needed_s=budget_needed, episodes_needed=episodes_needed, notes=tuple(notes),
+    )
 
 
 def _last_obs(side: Side) -> np.ndarray:
