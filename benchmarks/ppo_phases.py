@@ -63,20 +63,9 @@ def jaxenvs_programs(cfg, updates: int):
 
 
 def rejax_programs(cfg, updates: int):
-    from rejax import PPO
+    from rejax_peer import rejax_ppo
 
-    from jaxenvs.adapters.gymnax import to_gymnax
-
-    genv = to_gymnax(jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
-    steps = updates * cfg.steps_per_update
-    algo = PPO.create(
-        env=genv, total_timesteps=steps, eval_freq=steps, skip_initial_evaluation=True,
-        num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
-        num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-        clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-        agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
-    )
-    algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))
+    algo = rejax_ppo(cfg, updates * cfg.steps_per_update)
     ts = algo.init_state(jax.random.key(0))
 
     def rollout(ts, _):

@@ -85,22 +85,11 @@ def _child(program: str, quick: bool) -> None:
         fn, args = trainer._train, (jax.random.key(0), cfg.hparams())
         params_of = lambda out: out[0].params  # noqa: E731
     else:
-        from rejax import PPO
-
-        import jaxenvs
-        from jaxenvs.adapters.gymnax import to_gymnax
+        import rejax  # noqa: F401  (imported before the clock starts, as jaxenvs' modules are)
+        from rejax_peer import rejax_ppo
 
         t = {"imported": time.time()}
-        genv = to_gymnax(jaxenvs.make(ENV_ID, autoreset=False, **cfg.env_kwargs), api="legacy")
-        steps = cfg.num_updates * cfg.steps_per_update
-        algo = PPO.create(
-            env=genv, total_timesteps=steps, eval_freq=steps, skip_initial_evaluation=True,
-            num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
-            num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-            clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-            agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
-        )
-        algo = algo.replace(eval_callback=lambda a, ts, rng: jax.numpy.zeros(()))  # no evaluation inside
+        algo = rejax_ppo(cfg, cfg.num_updates * cfg.steps_per_update)  # no evaluation inside
         fn, args = (lambda key: algo.train(rng=key)[0]), (jax.random.key(0),)
         params_of = lambda ts: ts.actor_ts.params  # noqa: E731
     t["built"] = time.time()

@@ -250,23 +250,15 @@ def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: i
     """rejax's PPO at jaxenvs' tuned settings on ``to_gymnax(make(env_id))``, in the same chunks
     as `jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
     try:
-        from rejax import PPO
+        import rejax  # noqa: F401
     except ImportError:
         return None
-    from jaxenvs.adapters.gymnax import to_gymnax
+    from rejax_peer import rejax_ppo
 
     cfg = _config(env_id, num_envs)
-    genv = to_gymnax(jaxenvs.make(env_id, autoreset=False, **cfg.env_kwargs), api="legacy")
     per_chunk = chunk_length(cfg.num_updates, num_chunks)
     chunk_steps = per_chunk * cfg.steps_per_update
-    algo = PPO.create(
-        env=genv, total_timesteps=chunk_steps, eval_freq=chunk_steps, skip_initial_evaluation=True,
-        num_envs=cfg.num_envs, num_steps=cfg.num_steps, num_epochs=cfg.update_epochs,
-        num_minibatches=cfg.num_minibatches, learning_rate=cfg.lr, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
-        clip_eps=cfg.clip_eps, ent_coef=cfg.ent_coef, vf_coef=cfg.vf_coef, max_grad_norm=cfg.max_grad_norm,
-        agent_kwargs={"activation": cfg.activation, "hidden_layer_sizes": cfg.hidden_sizes},
-    )
-    algo = algo.replace(eval_callback=lambda a, ts, rng: jnp.zeros(()))  # evaluated below, as jaxenvs is
+    algo = rejax_ppo(cfg, chunk_steps)  # evaluated below, as jaxenvs is
     train = jax.jit(lambda ts: algo.train(train_state=ts)[0])
     # rejax's init_state builds a new state class per call (a new pytree type: a new compilation),
     # and its initial state has weakly typed leaves that its updated state has not: the timed run
@@ -275,7 +267,7 @@ def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: i
     t0 = time.perf_counter()
     jax.block_until_ready(train(train(ts)))  # compiles (and runs twice)
     compile_s = time.perf_counter() - t0
-    greedy = _RejaxGreedy(cfg, algo, genv)
+    greedy = _RejaxGreedy(cfg, algo, algo.env)
     train_s, steps, solved_at, metrics = 0.0, 0, None, {}
     for _ in range(cfg.num_updates // per_chunk):
         t0 = time.perf_counter()

@@ -8,12 +8,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def train_speed():
-    spec = importlib.util.spec_from_file_location("train_speed", os.path.join(ROOT, "benchmarks", "train_speed.py"))
+def _script(name: str, file: str):
+    """The benchmark script ``benchmarks/<file>`` loaded as the module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "benchmarks", file))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def train_speed():
+    return _script("train_speed", "train_speed.py")
 
 
 def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
@@ -40,10 +45,7 @@ def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
 
 @pytest.fixture(scope="module")
 def steps_per_sec():
-    spec = importlib.util.spec_from_file_location("steps_per_sec_games", os.path.join(ROOT, "benchmarks", "steps_per_sec.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("steps_per_sec_games", "steps_per_sec.py")
 
 
 def test_games_rows_carry_the_paired_ratio_against_pgx(steps_per_sec):

@@ -11,7 +11,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.envs.connect_four import four_in_a_row
-from turn_based import assert_lockstep, joint_actions, play_pettingzoo, replay
+from turn_based import lockstep_counts, play_moves
 
 N_GAMES = 300
 ILLEGAL_PROB = 0.2  # per move where a column is full: that column instead of a legal one
@@ -22,22 +22,9 @@ def env():
     return jaxenvs.make("ConnectFour-v0", autoreset=False)
 
 
-@pytest.fixture(scope="module")
-def lockstep(env):
-    from pettingzoo.classic import connect_four_v3
-
-    games = play_pettingzoo(connect_four_v3.env(), N_GAMES, ILLEGAL_PROB)
-    return games, replay(env, joint_actions(games, 42, 7))
-
-
-def test_lockstep_against_pettingzoo(lockstep):
-    games, (first, traj) = lockstep
-    n_illegal, n_plies = assert_lockstep(games, first, traj)
+def test_lockstep_against_pettingzoo_covers_both_winners(env):
+    games, n_illegal, n_plies = lockstep_counts(env, "connect_four_v3", N_GAMES, ILLEGAL_PROB, 42, 7)
     assert n_illegal >= 5 and n_plies > 15 * N_GAMES
-
-
-def test_outcomes_cover_both_winners(lockstep):
-    games, _ = lockstep
     finals = {tuple(plies[-1]["rewards"]) for _, plies in games if not plies[-1]["illegal"]}
     assert {(1, -1), (-1, 1)} <= finals
 
@@ -60,13 +47,7 @@ def test_four_in_a_row_directions():
 
 
 def _play(env, moves):
-    obs, state = env.reset(jax.random.key(0))
-    out = []
-    for i, m in enumerate(moves):
-        action = jnp.array([m, 3] if i % 2 == 0 else [3, m], jnp.int32)
-        obs, state, reward, terminated, _, info = env.step(jax.random.key(0), state, action)
-        out.append((obs, state, np.asarray(reward), bool(terminated), bool(info["illegal_action"])))
-    return out
+    return play_moves(env, moves, idle=3)
 
 
 def test_vertical_win_pieces_fall_to_the_bottom(env):

@@ -10,7 +10,7 @@ import pytest
 from jax.experimental import checkify
 
 import jaxenvs
-from turn_based import assert_lockstep, joint_actions, play_pettingzoo, replay
+from turn_based import lockstep_counts, play_moves
 
 N_GAMES = 400
 ILLEGAL_PROB = 0.03  # per move: an occupied cell instead of a legal one
@@ -21,35 +21,8 @@ def env():
     return jaxenvs.make("TicTacToe-v0", autoreset=False)
 
 
-@pytest.fixture(scope="module")
-def lockstep(env):
-    from pettingzoo.classic import tictactoe_v3
-
-    games = play_pettingzoo(tictactoe_v3.env(), N_GAMES, ILLEGAL_PROB)
-    return games, replay(env, joint_actions(games, 9, 9))
-
-
-def test_lockstep_against_pettingzoo(lockstep):
-    games, (first, traj) = lockstep
-    n_illegal, n_plies = assert_lockstep(games, first, traj)
-    assert n_illegal >= 10 and n_plies > 5 * N_GAMES  # the sample covers illegal moves and long games
-
-
-def test_outcomes_cover_wins_losses_draws(lockstep):
-    games, _ = lockstep
-    finals = [tuple(plies[-1]["rewards"]) for _, plies in games if not plies[-1]["illegal"]]
-    assert {(1, -1), (-1, 1), (0, 0)} <= set(finals)
-
-
 def _play(env, moves):
-    """Step a fresh game through ``moves`` (cells, agents alternating from agent 0)."""
-    obs, state = env.reset(jax.random.key(0))
-    out = []
-    for i, m in enumerate(moves):
-        action = jnp.array([m, 7] if i % 2 == 0 else [7, m], jnp.int32)
-        obs, state, reward, terminated, truncated, info = env.step(jax.random.key(0), state, action)
-        out.append((obs, state, np.asarray(reward), bool(terminated), bool(info["illegal_action"])))
-    return out
+    return play_moves(env, moves, idle=7)
 
 
 def test_diagonal_win_and_planes(env):
@@ -121,3 +94,10 @@ def test_rendering(env):
     assert tuple(frame[32, 32]) == (255, 0, 0)  # the cross's centre
     assert tuple(frame[96, 96 - 20]) == (0, 0, 255)  # on the ring around the centre cell
     assert env.render_text(state).splitlines() == ["X . .", ". O .", ". . .", "agent 0 (X) to move"]
+
+
+def test_lockstep_against_pettingzoo_covers_wins_losses_draws(env):
+    games, n_illegal, n_plies = lockstep_counts(env, "tictactoe_v3", N_GAMES, ILLEGAL_PROB, 9, 9)
+    assert n_illegal >= 10 and n_plies > 5 * N_GAMES  # the sample covers illegal moves and long games
+    finals = [tuple(plies[-1]["rewards"]) for _, plies in games if not plies[-1]["illegal"]]
+    assert {(1, -1), (-1, 1), (0, 0)} <= set(finals)

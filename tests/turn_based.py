@@ -137,3 +137,28 @@ def assert_lockstep(games, first, traj) -> tuple[int, int]:
             n_illegal += ply["illegal"]
             n_plies += 1
     return n_illegal, n_plies
+
+
+def lockstep_counts(env, classic: str, n_games: int, illegal_prob: float, max_plies: int,
+                    num_actions: int) -> tuple[list, int, int]:
+    """``(games, illegal moves, plies)``: ``n_games`` games of PettingZoo's ``classic`` game (e.g.
+    ``"tictactoe_v3"``, `play_pettingzoo`) replayed by ``env`` and checked ply by ply (`assert_lockstep`)."""
+    import importlib
+
+    games = play_pettingzoo(importlib.import_module(f"pettingzoo.classic.{classic}").env(), n_games, illegal_prob)
+    first, traj = replay(env, joint_actions(games, max_plies, num_actions))
+    return (games, *assert_lockstep(games, first, traj))
+
+
+def play_moves(env, moves, idle: int) -> list[tuple]:
+    """Step a fresh two-player game through ``moves`` (agents alternating from agent 0; the
+    non-mover's row holds ``idle``): per step ``(obs, state, reward, terminated, illegal)``."""
+    import jax.numpy as jnp
+
+    obs, state = env.reset(jax.random.key(0))
+    out = []
+    for i, m in enumerate(moves):
+        action = jnp.array([m, idle] if i % 2 == 0 else [idle, m], jnp.int32)
+        obs, state, reward, terminated, _, info = env.step(jax.random.key(0), state, action)
+        out.append((obs, state, np.asarray(reward), bool(terminated), bool(info["illegal_action"])))
+    return out

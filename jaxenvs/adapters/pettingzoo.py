@@ -36,14 +36,8 @@ from gymnasium.utils import seeding  # noqa: E402
 
 from jaxenvs import spaces
 from jaxenvs.adapters import Runner, resolve_env, seed_to_key
-from jaxenvs.adapters.host import (
-    HumanWindow,
-    check_action,
-    check_render_mode,
-    host_value,
-    obs_to_numpy,
-    supported_render_modes,
-)
+from jaxenvs.adapters.host import (HumanWindow, check_action, check_render_mode, host_value, obs_to_numpy,
+                                   supported_render_modes)
 from jaxenvs.spaces import to_gymnasium
 from jaxenvs.wrappers.chance import FoldChanceNodes
 
@@ -89,7 +83,14 @@ def _int8_mask(space):
 
 
 class _Rendered:
-    """``render()`` and ``close()`` of both PettingZoo views (each draws its frame with ``_frame``)."""
+    """What both PettingZoo views share: their spaces per agent, ``render()`` and ``close()``
+    (each draws its frame with ``_frame``)."""
+
+    def observation_space(self, agent: str):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.action_spaces[agent]
 
     def render(self):
         """rgb_array: uint8[H, W, 3]; ansi: str; human and None: None (human draws in reset/step)."""
@@ -154,12 +155,6 @@ class ParallelEnv(_Rendered, pettingzoo.ParallelEnv):
         self._run = Runner(env, False)
         self._key = self.state = self.np_random = None
         self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
-
-    def observation_space(self, agent: str):
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str):
-        return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         key = _reset_key(self, seed)
@@ -352,12 +347,6 @@ class AECEnv(_Rendered, pettingzoo.AECEnv):
         self._key = self.state = self.np_random = None
         self._obs = self._mask = None
         self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
-
-    def observation_space(self, agent: str):
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: str):
-        return self.action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         key = _reset_key(self, seed)

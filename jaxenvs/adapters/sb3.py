@@ -26,15 +26,8 @@ from gymnasium.vector.utils import batch_space  # noqa: E402
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices  # noqa: E402
 
 from jaxenvs.adapters import Runner, reset_keys, resolve_env
-from jaxenvs.adapters.host import (
-    ActionMasks,
-    check_action,
-    check_render_mode,
-    obs_rows,
-    obs_to_numpy,
-    supported_render_modes,
-    tree_index,
-)
+from jaxenvs.adapters.host import (ActionMasks, check_action, check_render_mode, obs_rows, obs_to_numpy,
+                                   supported_render_modes, tree_index)
 from jaxenvs.spaces import to_gymnasium
 
 __all__ = ["SB3VecEnv"]
