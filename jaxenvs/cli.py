@@ -617,7 +617,7 @@ def _human_game(args, env, policy, label: str) -> None:
     try:
         screen = open_screen(env, mode, title=f"jaxenvs play {env.spec.id}", header=header.split(": ", 1)[1])
     except (ImportError, OSError) as e:
-        raise Failure(f"--render human: {_message(e)}") from e
+        raise Failure(f"--render human: {_message(e).split('; save a file')[0]}; --render text plays in the terminal") from e
     key = jax.random.key(args.seed)
     totals = np.zeros(2)
     games = args.episodes or 1

@@ -1,7 +1,8 @@
 """The `jaxenvs.games` wing: it needs jax and numpy only (a subprocess with flax, optax and
 mctx made unimportable plays named opponents), and a person plays at the terminal (stdin driven
 in a subprocess: malformed and illegal moves are refused and re-prompted with the legal moves,
-the game ends with the result; end of input ends it cleanly)."""
+the game ends with the result; end of input ends it cleanly), Kuhn poker included (the other
+card hidden). The window is tested in tests/test_human_window.py."""
 
 from __future__ import annotations
 

@@ -127,17 +127,32 @@ def test_the_command_line_plays_in_the_window(dummy, monkeypatch, capsys):
     assert "game stopped: the window was closed before the game ended" in capsys.readouterr().err
 
 
-def test_without_a_display_the_terminal_with_one_line(monkeypatch):
+def test_without_a_display_the_terminal_with_one_line(monkeypatch, capsys):
+    from jaxenvs.cli import main
+
     env = jaxenvs.make("TicTacToe-v0", autoreset=False)
     for var in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
+    # the window asked for on the command line: one line, exit status 1, before anyone moves
+    assert main(["play", "TicTacToe-v0", "--human", "--render", "human"]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith("--render human: no display to open a window on (DISPLAY is not set); --render text plays "
+                        "in the terminal\n")
+    assert "Traceback" not in err and err.count("\n") == 1
     said = []
     screen = open_screen(env, "auto", note=said.append)
     assert isinstance(screen, Terminal)
     assert said == ["no window: no display (DISPLAY and WAYLAND_DISPLAY are not set); playing in the terminal"]
     with pytest.raises(OSError, match="no display"):  # the window asked for: no fallback
         open_screen(env, "window")
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")  # a driver that shows nothing: the window only when asked for
+    said.clear()
+    assert isinstance(open_screen(env, "auto", note=said.append), Terminal) and said[0].startswith(
+        "no window: SDL_VIDEODRIVER=dummy shows nothing")
+    window = open_screen(env, "window")
+    assert isinstance(window, BoardWindow)
+    window.close()
     monkeypatch.setitem(sys.modules, "pygame", None)  # as if pygame were not installed
     said.clear()
     assert isinstance(open_screen(env, "auto", note=said.append), Terminal)

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from jaxenvs.games.human import InputEnded, Terminal, legal_text, move_text, parse_move
-from jaxenvs.rendering.window import Window, import_pygame
+from jaxenvs.rendering.window import HEADLESS_DRIVERS, Window, import_pygame
 
 __all__ = ["BoardWindow", "open_screen", "SCREENS"]
 
@@ -214,8 +214,9 @@ def open_screen(env, mode: str = "auto", title: str = "jaxenvs", header: str = "
                 note: Callable[[str], None] | None = None):
     """The screen a person plays ``env`` on: ``mode`` ``"window"`` (a `BoardWindow`: OSError or
     ImportError when it cannot open), ``"terminal"`` (`jaxenvs.games.human.Terminal`) or
-    ``"auto"``: the window where a display exists and moves are not piped in (stdin a terminal),
-    else the terminal, ``note`` (default: stderr) getting one line saying why."""
+    ``"auto"``: the window where a display exists (not SDL's headless ``dummy`` or ``offscreen``
+    driver) and moves are not piped in (stdin a terminal), else the terminal, ``note`` (default:
+    stderr) getting one line saying why."""
     if mode not in SCREENS:
         raise ValueError(f"screen mode must be one of {', '.join(SCREENS)}, got {mode!r}")
     if mode == "terminal":
@@ -223,17 +224,21 @@ def open_screen(env, mode: str = "auto", title: str = "jaxenvs", header: str = "
     if mode == "window":
         return BoardWindow(title, header).open(env)
     say = note or (lambda line: print(line, file=sys.stderr))
-    explicit = "SDL_VIDEODRIVER" in os.environ  # a driver named explicitly (dummy in tests)
+    driver = os.environ.get("SDL_VIDEODRIVER", "")
     try:
         import_pygame()
     except ImportError:
         say("no window: pygame is not installed (pip install 'jaxenvs[render]'); playing in the terminal")
         return Terminal(read, write)
-    if sys.platform.startswith("linux") and not explicit and not any(
+    if driver in HEADLESS_DRIVERS:
+        say(f"no window: SDL_VIDEODRIVER={driver} shows nothing (--render human to use it anyway); playing in the "
+            "terminal")
+        return Terminal(read, write)
+    if sys.platform.startswith("linux") and not driver and not any(
             os.environ.get(v) for v in ("DISPLAY", "WAYLAND_DISPLAY")):
         say("no window: no display (DISPLAY and WAYLAND_DISPLAY are not set); playing in the terminal")
         return Terminal(read, write)
-    if not explicit and not sys.stdin.isatty():
+    if not sys.stdin.isatty():
         say("no window: moves come from a pipe, not a terminal; playing in the terminal")
         return Terminal(read, write)
     try:
