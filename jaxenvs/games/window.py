@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from jaxenvs.games.human import InputEnded, Terminal, legal_text, move_text, parse_move
+from jaxenvs.games.human import InputEnded, Terminal, legal_text, parse_move
 from jaxenvs.rendering.window import HEADLESS_DRIVERS, Window, import_pygame
 
 __all__ = ["BoardWindow", "open_screen", "SCREENS"]
@@ -36,8 +36,8 @@ INK, NOTE, FAINT, PAPER = (0, 0, 0), (200, 30, 30), (120, 120, 120), (255, 255, 
 class BoardWindow:
     """A pygame window where a person plays a turn-based game by clicking (see the module
     docstring). Opened by `open` (OSError when no display can show it, ImportError without pygame:
-    `jaxenvs.rendering.window.Window`'s rules); ``write`` gets nothing (the transcript is
-    `play_game`'s)."""
+    `jaxenvs.rendering.window.Window`'s rules). The transcript (the moves, the result) is
+    `play_game`'s ``write``."""
 
     def __init__(self, title: str = "jaxenvs", header: str = ""):
         self.title, self.header = title, header
@@ -48,6 +48,7 @@ class BoardWindow:
         self.buttons: list[tuple[int, object]] = []
         self.scale = 1
         self.size = None
+        self.base = None  # the game being played (its move_at)
 
     # ---- opening ---------------------------------------------------------------------------------
     def open(self, env, params=None) -> "BoardWindow":
