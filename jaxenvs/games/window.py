@@ -207,6 +207,8 @@ class BoardWindow:
                     return
 
     def close(self) -> None:
+        if self.window.screen is not None:
+            self.pygame.event.clear()  # events left in SDL's queue must not outlive the display
         self.window.close()
 
 
