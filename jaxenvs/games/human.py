@@ -192,6 +192,9 @@ def play_game(env, seats: Sequence[Callable | None], key, params=None, read: Cal
             shown = seat_view(env, state, player if viewer is not None else None, params)
             move = screen.ask(env, shown, params, player, np.asarray(row["action_mask"]) != 0)
         else:
+            if people:  # the board while the policy thinks (a window shows the person's move at once)
+                screen.update(env, seat_view(env, state, viewer, params), params,
+                              f"agent {player} ({labels[player]}) to move")
             move = int(acts[player](k_act, jax.tree.map(lambda x: x[player], obs)))
             if people:
                 line = f"agent {player} ({labels[player]}) plays {move_text(env, move)}"
@@ -201,9 +204,6 @@ def play_game(env, seats: Sequence[Callable | None], key, params=None, read: Cal
         obs, state, reward, terminated, truncated, _ = step(k_step, state, joint, params)
         returns += np.asarray(reward, np.float64)
         done = bool(terminated) or bool(truncated)
-        nxt = int(env.current_player(state, params))
-        if people and not done and acts[nxt] is not None:
-            screen.update(env, seat_view(env, state, viewer, params), params, f"agent {nxt} ({labels[nxt]}) to move")
     result = [f"agent {i} ({labels[i]}) {'wins' if r > 0 else 'loses' if r < 0 else 'draws'} (return {r:+g})"
               for i, r in enumerate(returns)]
     final = seat_view(env, state, viewer, params)
