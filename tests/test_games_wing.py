@@ -79,11 +79,15 @@ def test_a_person_plays_kuhn_poker_seeing_only_their_own_card(tmp_path):
     assert "agent 0 (you) " in p.stdout and "agent 1 (random) " in p.stdout and "agent 0 (you) plays" not in p.stdout
     # no display here: one line says why the game is in the terminal
     assert p.stderr.startswith("no window: ") and p.stderr.count("\n") == 1
-    # one person a game where each player's cards are hidden; a simultaneous game: nobody
-    p = jaxenvs_cli(["play", "KuhnPoker-v0", "--human", "--opponent", "human"], tmp_path)
-    assert p.returncode == 2 and "one person plays against a policy" in p.stderr
-    p = jaxenvs_cli(["play", "RockPaperScissors-v0", "--human"], tmp_path)
-    assert p.returncode == 2 and "a person cannot play RockPaperScissors-v0" in p.stderr
+
+
+def test_one_person_a_game_of_hidden_cards_and_nobody_at_a_simultaneous_game(capsys):
+    from jaxenvs.cli import main
+
+    assert main(["play", "KuhnPoker-v0", "--human", "--opponent", "human"]) == 2
+    assert "hides each player's cards, so one person plays against a policy" in capsys.readouterr().err
+    assert main(["play", "RockPaperScissors-v0", "--human"]) == 2
+    assert "a person cannot play RockPaperScissors-v0" in capsys.readouterr().err
 
 
 def test_describe_lists_action_meanings_numbering_and_opponents(tmp_path):
