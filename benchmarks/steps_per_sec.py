@@ -83,7 +83,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jaxenvs  # noqa: E402
 from jaxenvs.sharding import env_mesh, initialize_distributed  # noqa: E402
 from jaxenvs.rollout import batch_random_policy, benchmark, benchmark_program  # noqa: E402
-from jaxenvs.cli import int_arg  # noqa: E402
+from jaxenvs.cli.args import int_arg  # noqa: E402
 from baselines import (  # noqa: E402
     GAMES,
     OBJECT_ENVS,

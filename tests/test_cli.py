@@ -337,7 +337,7 @@ CHECKPOINT_NAME = "checkpoint.msgpack"
 
 
 def test_play_a_trained_run_reaches_the_target_in_the_fewest_steps(trained_grid_world, tmp_path, monkeypatch, capsys):
-    import jaxenvs.cli as cli
+    import jaxenvs.cli.play as cli  # play_episodes as the play command calls it
 
     played = []
 
@@ -381,7 +381,7 @@ def test_play_a_trained_run_reaches_the_target_in_the_fewest_steps(trained_grid_
 def test_video_captions_mark_each_episode_and_its_end():
     from types import SimpleNamespace
 
-    from jaxenvs.cli import _episode_captions
+    from jaxenvs.cli.play import _episode_captions
 
     eps = [SimpleNamespace(outcome="terminated", length=2), SimpleNamespace(outcome="truncated", length=1)]
     states = [{"x": np.zeros(3)}, {"x": np.zeros(2)}]
@@ -410,7 +410,8 @@ def test_play_a_trained_run_mistakes(trained_grid_world, tmp_path, capsys):
 
 
 def test_a_run_directory_as_id_is_the_policy(trained_grid_world, tmp_path):
-    from jaxenvs.cli import _run_dir_as_id, build_parser
+    from jaxenvs.cli import build_parser
+    from jaxenvs.cli.play import _run_dir_as_id
 
     args = build_parser().parse_args(["play", str(trained_grid_world), "--render", "human"])
     _run_dir_as_id(args)

@@ -1,0 +1,14 @@
+"""``jaxenvs list``: the registered environments with their traits."""
+
+from __future__ import annotations
+
+from .args import Command
+
+
+def run(args) -> None:
+    from jaxenvs.registration import pprint_registry
+
+    pprint_registry()
+
+
+COMMAND = Command("list", run=run, help="list the registered environments with their traits")
