@@ -1,7 +1,8 @@
 """The `jaxenvs.games` wing: it needs jax and numpy only (a subprocess with flax, optax and
 mctx made unimportable plays named opponents), and a person plays at the terminal (stdin driven
 in a subprocess: malformed and illegal moves are refused and re-prompted with the legal moves,
-the game ends with the result; end of input ends it cleanly)."""
+the game ends with the result; end of input ends it cleanly), Kuhn poker included (the other
+card hidden). The window is tested in tests/test_human_window.py."""
 
 from __future__ import annotations
 
@@ -67,9 +68,26 @@ def test_a_person_plays_tic_tac_toe_at_the_terminal(tmp_path):
     assert "agent 0 (person) wins" in p.stdout and "agent 1 (person) loses" in p.stdout
 
 
-def test_a_person_refused_where_the_terminal_cannot_seat_one(tmp_path):
-    p = jaxenvs_cli(["play", "KuhnPoker-v0", "--human"], tmp_path)
-    assert p.returncode == 2 and "cannot be played at the terminal" in p.stderr
+def test_a_person_plays_kuhn_poker_seeing_only_their_own_card(tmp_path):
+    # the person (seat 0) bets, by name and by a unique beginning; 'x' is neither a number nor a name
+    p = jaxenvs_cli(["play", "KuhnPoker-v0", "--human", "--opponent", "random"], tmp_path, stdin="x\nb\nbet\n")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert "'x' is not a move; type one of 0 (Pass), 1 (Bet) (or q to quit)" in p.stdout
+    acting = [line for line in out if line.startswith("KuhnPoker: cards") and "to act" in line]
+    assert acting and all(line.split("cards ")[1][:4] in ("J ?,", "Q ?,", "K ?,") for line in acting)
+    assert "agent 0 (you) " in p.stdout and "agent 1 (random) " in p.stdout and "agent 0 (you) plays" not in p.stdout
+    # no display here: one line says why the game is in the terminal
+    assert p.stderr.startswith("no window: ") and p.stderr.count("\n") == 1
+
+
+def test_one_person_a_game_of_hidden_cards_and_nobody_at_a_simultaneous_game(capsys):
+    from jaxenvs.cli import main
+
+    assert main(["play", "KuhnPoker-v0", "--human", "--opponent", "human"]) == 2
+    assert "hides each player's cards, so one person plays against a policy" in capsys.readouterr().err
+    assert main(["play", "RockPaperScissors-v0", "--human"]) == 2
+    assert "a person cannot play RockPaperScissors-v0" in capsys.readouterr().err
 
 
 def test_describe_lists_action_meanings_numbering_and_opponents(tmp_path):

@@ -12,7 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenvs.games.matches import head_to_head, play
+import jaxenvs
+from jaxenvs import spaces, struct
+from jaxenvs.core import Environment
+from jaxenvs.games.matches import head_to_head, play, play_games
 from jaxenvs.games.opponents import random_legal
 from turn_based_toys import PickGame
 
@@ -104,3 +107,98 @@ def test_unfinished_games_raise_and_bad_arguments_are_refused(env):
         play(env, (lowest_legal,), 4)
     with pytest.raises(ValueError, match="num_games and max_plies must be >= 1"):
         play(env, (lowest_legal, lowest_legal), 0)
+
+
+# ---- each seat's policy runs on its own plies only ------------------------------------------
+def counting(policy, calls, seat):
+    """``policy`` that records, on the host, one entry per game it is asked about (a `jax.debug`
+    callback runs once per element of the vmapped batch): whether that game's mask had a move."""
+    def counted(key, obs):
+        jax.debug.callback(lambda m: calls[seat].append(bool(np.any(m))), obs["action_mask"])
+        return policy(key, obs)
+
+    return counted
+
+
+def seat_calls(env, policies, games, key, every_ply=False):
+    calls = {0: [], 1: []}
+    run = jax.jit(lambda k: play_games(env, tuple(counting(p, calls, i) for i, p in enumerate(policies)), games, k,
+                                       every_ply=every_ply))
+    out = jax.device_get(run(key))
+    jax.effects_barrier()
+    return out, calls
+
+
+@pytest.mark.parametrize("game", ["TicTacToe-v0", "KuhnPoker-v0"])
+def test_each_seat_policy_runs_on_its_own_plies_only(game):
+    env, games = jaxenvs.make(game, autoreset=False), 6
+    out, calls = seat_calls(env, (random_legal, random_legal), games, rbg_key(5))
+    base, every = seat_calls(env, (random_legal, random_legal), games, rbg_key(5), every_ply=True)
+    for k in ("returns", "plies", "illegal", "finished"):  # the same games either way
+        np.testing.assert_array_equal(out[k], base[k])
+    t = int(out["plies"].max())  # loop iterations
+    # the games alternate in step: seat s moves at plies s, s + 2, ... (Kuhn poker: after the 2 deals)
+    first = 2 if game == "KuhnPoker-v0" else 0
+    own = [len(range(first + s, t, 2)) for s in (0, 1)]
+    assert [len(calls[s]) for s in (0, 1)] == [games * own[0], games * own[1]]
+    assert [len(every[s]) for s in (0, 1)] == [games * t, games * t]  # the baseline: every seat, every ply
+    # every call was for a game where the seat moves, or one already over (frozen in the batch)
+    assert sum(calls[0]) + sum(calls[1]) == int(out["plies"].sum()) - first * games
+
+
+@struct.dataclass
+class StarterState:
+    starter: jnp.ndarray  # int32: the seat that opens (drawn at reset)
+    ply: jnp.ndarray  # int32: 0, 1, then 2 (over)
+    a: jnp.ndarray  # int32: the opener's pick, -1 before
+
+
+class RandomStarter(Environment):
+    """Two plies: the opener (drawn at reset, so movers differ across a batch) picks a in {0, 1},
+    then the other seat picks b; the opener wins if b == a, else the other seat wins."""
+
+    traits = PickGame.traits
+
+    def reset_env(self, key, params):
+        state = StarterState(starter=jax.random.bernoulli(key).astype(jnp.int32), ply=jnp.int32(0), a=jnp.int32(-1))
+        return self._obs(state), state
+
+    def current_player(self, state, params=None):
+        return jnp.where(state.ply == 0, state.starter, 1 - state.starter).astype(jnp.int32)
+
+    def legal_action_mask(self, state, params=None):
+        return jnp.broadcast_to(((jnp.arange(2) == self.current_player(state)) & (state.ply < 2))[:, None], (2, 2))
+
+    def _obs(self, state):
+        return {"observation": jnp.broadcast_to(jnp.stack([state.ply, state.a]), (2, 2)).astype(jnp.int32),
+                "action_mask": self.legal_action_mask(state).astype(jnp.uint8)}
+
+    def step_env(self, key, state, action, params):
+        mover = self.current_player(state)
+        act = action[mover]
+        illegal = (act < 0) | (act > 1)
+        ends = illegal | (state.ply == 1)
+        opener_wins = act == state.a
+        r_mover = jnp.where(illegal, -1.0, jnp.where(opener_wins, -1.0, 1.0))
+        reward = jnp.where(ends, jnp.where(jnp.arange(2) == mover, r_mover, -r_mover), 0.0).astype(jnp.float32)
+        new = StarterState(starter=state.starter, ply=jnp.where(ends, 2, 1).astype(jnp.int32),
+                           a=jnp.where(state.ply == 0, act, state.a).astype(jnp.int32))
+        return self._obs(new), new, reward, ends, jnp.zeros((), bool), {"illegal_action": illegal}
+
+    def observation_space(self, params=None):
+        return spaces.Dict({"observation": spaces.Box(-1, 2, (2,), np.int32),
+                            "action_mask": spaces.Box(0, 1, (2,), np.uint8)})
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+
+def test_movers_that_differ_across_the_batch_are_all_asked():
+    env, games = RandomStarter(), 16
+    out, calls = seat_calls(env, (random_legal, random_legal), games, rbg_key(6))
+    base, _ = seat_calls(env, (random_legal, random_legal), games, rbg_key(6), every_ply=True)
+    for k in ("returns", "plies", "illegal", "finished"):
+        np.testing.assert_array_equal(out[k], base[k])
+    assert not out["illegal"].any() and out["finished"].all()
+    # both seats open somewhere in the batch: both are asked about every game on both plies
+    assert len(calls[0]) == len(calls[1]) == 2 * games and sum(calls[0]) + sum(calls[1]) == 2 * games

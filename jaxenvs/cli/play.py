@@ -36,12 +36,13 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--opponent", default=None, metavar="NAME|RUN_DIR|human",
         help="two-player games: play the policy in one seat (--seat) against a named opponent of the game ('random' "
              "(legal moves) for every game, 'perfect' for TicTacToe-v0, 'heuristic' and 'win-block' for ConnectFour-v0: "
-             "jaxenvs describe ID lists them), another run directory's greedy policy, or 'human' (you, at the terminal)",
+             "jaxenvs describe ID lists them), another run directory's greedy policy, or 'human' (you: see --human)",
     )
     p.add_argument(
         "--human", action="store_true",
-        help="two-player games: you play seat --seat at the terminal (moves typed as numbers) against the run's policy, "
-             "--opponent NAME, or another person (--opponent human)",
+        help="two-player games: you play seat --seat against the run's policy, --opponent NAME, or another person "
+             "(--opponent human), in a window where a display exists (a click plays a move), else at the terminal "
+             "(moves typed); --render human / --render text to choose",
     )
     p.add_argument(
         "--seat", type=int_arg(0, 2, "0 or 1"), default=None, metavar="0|1",
@@ -61,7 +62,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--render", type=render_mode, default=None, metavar="MODE",
-        help="'text' (print each state), 'human' (pygame window), 'gif' or 'mp4' (a file: --out)",
+        help="'text' (print each state), 'human' (pygame window), 'gif' or 'mp4' (a file: --out); with --human or "
+             "--opponent human: 'human' the window, 'text' the terminal (default: the window where a display exists)",
     )
     p.add_argument("--out", default=None, metavar="PATH", help="the file --render gif/mp4 writes")
     p.add_argument("--fps", type=positive_float, default=None, help="frames per second (default: the env's)")
@@ -123,16 +125,24 @@ def _episode_captions(firsts, states, n: int) -> list[str]:
 
 
 def _human_game(args, env, policy, label: str) -> None:
-    """``--human`` / ``--opponent human``: one or more games at the terminal (`jaxenvs.games.human`)."""
+    """``--human`` / ``--opponent human``: one or more games in a window (`jaxenvs.games.window`) or at the
+    terminal (`jaxenvs.games.human`): ``--render human`` the window, ``--render text`` the terminal, by default
+    the window where a display exists (else the terminal, with a line saying why)."""
     import jax
 
     from jaxenvs.games import human
+    from jaxenvs.games.window import open_screen
 
     if not human.supports_people(env):
-        raise UsageError(f"--human / --opponent human: {env.spec.id} cannot be played at the terminal; a person plays "
-                         "two-player turn-based games of perfect information (TicTacToe-v0, ConnectFour-v0)")
-    if args.render is not None:
-        raise UsageError("--render is for games between policies; a person's game is drawn in the terminal")
+        raise UsageError(f"--human / --opponent human: a person cannot play {env.spec.id}; a person plays two-player "
+                         "turn-based games with a text rendering (TicTacToe-v0, ConnectFour-v0, KuhnPoker-v0)")
+    if args.render in ("gif", "mp4"):
+        raise UsageError(f"--render {args.render} is for games between policies; a person plays in a window "
+                         "(--render human) or in the terminal (--render text), by default the window where a display "
+                         "exists")
+    if args.human and args.opponent == "human" and human.hides_information(env):
+        raise UsageError(f"--human --opponent human: {env.spec.id} hides each player's cards, so one person plays "
+                         "against a policy (the run's, or --opponent NAME)")
     seat = args.seat or 0
     me = getattr(policy, "agent", None)
     if me is not None:  # a short name for the board's lines; the header names the run
@@ -155,7 +165,14 @@ def _human_game(args, env, policy, label: str) -> None:
 
         seats = [me or random_legal, None] if seat == 0 else [None, me or random_legal]
         labels = [label, "you"] if seat == 0 else ["you", label]
-    print(f"{env.spec.id}: agent 0 (moves first): {labels[0]}; agent 1: {labels[1]}")
+    header = f"{env.spec.id}: agent 0 (moves first): {labels[0]}; agent 1: {labels[1]}"
+    print(header)
+    mode = {None: "auto", "human": "window", "text": "terminal"}[args.render]
+    try:
+        screen = open_screen(env, mode, title=f"jaxenvs play {env.spec.id}", header=header.split(": ", 1)[1])
+    except (ImportError, OSError) as e:
+        reason = message(e).split("; save a file")[0]  # the window's advice is for frames, not a game
+        raise Failure(f"--render human: {reason}; --render text plays in the terminal") from e
     key = jax.random.key(args.seed)
     totals = np.zeros(2)
     games = args.episodes or 1
@@ -164,13 +181,16 @@ def _human_game(args, env, policy, label: str) -> None:
             print(f"=== game {g + 1} of {games}")
         key, k = jax.random.split(key)
         try:
-            returns = human.play_game(env, seats, k, labels=labels)
+            returns = human.play_game(env, seats, k, labels=labels, screen=screen)
         except human.InputEnded as e:
+            screen.close()
             raise Failure(f"game stopped: {e}") from e
         except KeyboardInterrupt:  # Ctrl-C at the prompt: a clean line, exit status 130
+            screen.close()
             print("\ngame interrupted", file=sys.stderr)
             raise
         totals += np.sign(returns)
+    screen.close()
     if games > 1:
         print("after " + str(games) + " games: " + ", ".join(
             f"agent {i} ({labels[i]}) {int(np.sum(totals[i]))} net wins" for i in range(2)))

@@ -167,6 +167,13 @@ class ConnectFour(Environment):
         piece = jnp.asarray(PIECE_COLORS)[jnp.clip(state.board, 0, 2)[row, col]]
         return jnp.where(hole[..., None], piece, jnp.asarray(BOARD_COLOR, jnp.uint8)).astype(jnp.uint8)
 
+    def move_at(self, x, y):
+        """The move a click at pixel column ``x``, row ``y`` of `render`'s frame selects: the column
+        under it, -1 off the board (numpy, elementwise over arrays; a window's clicks use it)."""
+        x, y = np.asarray(x), np.asarray(y)
+        inside = (x >= 0) & (x < COLS * CELL_PX) & (y >= 0) & (y < ROWS * CELL_PX)
+        return np.where(inside, x // CELL_PX, -1)
+
     def render_text(self, state, params=None):
         """The board (row 0 at the top, ``X`` agent 0, ``O`` agent 1), the column numbers and a
         status line: who is to move, or after the end ``game over:`` and the result."""

@@ -43,6 +43,7 @@ NUM_ACTIONS = 2  # Pass, Bet
 MAX_ACTIONS = 3  # the longest betting sequence: pass, bet, pass/bet
 TENSOR_SIZE = 2 + NUM_CARDS + 2 * MAX_ACTIONS  # OpenSpiel's information_state_tensor_shape: [11]
 CARD_NAMES = "JQK"
+HIDDEN = -2  # a card `KuhnPoker.observer_view` hides (-1: not dealt yet)
 ACTION_NAMES = ("Pass", "Bet")
 PANEL = 96  # rendering: px per player
 CARD_COLORS = np.array([draw.GREY, (60, 120, 220), (220, 160, 40), (200, 40, 40)], dtype=np.uint8)  # none, J, Q, K
@@ -55,7 +56,7 @@ class EnvParams:
 
 @struct.dataclass
 class EnvState:
-    cards: jax.Array  # int32[2]: each player's card, -1 before it is dealt
+    cards: jax.Array  # int32[2]: each player's card, -1 before it is dealt (HIDDEN in an observer_view)
     history: jax.Array  # int32[3]: the betting actions so far (0 Pass, 1 Bet), -1 after the last
     num_actions: jax.Array  # int32[]: betting actions taken
     terminated: jax.Array  # bool[]
@@ -108,7 +109,7 @@ class KuhnPoker(Environment):
 
     # ---- explicit chance ----------------------------------------------------------------------
     def is_chance_node(self, state, params=None):
-        return (state.cards[1] < 0) & ~state.terminated
+        return (state.cards[1] == -1) & ~state.terminated
 
     def chance_outcomes(self, state, params=None):
         """float32[3]: the probability of dealing each card at a chance node (uniform over the
@@ -132,6 +133,16 @@ class KuhnPoker(Environment):
         seat = jnp.where(state.cards[0] < 0, 0, 1)
         cards = jnp.where(jnp.arange(2) == seat, jnp.asarray(outcome, jnp.int32), state.cards)
         return state.replace(cards=cards)
+
+    def observer_view(self, state, player: int, params=None) -> EnvState:
+        """The state as ``player`` sees it (what a person in that seat may be shown): the other
+        player's card hidden (`HIDDEN`: drawn as a grey card face, written ``?``) until a showdown
+        shows both; after a fold, as in poker, it stays hidden. Not a state to step from."""
+        bets = jnp.sum(state.history == 1)
+        last = state.history[jnp.clip(state.num_actions - 1, 0, MAX_ACTIONS - 1)]
+        folded = (state.num_actions > 0) & (last == 0) & (bets > 0)
+        shown = state.terminated & ~folded & (state.num_actions >= 2)
+        return state.replace(cards=jnp.where((jnp.arange(2) == player) | shown, state.cards, HIDDEN).astype(jnp.int32))
 
     # ---- decisions ------------------------------------------------------------------------------
     def current_player(self, state, params=None):
@@ -200,7 +211,7 @@ class KuhnPoker(Environment):
         x = xs - seat * PANEL
         frame = draw.canvas(height, width, (0, 100, 40))
         face = (jnp.abs(x - PANEL / 2) <= 18) & (ys >= 8) & (ys <= 58)
-        color = jnp.asarray(CARD_COLORS)[state.cards[seat] + 1]
+        color = jnp.asarray(CARD_COLORS)[jnp.maximum(state.cards[seat] + 1, 0)]  # grey: undealt or hidden
         frame = jnp.where(face[..., None], color, frame)
         slot = jnp.clip(((xs - 24) // 16).astype(jnp.int32), 0, MAX_ACTIONS - 1)
         in_slot = (ys >= 64) & (ys < 76) & (xs >= 24) & (xs < 24 + 16 * MAX_ACTIONS) & ((xs - 24) % 16 < 12)

@@ -180,6 +180,13 @@ class TicTacToe(Environment):
             frame = draw.paint(frame, draw.hline_mask((size, size), k * CELL_PX, 3.0), draw.BLACK)
         return frame
 
+    def move_at(self, x, y):
+        """The move a click at pixel column ``x``, row ``y`` of `render`'s frame selects: the cell
+        under it, -1 off the board (numpy, elementwise over arrays; a window's clicks use it)."""
+        x, y = np.asarray(x), np.asarray(y)
+        inside = (x >= 0) & (x < 3 * CELL_PX) & (y >= 0) & (y < 3 * CELL_PX)
+        return np.where(inside, 3 * (x // CELL_PX) + y // CELL_PX, -1)
+
     def render_text(self, state, params=None):
         """The board (PettingZoo's layout, ``.`` empty) and a status line: who is to move, or after
         the end ``game over:`` and the result (who won, a draw, or who made an illegal move)."""

@@ -2,7 +2,7 @@
 opponents and the names each game declares (`opponents`), the solvers beside their games
 (`tic_tac_toe`: exact values and the perfect player; `connect_four`: heuristic players;
 `kuhn_poker`: exact exploitability), tree search with a trained network (`search`, needs
-``mctx``) and a seat for a person at the terminal (`human`).
+``mctx``) and a seat for a person (`human`: the terminal; `window`: a pygame window).
 
     from jaxenvs.games import make_opponent, versus
     label, perfect = make_opponent("perfect", jaxenvs.make("TicTacToe-v0"))

@@ -11,9 +11,16 @@ seat (from the sign of A's return), its mean return and A's illegal moves.
 Written against the environment contract only: `env.reset(key, params) -> (obs, state)`,
 `env.step(key, state, action, params)`, the observation a dict whose leaves have the agent axis
 first and hold `"action_mask"` (all zero for agents not to move), the joint action `int32[N]` of
-which a sequential environment reads the mover's row. Every seat's policy is asked on its own
-observation every ply (non-movers get an all-zero mask and may answer anything); chance plies are
-the environment's business (`step` draws them with its key). When `info` has `"illegal_action"`
+which a sequential environment reads the mover's row. The games of a match are played in step
+(one ply of every game per loop iteration), and a seat's policy runs on a ply only when the seat
+has a legal move in some game still running (a `lax.cond` per seat): in alternating games each
+policy runs on its own plies only (a searching policy searches on its own turns, not also on the
+opponent's), on chance plies (no seat with a legal move) none runs, and where movers differ
+across the batch each seat that moves somewhere answers for every game (the other games' answers,
+like a non-mover's, are ignored by the game). Only the movers' actions are read, so the results
+are those of asking every seat on every ply (``every_ply=True``, kept as the baseline); under an
+outer `jax.vmap` (e.g. over seeds) the conditions become selects and every seat runs again. Chance
+plies are the environment's business (`step` draws them with its key). When `info` has `"illegal_action"`
 (bool), illegal moves are counted per seat. A game is played until `terminated | truncated`, then
 frozen (whether or not the env auto-resets); a game still running after `max_plies` steps is
 counted as `unfinished` and `head_to_head` raises rather than report it.
@@ -32,10 +39,6 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["play", "play_games", "seat_games", "versus", "head_to_head", "seat_stats"]
-
-
-def _agent(tree, i: int):
-    return jax.tree.map(lambda x: x[i], tree)
 
 
 def play(env, policies: Sequence[Callable], num_games: int, max_plies: int = 1000) -> Callable:
@@ -71,10 +74,12 @@ def _play(env, policies: tuple, num_games: int, max_plies: int) -> Callable:
     return run
 
 
-def play_games(env, policies: Sequence[Callable], num_games: int, key, params=None, max_plies: int = 1000) -> dict:
+def play_games(env, policies: Sequence[Callable], num_games: int, key, params=None, max_plies: int = 1000, *,
+               every_ply: bool = False) -> dict:
     """`play`'s games, traceable (call it inside `jax.jit`, a `lax.scan`, or a trainer's update:
     the policies may close over traced network parameters). Same arguments and result as the
-    function `play` returns."""
+    function `play` returns. ``every_ply=True`` asks every seat's policy on every ply (the same
+    results at up to N times the policy cost: the baseline of ``benchmarks/seat_loop.py``)."""
     policies = tuple(policies)
     num_games, max_plies = int(num_games), int(max_plies)
     _check(env, policies, num_games, max_plies)
@@ -84,10 +89,25 @@ def play_games(env, policies: Sequence[Callable], num_games: int, key, params=No
         """The seat whose mask row has a legal action (0 if none)."""
         return jnp.argmax(jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=-1))
 
-    def one_step(keys, obs, state, params):
-        """One ply of one game; `keys`: n + 1 keys (one per seat's policy, one for the env)."""
-        action = jnp.stack([jnp.asarray(policies[i](keys[i], _agent(obs, i)), jnp.int32) for i in range(n)])
-        obs2, state2, reward, terminated, truncated, info = env.step(keys[n], state, action, params)
+    def actions(keys, obs, live):
+        """int32[num_games, n]: seat i's policy on every game's row i (`keys` [num_games, n + 1]),
+        run only when seat i has a legal move in a live game (zeros otherwise: nobody reads them)."""
+        has_move = jnp.any(jnp.asarray(obs["action_mask"]) != 0, axis=-1) & live[:, None]  # [games, n]
+        cols = []
+        for i in range(n):
+            def ask(i=i):
+                rows = jax.tree.map(lambda x: x[:, i], obs)
+                return jax.vmap(lambda k, o: jnp.asarray(policies[i](k, o), jnp.int32))(keys[:, i], rows)
+
+            if every_ply:
+                cols.append(ask())
+            else:
+                cols.append(jax.lax.cond(jnp.any(has_move[:, i]), ask, lambda: jnp.zeros((num_games,), jnp.int32)))
+        return jnp.stack(cols, axis=1)
+
+    def one_step(key, action, obs, state, params):
+        """One ply of one game: the joint action int32[n], the env's key."""
+        obs2, state2, reward, terminated, truncated, info = env.step(key, state, action, params)
         if "illegal_action" in info:
             illegal = jax.nn.one_hot(mover(obs), n, dtype=jnp.int32) * jnp.asarray(info["illegal_action"], jnp.int32)
         else:
@@ -111,10 +131,11 @@ def play_games(env, policies: Sequence[Callable], num_games: int, key, params=No
     def body(c):
         keys = jax.random.split(c["key"], 1 + num_games * (n + 1))  # one split per ply: cheap to compile
         key, keys = keys[0], keys[1:].reshape(num_games, n + 1)
-        obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, None))(
-            keys, c["obs"], c["state"], params
-        )
         live = ~c["done"]
+        action = actions(keys, c["obs"], live)
+        obs2, state2, reward, ended, illegal = jax.vmap(one_step, in_axes=(0, 0, 0, 0, None))(
+            keys[:, n], action, c["obs"], c["state"], params
+        )
 
         def keep(new, old):
             return jnp.where(live.reshape(-1, *([1] * (new.ndim - 1))), new, old)

@@ -34,7 +34,9 @@ class Window:
         self.title, self.fps, self.require_display = title, fps, require_display
         self.screen = self.clock = self.pygame = None
 
-    def _open(self, width: int, height: int) -> None:
+    def open(self, width: int, height: int) -> None:
+        """Open the window at ``width`` x ``height`` pixels (`show` does at its first frame); OSError
+        as the class says."""
         pygame = self.pygame = import_pygame()
         explicit = "SDL_VIDEODRIVER" in os.environ
         if self.require_display and sys.platform.startswith("linux") and not explicit and not any(
@@ -62,7 +64,7 @@ class Window:
         window or pressed Escape."""
         frame = np.asarray(frame)
         if self.screen is None:
-            self._open(frame.shape[1], frame.shape[0])
+            self.open(frame.shape[1], frame.shape[0])
         pygame = self.pygame
         if any(
             ev.type == pygame.QUIT or (ev.type == pygame.KEYDOWN and ev.key == pygame.K_ESCAPE)
