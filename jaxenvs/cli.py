@@ -239,9 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --opponent: the policy's seat; with --human: yours; 0 moves first (default: 0)",
     )
     p.add_argument(
-        "--search", type=_non_negative_int, default=0, metavar="N",
+        "--search", type=_non_negative_int, default=None, metavar="N",
         help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: play the move of N simulations of tree search "
-             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra)",
+             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra); "
+             "default: the run's own play_search (its config; ConnectFour-v0's tuned runs search), 0: the network alone",
     )
     p.add_argument("--episodes", type=_positive_int, default=None, metavar="N",
                    help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
@@ -411,12 +412,13 @@ def _check_out(mode: str | None, out: str | None) -> Path | None:
     return None
 
 
-def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int = 0):
+def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int | None = None):
     """``(env_id, env_kwargs, policy)`` from a run directory of ``jaxenvs-train``, through
     `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors.
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
-    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move).
+    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move, None:
+    the run's own ``play_search``; ``policy.search`` says how many it plays with).
     In a multi-agent environment every agent plays it from its own observation row, and
     ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
     module from the current directory, as ``check`` does.
@@ -464,6 +466,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
         return jax.vmap(agent)(jax.random.split(key, n), obs)
 
     policy.agent = agent
+    policy.search = agent.search
     return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 
@@ -645,6 +648,7 @@ def cmd_play(args) -> None:
         label = "random policy"
     else:
         env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search)
+        args.search = int(getattr(policy, "search", 0) or 0)  # the run's own play_search when --search is not given
         if args.env_id is not None and _spec_id(args.env_id) != _spec_id(env_id):
             raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
         # no auto-reset: each of the N parallel envs plays its first episode, and the state the

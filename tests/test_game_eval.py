@@ -166,6 +166,20 @@ def test_a_searching_policy_is_jittable_vmappable_and_legal(run_dir):
     assert (batch["action_mask"][np.arange(64), moves] == 1).all()
 
 
+def test_a_run_plays_with_its_own_play_search(run_dir, tmp_path):
+    """A run whose config records play_search N: load_policy(run) searches N simulations per move,
+    search=0 plays the network alone, search=M overrides; a run without it plays the network alone."""
+    from jaxenvs.train import load_policy
+    from jaxenvs.train.configs import get_config
+
+    assert load_policy(run_dir).search == 0
+    config = get_config("TicTacToe-v0", total_timesteps=64, num_envs=4, num_steps=16, hidden_sizes=(16,),
+                        update_epochs=1, num_minibatches=1, play_search=8)
+    searching = tiny_run_dir(tmp_path, "TicTacToe-v0-search", config)
+    assert load_policy(searching).search == 8
+    assert load_policy(searching, search=0).search == 0 and load_policy(searching, search=3).search == 3
+
+
 def test_opponents_by_name_and_their_mistakes(run_dir):
     from jaxenvs.games import OpponentError, make_opponent, random_legal
     from jaxenvs.games.tic_tac_toe import perfect

@@ -137,6 +137,12 @@ class PPOConfig(TrainConfig):
         "turn-based games: games per seat of the greedy policy against random-legal play in every update "
         "(win/draw/loss per seat in the metrics; 0: none)",
     )
+    play_search: int = field(
+        0, Int(0, 1 << 14),
+        "two-player games of perfect information (TicTacToe, ConnectFour): simulations of tree search per move the "
+        "trained policy plays with by default (load_policy(run), jaxenvs play RUN; the final evaluation reports "
+        "its strength with and without it); 0: the network's greedy move. Not used in training",
+    )
     random_opponents: float = field(
         0.0, Float(0, 1),
         "turn-based games: the fraction of the envs (rounded) in which one seat, alternating between envs, is "

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from . import tuned
 from .episodes import NUM_EPISODES, episodes, eval_env, initial_probs, payoff_matrix
 
 __all__ = ["EVALUATIONS", "evaluate_generic", "versus_opponent", "kuhn_policy_table"]
@@ -116,15 +117,15 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
 # ---- Turn-based games: the greedy policy in each seat against fixed opponents (`train.opponents`), as
 # vmapped games in one compiled program per (trainer, opponent, games); params are its argument, so
 # evaluating after every chunk compiles nothing again.
-def versus_opponent(trainer, params, key, opponent, num_games: int) -> dict:
-    """The trainer's GREEDY policy (``params``: one seed) in each seat against ``opponent`` (a
-    `jaxenvs.games` policy) in the other, ``num_games`` games per seat (`train.policy.versus`,
-    one compiled program per configuration and opponent): ``{"win": [per seat], "draw": [...],
-    "loss": [...], "illegal": [...]}`` (floats). Raises when a game does not end within the
-    game's ply limit."""
+def versus_opponent(trainer, params, key, opponent, num_games: int, search: int = 0) -> dict:
+    """The trainer's GREEDY policy (``params``: one seed; with ``search`` simulations of tree search
+    per move when > 0) in each seat against ``opponent`` (a `jaxenvs.games` policy) in the other,
+    ``num_games`` games per seat (`train.policy.versus`, one compiled program per configuration and
+    opponent): ``{"win": [per seat], "draw": [...], "loss": [...], "illegal": [...]}`` (floats).
+    Raises when a game does not end within the game's ply limit."""
     from .policy import versus
 
-    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies)
+    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies, search=search)
     seats = [res[f"seat{i}"] for i in range(trainer.num_agents)]
     return {k: [st[src] for st in seats] for k, src in
             (("win", "win"), ("draw", "draw"), ("loss", "loss"), ("illegal", "illegal_a"))}
@@ -153,23 +154,43 @@ def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     return dict(out, solved=bool(solved))
 
 
-# ConnectFour: the greedy policy wins >= 90% / 75% of its games as first / second mover against the heuristic
-# (win, else block, else no blunder, prefer the centre) and >= 90% against random-legal play in both seats; its
-# result against no-blunder (the heuristic without the centre preference) is reported (no bar) by the full
-# evaluation (NUM_EPISODES games per seat); the progress evaluations after every chunk (fewer games) leave it
-# out, as it is not among the metrics they follow.
-# `python -m jaxenvs.train.evaluate RUN --opponent heuristic --search N` measures it with tree search.
+# ConnectFour: the policy as it is played (with the run's play_search simulations of tree search per move when the
+# run has them, `train.policy.run_search`; greedy otherwise) wins >= 90% / 75% of its games as first / second mover
+# against the heuristic (win, else block, else no blunder, prefer the centre) AND against heuristic-soft (the same
+# candidates, drawn with centre weights 1 2 3 4 3 2 1: other tie-breaking than the heuristic's), and the greedy policy
+# wins >= 90% against random-legal play in both seats. Greedy rows against random and the heuristic are always
+# reported; the full evaluation (NUM_EPISODES games per seat) adds greedy rows against heuristic-soft and no-blunder
+# (no bar) and the searched rows against the heuristic and heuristic-soft (`train.tuned.SEARCH_GAMES` games per seat: tree search
+# costs about play_search network passes per move, so fewer games; at a true rate of 0.9 their 95% interval is about
+# +-0.04). The progress evaluations after every chunk (fewer games) play greedily against random and the heuristic
+# only (their verdict is the greedy policy's against those two).
 def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.games.connect_four import heuristic, no_blunder
+    from jaxenvs.games.connect_four import heuristic, heuristic_soft, no_blunder
     from jaxenvs.games.opponents import random_legal
 
-    k_rand, k_heur, k_safe = jax.random.split(key, 3)
+    from .policy import run_search
+
+    k_rand, k_heur, k_soft, k_safe, k_search = jax.random.split(key, 5)
     rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
     heur = versus_opponent(trainer, params, k_heur, heuristic, num_episodes)
     out = _seat_metrics(rand, "random") | _seat_metrics(heur, "heuristic")
-    if num_episodes >= NUM_EPISODES:
+    judged = [heur]
+    full = num_episodes >= NUM_EPISODES
+    if full:
+        soft = versus_opponent(trainer, params, k_soft, heuristic_soft, num_episodes)
+        out |= _seat_metrics(soft, "heuristic_soft")
         out |= _seat_metrics(versus_opponent(trainer, params, k_safe, no_blunder, num_episodes), "no_blunder")
-    solved = heur["win"][0] >= 0.9 and heur["win"][1] >= 0.75 and min(rand["win"]) >= 0.9
+        judged = [heur, soft]
+    search = run_search(trainer.config)
+    if full and search:
+        games = min(tuned.SEARCH_GAMES, num_episodes)
+        k1, k2 = jax.random.split(k_search)
+        searched = [versus_opponent(trainer, params, k, opp, games, search=search)
+                    for k, opp in ((k1, heuristic), (k2, heuristic_soft))]
+        out |= _seat_metrics(searched[0], "heuristic_search") | _seat_metrics(searched[1], "heuristic_soft_search")
+        out["search"] = search
+        judged = searched
+    solved = all(r["win"][0] >= 0.9 and r["win"][1] >= 0.75 for r in judged) and min(rand["win"]) >= 0.9
     return dict(out, solved=bool(solved))
 
 

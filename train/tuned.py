@@ -61,13 +61,17 @@ GENERIC_METRICS = {
 }
 
 
-def _seat_metric_doc(name: str, who: str) -> dict:
+def _seat_metric_doc(name: str, who: str, games: int = NUM_EPISODES, player: str = "the greedy policy") -> dict:
     return {
-        f"{k}_vs_{name}_seat{i}": Metric(f"fraction of {NUM_EPISODES} games (per seat) the greedy policy {'loses' if k == 'loss' else k + 's'} as "
+        f"{k}_vs_{name}_seat{i}": Metric(f"fraction of {games} games (per seat) {player} {'loses' if k == 'loss' else k + 's'} as "
                                          f"{'first' if i == 0 else 'second'} mover against {who}",
                                          label=f"{k} vs {name}, {'first' if i == 0 else 'second'} mover", unit_range=True)
         for k in ("win", "draw", "loss") for i in range(2)
-    } | {f"illegal_vs_{name}": Metric(f"illegal moves per game of the greedy policy against {who}")}
+    } | {f"illegal_vs_{name}": Metric(f"illegal moves per game of {player} against {who}")}
+
+
+SEARCH_GAMES = 200  # games per seat of the searched rows of an evaluation (`train.evaluations`)
+_SEARCHED = "the greedy policy with the run's play_search simulations of tree search per move"
 
 
 TRAINING_GAME_METRICS = {
@@ -237,7 +241,11 @@ ENTRIES: dict[str, TunedEnv] = {
         progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
         metrics=_seat_metric_doc("random", "random-legal play")
         | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)")
+        | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)")
         | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)")
+        | _seat_metric_doc("heuristic_search", "the heuristic", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("heuristic_soft_search", "heuristic-soft", SEARCH_GAMES, _SEARCHED)
+        | {"search": Metric("simulations of tree search per move of the searched rows (the run's play_search)")}
         | TRAINING_GAME_METRICS,
         curves=("illegal_rate", "win_seat0", "win_seat1"),
     ),
