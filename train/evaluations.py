@@ -156,40 +156,42 @@ def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
 
 # ConnectFour: the policy as it is played (with the run's play_search simulations of tree search per move when the
 # run has them, `train.policy.run_search`; greedy otherwise) wins >= 90% / 75% of its games as first / second mover
-# against the heuristic (win, else block, else no blunder, prefer the centre) AND against heuristic-soft (the same
-# candidates, drawn with centre weights 1 2 3 4 3 2 1: other tie-breaking than the heuristic's), and the greedy policy
-# wins >= 90% against random-legal play in both seats. Greedy rows against random and the heuristic are always
-# reported; the full evaluation (NUM_EPISODES games per seat) adds greedy rows against heuristic-soft and no-blunder
-# (no bar) and the searched rows against the heuristic and heuristic-soft (`train.tuned.SEARCH_GAMES` games per seat: tree search
-# costs about play_search network passes per move, so fewer games; at a true rate of 0.9 their 95% interval is about
-# +-0.04). The progress evaluations after every chunk (fewer games) play greedily against random and the heuristic
-# only (their verdict is the greedy policy's against those two).
+# against the heuristic (win, else block, else no blunder, prefer the centre; ties uniform) AND against its variants
+# with other tie-breaking, heuristic-left and heuristic-right (deterministic centre orders 3 2 4 1 5 0 6 and
+# 3 4 2 5 1 6 0), and the greedy policy wins >= 90% against random-legal play in both seats. Greedy rows against
+# random and the heuristic are always reported; the full evaluation (NUM_EPISODES games per seat) adds greedy rows
+# against heuristic-left, heuristic-right, and, with no bar, heuristic-soft (the candidates drawn with centre weights
+# 1 2 3 4 3 2 1) and no-blunder (the candidates uniformly), then the searched rows against the heuristic and its
+# two orders (`train.tuned.SEARCH_GAMES` games per seat: tree search costs about play_search network passes per
+# move; at a true rate of 0.9 the 95% interval of 200 games is about +-0.04; the deterministic orders meet a greedy
+# search in one line of play). The progress evaluations after every chunk (fewer games) play greedily against random
+# and the heuristic only (their verdict is the greedy policy's against those two).
 def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.games.connect_four import heuristic, heuristic_soft, no_blunder
+    from jaxenvs.games import connect_four as c4
     from jaxenvs.games.opponents import random_legal
 
     from .policy import run_search
 
-    k_rand, k_heur, k_soft, k_safe, k_search = jax.random.split(key, 5)
-    rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
-    heur = versus_opponent(trainer, params, k_heur, heuristic, num_episodes)
+    keys = iter(jax.random.split(key, 10))
+    rand = versus_opponent(trainer, params, next(keys), random_legal, num_episodes)
+    heur = versus_opponent(trainer, params, next(keys), c4.heuristic, num_episodes)
     out = _seat_metrics(rand, "random") | _seat_metrics(heur, "heuristic")
     judged = [heur]
-    full = num_episodes >= NUM_EPISODES
-    if full:
-        soft = versus_opponent(trainer, params, k_soft, heuristic_soft, num_episodes)
-        out |= _seat_metrics(soft, "heuristic_soft")
-        out |= _seat_metrics(versus_opponent(trainer, params, k_safe, no_blunder, num_episodes), "no_blunder")
-        judged = [heur, soft]
-    search = run_search(trainer.config)
-    if full and search:
-        games = min(tuned.SEARCH_GAMES, num_episodes)
-        k1, k2 = jax.random.split(k_search)
-        searched = [versus_opponent(trainer, params, k, opp, games, search=search)
-                    for k, opp in ((k1, heuristic), (k2, heuristic_soft))]
-        out |= _seat_metrics(searched[0], "heuristic_search") | _seat_metrics(searched[1], "heuristic_soft_search")
-        out["search"] = search
-        judged = searched
+    if num_episodes >= NUM_EPISODES:
+        orders = [versus_opponent(trainer, params, next(keys), p, num_episodes) for p in (c4.heuristic_left, c4.heuristic_right)]
+        out |= _seat_metrics(orders[0], "heuristic_left") | _seat_metrics(orders[1], "heuristic_right")
+        judged += orders
+        for name, p in (("heuristic_soft", c4.heuristic_soft), ("no_blunder", c4.no_blunder)):
+            out |= _seat_metrics(versus_opponent(trainer, params, next(keys), p, num_episodes), name)
+        search = run_search(trainer.config)
+        if search:
+            games = min(tuned.SEARCH_GAMES, num_episodes)
+            judged = []
+            for name, p in (("heuristic", c4.heuristic), ("heuristic_left", c4.heuristic_left),
+                            ("heuristic_right", c4.heuristic_right)):
+                judged.append(versus_opponent(trainer, params, next(keys), p, games, search=search))
+                out |= _seat_metrics(judged[-1], f"{name}_search")
+            out["search"] = search
     solved = all(r["win"][0] >= 0.9 and r["win"][1] >= 0.75 for r in judged) and min(rand["win"]) >= 0.9
     return dict(out, solved=bool(solved))
 

@@ -234,17 +234,23 @@ ENTRIES: dict[str, TunedEnv] = {
         # against random play (greedy, 1000 games per seat; with tree search see the README).
         training=dict(ppo=dict(total_timesteps=2_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0,
-                               training_opponents="heuristic,no-blunder,win-block,random")),
+                               training_opponents="heuristic-soft,no-blunder,heuristic-noisy,heuristic",
+                               play_search=64)),
         evaluate="connect_four",
-        solved_when=("win_vs_heuristic_seat0 >= 0.9 and win_vs_heuristic_seat1 >= 0.75 and win_vs_random_seat0 >= 0.9 "
-                     "and win_vs_random_seat1 >= 0.9"),
+        judged="greedy policy; the rows *_search: with the run's play_search simulations of tree search per move",
+        solved_when=("with the run's play_search (64 simulations of tree search per move by default): win_vs_heuristic, "
+                     "win_vs_heuristic_left and win_vs_heuristic_right >= 0.9 as first mover (seat0) and >= 0.75 as "
+                     "second (seat1); greedy: win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
         progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
         metrics=_seat_metric_doc("random", "random-legal play")
         | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)")
+        | _seat_metric_doc("heuristic_left", "heuristic-left (the heuristic's candidates in the order 3 2 4 1 5 0 6)")
+        | _seat_metric_doc("heuristic_right", "heuristic-right (the heuristic's candidates in the order 3 4 2 5 1 6 0)")
         | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)")
         | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)")
         | _seat_metric_doc("heuristic_search", "the heuristic", SEARCH_GAMES, _SEARCHED)
-        | _seat_metric_doc("heuristic_soft_search", "heuristic-soft", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("heuristic_left_search", "heuristic-left", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("heuristic_right_search", "heuristic-right", SEARCH_GAMES, _SEARCHED)
         | {"search": Metric("simulations of tree search per move of the searched rows (the run's play_search)")}
         | TRAINING_GAME_METRICS,
         curves=("illegal_rate", "win_seat0", "win_seat1"),
