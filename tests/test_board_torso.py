@@ -66,3 +66,18 @@ def test_actor_critic_on_the_board_torso_shapes():
         assert logits.shape == batch + (7,) and value.shape == batch
     plain = ActorCritic(7, False, (32, 16), "tanh").init(jax.random.key(0), jnp.zeros((1, 91)))
     assert set(plain["params"]) == {"actor", "critic", "policy_head", "value_head"}
+
+
+def test_the_config_torso_picks_the_network():
+    from jaxenvs.train.configs import get_config
+    from jaxenvs.train.trainers import make_trainer
+
+    trainer = make_trainer(get_config("ConnectFour-v0", torso="board", hidden_sizes=(16,), num_envs=4, num_steps=4,
+                                      total_timesteps=16, match_games=0))
+    assert trainer.network.board == (7, (6, 7, 2))
+    assert make_trainer(get_config("ConnectFour-v0", hidden_sizes=(16,), num_envs=4, num_steps=4,
+                                   total_timesteps=16, match_games=0)).network.board is None
+    with pytest.raises(ValueError, match=r"torso 'board' reads a board .* GridWorld-v0's observation space .* has none"):
+        make_trainer(get_config("GridWorld-v0", torso="board"))
+    with pytest.raises(ValueError, match="torso"):
+        get_config("ConnectFour-v0", torso="resnet")
