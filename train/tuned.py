@@ -232,7 +232,7 @@ ENTRIES: dict[str, TunedEnv] = {
         # player) but 0.972 / 0.908 and 0.985 / 0.866 against random play, and 0.83 / 0.66 against no-blunder;
         # these four: 1.0 / 1.0 and 1.0 / 0.819 against the heuristic, 0.985 / 0.945 and 0.990 / 0.934
         # against random play (greedy, 1000 games per seat; with tree search see the README).
-        training=dict(ppo=dict(total_timesteps=2_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
+        training=dict(ppo=dict(total_timesteps=3_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0,
                                training_opponents="heuristic-soft,no-blunder,heuristic-noisy,heuristic",
                                play_search=64)),
