@@ -234,13 +234,13 @@ ENTRIES: dict[str, TunedEnv] = {
         # against random play (greedy, 1000 games per seat; with tree search see the README).
         training=dict(ppo=dict(total_timesteps=3_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0,
-                               training_opponents="heuristic-soft,no-blunder,heuristic-noisy,heuristic",
-                               play_search=64)),
+                               training_opponents=("heuristic,heuristic-left,heuristic-right,heuristic-soft,no-blunder,"
+                                                   "heuristic-noisy,win-block,random"))),
         evaluate="connect_four",
         judged="greedy policy; the rows *_search: with the run's play_search simulations of tree search per move",
-        solved_when=("with the run's play_search (64 simulations of tree search per move by default): win_vs_heuristic, "
-                     "win_vs_heuristic_left and win_vs_heuristic_right >= 0.9 as first mover (seat0) and >= 0.75 as "
-                     "second (seat1); greedy: win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
+        solved_when=("win_vs_heuristic, win_vs_heuristic_left and win_vs_heuristic_right >= 0.9 as first mover (seat0) "
+                     "and >= 0.75 as second (seat1), their *_search rows instead for a run with play_search; "
+                     "win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
         progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
         metrics=_seat_metric_doc("random", "random-legal play")
         | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)")
