@@ -222,16 +222,36 @@ ENTRIES: dict[str, TunedEnv] = {
         # plies, and every rollout end cuts a game; the seat that is not to move there bootstraps from a
         # value of a non-acting observation, which no loss trains (`train.gae.gae_decisions`).
         # Opponents: the game's named opponents in every env (random_opponents = 1: the learner takes seat
-        # e % 2 of env e, so half its games as first mover, half as second), dealt in turn (`train.league`):
-        # the heuristic (win, block, no blunder, centre), no-blunder (the same, random instead of the centre),
-        # win-block and random-legal play. History, 2 seeds each at 2M steps: pure self-play stalled (the
-        # second seat never above about 0.92 against random-legal play after 1M steps, whatever the entropy
-        # bonus, learning rate, net or epochs); random-legal opponents only (random_opponents 1.0) won
-        # 0.990 / 0.971 and 0.989 / 0.968 against random play but 0 of 100 games against the heuristic;
-        # "heuristic,win-block": 1.0 / 1.0 against the heuristic (it learns to beat a nearly deterministic
-        # player) but 0.972 / 0.908 and 0.985 / 0.866 against random play, and 0.83 / 0.66 against no-blunder;
-        # these four: 1.0 / 1.0 and 1.0 / 0.819 against the heuristic, 0.985 / 0.945 and 0.990 / 0.934
-        # against random play (greedy, 1000 games per seat; with tree search see the README).
+        # e % 2 of env e, so half its games as first mover, half as second), dealt in turn (`train.league`),
+        # one per block of two envs: the heuristic (win, block, no blunder, centre; ties uniform), its
+        # deterministic centre orders heuristic-left / -right, heuristic-soft (centre-weighted draws among the
+        # same candidates), no-blunder (uniform draws), heuristic-noisy (20% random moves), win-block, random.
+        # Earlier history, 2 seeds each at 2M steps: pure self-play stalled (the second seat never above about
+        # 0.92 against random-legal play after 1M steps, whatever the entropy bonus, learning rate, net or
+        # epochs); random-legal opponents only won 0.99 / 0.97 against random play but 0 of 100 games against
+        # the heuristic; "heuristic,win-block": 1.0 / 1.0 against the heuristic but 0.83 / 0.66 against
+        # no-blunder. Then (1 seed each unless said, greedy, 1000 games per seat, load 6-10):
+        # - "heuristic,no-blunder,win-block,random", 2M: heuristic, -left, -right 1.0 / 1.0; heuristic-soft
+        #   0.700 / 0.500; no-blunder 0.778 / 0.652; with 64 simulations of search (100 games per seat)
+        #   heuristic 1.0 / 1.0, soft 0.78 / 0.61, no-blunder 0.89 / 0.73;
+        # - "heuristic-soft,no-blunder,heuristic-noisy,heuristic", 2M: heuristic, -left, -right 1.0 / 1.0, soft
+        #   0.764 / 0.520, no-blunder 0.814 / 0.581, random 0.977 / 0.939; search 64 / 128 (100 games) did not
+        #   help against soft (0.73 / 0.46, 0.72 / 0.41); 4M: soft 0.805 / 0.621, no-blunder 0.825 / 0.703;
+        #   3M, 4 seeds, played with 64 simulations of search: 1 of 4 solved: seed 0 lost its one line as second
+        #   mover against heuristic-left (greedy and searched), seed 2's search lost every game as first mover
+        #   against the heuristic and both orders (greedy it won them all), random play as second mover
+        #   0.878-0.919: so the defaults play greedily and train against the orders, win-block and random too;
+        # - a (256, 256) MLP ran at 7-8k steps/s (load 10, against 17-20k), the convolutional torso
+        #   (torso="board", 16 + 16 channels) finished no 100k-step chunk in 3 minutes: over the budget here;
+        # - these eight, 3M (--seeds 3): 3 of 3 solved: heuristic 1.0 / 1.0, 1.0 / 0.962, 1.0 / 1.0, both orders
+        #   1.0 / 1.0, random 0.984-0.988 / 0.934-0.945; no bar: heuristic-soft 0.742-0.772 / 0.483-0.562,
+        #   no-blunder 0.810-0.836 / 0.636-0.662 (the policy still loses a quarter to a half of its games to
+        #   players that draw among the candidates more freely). 7:57 wall for the 3 seeds at load 6-8. The
+        #   default run (seed 0): solved, heuristic and both orders 1.0 / 1.0, random 0.984 / 0.948, soft
+        #   0.814 / 0.575, no-blunder 0.877 / 0.695; 3:30 wall with an empty compilation cache (evaluation
+        #   45.5 s, 22%), 2:31 with a warm one (8%), load 6-7. With 64 simulations of search (100 games per
+        #   seat, `benchmarks/game_strength.py`): heuristic 0.96 / 0.92, both orders 1.0 / 1.0, soft 0.86 /
+        #   0.61, no-blunder 0.92 / 0.67: no play_search by default.
         training=dict(ppo=dict(total_timesteps=3_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0,
                                training_opponents=("heuristic,heuristic-left,heuristic-right,heuristic-soft,no-blunder,"
