@@ -166,6 +166,20 @@ def test_a_searching_policy_is_jittable_vmappable_and_legal(run_dir):
     assert (batch["action_mask"][np.arange(64), moves] == 1).all()
 
 
+def test_a_run_plays_with_its_own_play_search(run_dir, tmp_path):
+    """A run whose config records play_search N: load_policy(run) searches N simulations per move,
+    search=0 plays the network alone, search=M overrides; a run without it plays the network alone."""
+    from jaxenvs.train import load_policy
+    from jaxenvs.train.configs import get_config
+
+    assert load_policy(run_dir).search == 0
+    config = get_config("TicTacToe-v0", total_timesteps=64, num_envs=4, num_steps=16, hidden_sizes=(16,),
+                        update_epochs=1, num_minibatches=1, play_search=8)
+    searching = tiny_run_dir(tmp_path, "TicTacToe-v0-search", config)
+    assert load_policy(searching).search == 8
+    assert load_policy(searching, search=0).search == 0 and load_policy(searching, search=3).search == 3
+
+
 def test_opponents_by_name_and_their_mistakes(run_dir):
     from jaxenvs.games import OpponentError, make_opponent, random_legal
     from jaxenvs.games.tic_tac_toe import perfect
@@ -376,7 +390,10 @@ def test_the_evaluation_header_says_what_it_counted():
     assert header("KuhnPoker-v0", {"exploitability": 0.05}) == (
         "evaluation: KuhnPoker-v0, exact (enumerated, no episodes played), stochastic policy (1 seed)")
     assert header("ConnectFour-v0", {"win_vs_random_seat0": 1.0}) == (
-        "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy (1 seed)")
+        "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy; the rows *_search: with the run's "
+        "play_search simulations of tree search per move (1 seed)")
+    assert header("TicTacToe-v0", {"win_vs_random_seat0": 1.0}) == (
+        "evaluation: TicTacToe-v0, 1000 games per seat per seed, greedy policy (1 seed)")
 
 
 def test_the_evaluation_table_says_each_meaning_once():
@@ -397,3 +414,54 @@ def test_the_evaluation_table_says_each_meaning_once():
     # the shorthand stands for the full sentence: the words around it are the row above's
     assert full["win_vs_random_seat1"].meaning == full["win_vs_random_seat0"].meaning.replace("first mover", "second mover")
     assert table.count("against random-legal play") == 2  # once for the win/draw rows, once for the illegal one
+
+
+def test_connect_four_evaluation_judges_the_policy_as_played(monkeypatch):
+    """The ConnectFour evaluation's rows and verdict, with the games replaced by fixed results: the
+    progress evaluation plays greedily against random and the heuristic; the full one adds the
+    heuristic's orders, heuristic-soft and no-blunder (no bar), and, for a run with play_search, the
+    searched rows against the heuristic and its orders, which then decide the verdict."""
+    from types import SimpleNamespace
+
+    from jaxenvs.games import connect_four as c4
+    from jaxenvs.games.opponents import random_legal
+    from jaxenvs.train import evaluations, tuned
+
+    names = {random_legal: "random", c4.heuristic: "heuristic", c4.heuristic_left: "left",
+             c4.heuristic_right: "right", c4.heuristic_soft: "soft", c4.no_blunder: "no_blunder"}
+    calls, wins = [], {}
+
+    def fake(trainer, params, key, opponent, num_games, search=0):
+        calls.append((names[opponent], num_games, search))
+        w = wins.get((names[opponent], search), [1.0, 1.0])
+        return {"win": w, "draw": [0.0, 0.0], "loss": [1 - w[0], 1 - w[1]], "illegal": [0.0, 0.0]}
+
+    monkeypatch.setattr(evaluations, "versus_opponent", fake)
+    greedy = SimpleNamespace(config=SimpleNamespace(play_search=0))
+    searching = SimpleNamespace(config=SimpleNamespace(play_search=16))
+    key = jax.random.key(0)
+
+    out = evaluations.evaluate_connect_four(greedy, None, key, 64)
+    assert calls == [("random", 64, 0), ("heuristic", 64, 0)] and out["solved"]
+    assert "win_vs_heuristic_left_seat0" not in out
+    calls.clear()
+    out = evaluations.evaluate_connect_four(greedy, None, key, 1000)
+    assert calls == [("random", 1000, 0), ("heuristic", 1000, 0), ("left", 1000, 0), ("right", 1000, 0),
+                     ("soft", 1000, 0), ("no_blunder", 1000, 0)]
+    assert out["solved"] and "search" not in out
+    wins[("right", 0)] = [1.0, 0.7]  # a greedy order below the bar as second mover: not solved
+    assert not evaluations.evaluate_connect_four(greedy, None, key, 1000)["solved"]
+    wins[("soft", 0)] = [0.1, 0.1]  # heuristic-soft has no bar
+    calls.clear()
+    out = evaluations.evaluate_connect_four(searching, None, key, 1000)
+    g = tuned.SEARCH_GAMES
+    assert calls[6:] == [("heuristic", g, 16), ("left", g, 16), ("right", g, 16)]
+    assert out["search"] == 16 and out["win_vs_heuristic_right_search_seat1"] == 1.0
+    assert out["solved"]  # the searched rows decide, the greedy right order's 0.7 does not
+    wins[("heuristic", 16)] = [0.95, 0.74]
+    assert not evaluations.evaluate_connect_four(searching, None, key, 1000)["solved"]
+    wins[("heuristic", 16)] = [0.95, 0.75]
+    wins[("random", 0)] = [0.95, 0.89]
+    assert not evaluations.evaluate_connect_four(searching, None, key, 1000)["solved"]
+    for name in ("heuristic_left_search", "heuristic_right_search", "heuristic_soft", "no_blunder"):
+        assert f"win_vs_{name}_seat0" in tuned.entry("ConnectFour-v0").metrics

@@ -173,7 +173,8 @@ def test_random_legal_is_uniform_over_legal_actions():
         jax.eval_shape(random_legal, jax.random.key(0), {"action_mask": np.ones((2, 7))})
     c4 = jaxenvs.make("ConnectFour-v0")
     assert make_opponent("random", c4)[1] is random_legal
-    assert list(named_opponents(c4)) == ["random", "heuristic", "no-blunder", "win-block"]
+    assert list(named_opponents(c4)) == ["random", "heuristic", "no-blunder", "win-block", "heuristic-left",
+                                         "heuristic-right", "heuristic-soft", "heuristic-noisy"]
     assert list(named_opponents(jaxenvs.make("TicTacToe-v0"))) == ["random", "perfect"]
     with pytest.raises(OpponentError, match="unknown opponent 'minimax'; for ConnectFour-v0 choose 'random'"):
         make_opponent("minimax", c4)
@@ -296,3 +297,77 @@ def test_strong_heuristic_wins_blocks_avoids_blunders_and_prefers_the_centre():
     # ties at equal distance from the centre are drawn uniformly
     sides = _board(mine=[(r, 3) for r in range(0, 6, 2)], theirs=[(r, 3) for r in range(1, 6, 2)])
     assert _strong(sides) == {2, 4}
+
+
+# ---- the heuristic's variants: the same candidates, chosen otherwise ------------------------------
+
+from jaxenvs.games import connect_four as c4_players  # noqa: E402
+
+_VARIANTS = {name: jax.jit(jax.vmap(getattr(c4_players, name), in_axes=(0, None)))
+             for name in ("heuristic_left", "heuristic_right", "heuristic_soft", "heuristic_noisy")}
+
+
+def _variant(name, board, n=4000, seed=0):
+    return np.asarray(_VARIANTS[name](jax.random.split(jax.random.key(seed), n), _obs(board)))
+
+
+# a blunder to avoid: the opponent needs (4, 3) and column 3 is empty (the candidates are 0 1 2 4 5 6)
+_BLUNDER = _board(mine=[(5, 0), (5, 1), (5, 4), (5, 5)], theirs=[(4, 4), (4, 5), (4, 6), (5, 6)])
+_SIDES = _board(mine=[(r, 3) for r in range(0, 6, 2)], theirs=[(r, 3) for r in range(1, 6, 2)])  # column 3 full
+_WIN = _board(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1)])
+_BLOCK = _board(mine=[(5, 0), (5, 1)], theirs=[(5, 4), (4, 4), (3, 4)])
+
+
+def test_heuristic_candidates_are_win_else_block_else_safe():
+    cand = jax.jit(c4_players.candidates)
+    np.testing.assert_array_equal(cand(_obs(_board())), [True] * 7)
+    np.testing.assert_array_equal(cand(_obs(_WIN)), np.arange(7) == 3)
+    np.testing.assert_array_equal(cand(_obs(_BLOCK)), np.arange(7) == 4)
+    np.testing.assert_array_equal(cand(_obs(_BLUNDER)), np.arange(7) != 3)
+    np.testing.assert_array_equal(cand(_obs(_SIDES)), np.arange(7) != 3)
+    # no safe move at all: every legal column (the opponent wins above each of 0 and 6, the rest are full)
+    cols = [1, 2, 3, 4, 5]
+    full = _board(mine=[(r, c) for c in cols for r in range(6) if (r + c) % 2 == 0],
+                  theirs=[(r, c) for c in cols for r in range(6) if (r + c) % 2 == 1])
+    trap = full.copy()
+    trap[1:, 0] = 0
+    trap[1:, 6] = 0
+    np.testing.assert_array_equal(cand(_obs(trap)), np.isin(np.arange(7), [0, 6]))
+
+
+def test_left_and_right_heuristics_follow_their_centre_orders_deterministically():
+    for name, sides, blunder in (("heuristic_left", 2, 2), ("heuristic_right", 4, 4)):
+        assert set(_variant(name, _board(), 50)) == {3}
+        assert set(_variant(name, _WIN, 50)) == {3} and set(_variant(name, _BLOCK, 50)) == {4}
+        assert set(_variant(name, _SIDES, 50)) == {sides}
+        assert set(_variant(name, _BLUNDER, 50)) == {blunder}
+    # with 2, 3 and 4 full, the left order goes on to 1, the right to 5
+    wide = _board(mine=[(r, c) for c in (2, 3, 4) for r in range(6) if (r + c) % 2 == 0],
+                  theirs=[(r, c) for c in (2, 3, 4) for r in range(6) if (r + c) % 2 == 1])
+    assert set(_variant("heuristic_left", wide, 50)) == {1} and set(_variant("heuristic_right", wide, 50)) == {5}
+
+
+def test_soft_heuristic_draws_its_candidates_with_centre_weights():
+    n = 20000
+    counts = np.bincount(_variant("heuristic_soft", _board(), n), minlength=7)
+    w = np.array([1, 2, 3, 4, 3, 2, 1], float)
+    assert stats.chisquare(counts, n * w / w.sum()).pvalue > 1e-4
+    counts = np.bincount(_variant("heuristic_soft", _BLUNDER, n, seed=1), minlength=7)
+    assert counts[3] == 0
+    w[3] = 0
+    keep = w > 0
+    assert stats.chisquare(counts[keep], n * w[keep] / w.sum()).pvalue > 1e-4
+    assert set(_variant("heuristic_soft", _WIN, 200)) == {3} and set(_variant("heuristic_soft", _BLOCK, 200)) == {4}
+    idle = {"observation": _board(), "action_mask": np.zeros(7, np.uint8)}
+    assert set(np.asarray(_VARIANTS["heuristic_soft"](jax.random.split(jax.random.key(0), 50), idle))) == {0}
+
+
+def test_noisy_heuristic_plays_a_random_legal_move_a_fifth_of_the_time():
+    n = 20000
+    counts = np.bincount(_variant("heuristic_noisy", _WIN, n), minlength=7)
+    noise = c4_players.NOISE
+    p = np.full(7, noise / 7)
+    p[3] += 1 - noise
+    assert stats.chisquare(counts, n * p).pvalue > 1e-4
+    counts = np.bincount(_variant("heuristic_noisy", _SIDES, n, seed=2), minlength=7)
+    assert counts[3] == 0  # never an illegal move, noise or not

@@ -254,9 +254,12 @@ def test_named_training_opponents_are_dealt_to_blocks_of_envs():
     mask = jnp.asarray(obs["action_mask"].reshape(16, 9) != 0)
     act = jax.jit(lambda k: league.opponent_actions(trainer, k, obs, mask))
     moves = np.stack([np.asarray(act(k)) for k in jax.random.split(jax.random.key(0), 40)]).reshape(40, 8, 2)
+    seat = np.arange(8) % 2  # the opponent's seat in env e (the other seat's answer is 0: not used)
+    moves, others = moves[:, np.arange(8), seat], moves[:, np.arange(8), 1 - seat]
     perfect_envs, random_envs = [2, 3, 6, 7], [0, 1, 4, 5]
     assert (moves[:, perfect_envs] == 2).all()
     assert set(np.unique(moves[:, random_envs])) == {2, 5, 6, 7, 8}  # every legal cell drawn
+    assert (others == 0).all()
     with pytest.raises(ValueError, match=r"training_opponents 'heuristic': TicTacToe-v0 has the opponents 'random'"):
         make_trainer(get_config("TicTacToe-v0", random_opponents=0.5, training_opponents="random,heuristic"))
 

@@ -53,7 +53,7 @@ from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
-from .networks import ActorCritic, policy_head_for
+from .networks import ActorCritic, board_layout, policy_head_for
 from .turns import EveryRow, has_action_mask
 
 
@@ -169,8 +169,16 @@ class Trainer:
         return RecordEpisodeStatistics(jaxenvs.make(config.env_id, **config.env_kwargs))
 
     @classmethod
-    def make_network(cls, config, action_dim: int, continuous: bool) -> ActorCritic:
-        return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation)
+    def make_network(cls, config, action_dim: int, continuous: bool, obs_space=None) -> ActorCritic:
+        """The actor-critic: MLP trunks, or with the config's ``torso="board"`` a convolutional
+        `train.networks.BoardTorso` over the board planes of ``obs_space`` (`board_layout`) first."""
+        board = None
+        if getattr(config, "torso", "mlp") == "board":
+            board = board_layout(obs_space) if obs_space is not None else None
+            if board is None:
+                raise ValueError(f"torso 'board' reads a board (a 3-d Box: rows, cols, planes) in the observation; "
+                                 f"{config.env_id}'s observation space {obs_space} has none; use torso 'mlp'")
+        return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation, board=board)
 
     @classmethod
     def make_turns(cls, config, env, num_agents: int) -> EveryRow:
@@ -194,7 +202,7 @@ class Trainer:
                 raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
         turns = cls.make_turns(config, env, num_agents) if has_action_mask(env, params, config.env_id) else EveryRow()
         trainer = cls(
-            config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous),
+            config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous, env.observation_space(params)),
             num_agents=num_agents, batch_size=config.num_envs * num_agents,
             preprocess=observation_preprocessor(env.observation_space(params)), dist_fn=dist_fn,
             to_env_action=to_env_action, mesh=mesh, turns=turns, **extra,

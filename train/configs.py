@@ -137,6 +137,17 @@ class PPOConfig(TrainConfig):
         "turn-based games: games per seat of the greedy policy against random-legal play in every update "
         "(win/draw/loss per seat in the metrics; 0: none)",
     )
+    torso: str = field(
+        "mlp", Choice(("mlp", "board")),
+        "the network's trunks: 'mlp' (hidden_sizes), or 'board' for board games: 3x3 convolutions over the board planes "
+        "of the observation, then a dense layer of hidden_sizes[0] units and the MLP of the rest (train.networks.BoardTorso)",
+    )
+    play_search: int = field(
+        0, Int(0, 1 << 14),
+        "two-player games of perfect information (TicTacToe, ConnectFour): simulations of tree search per move the "
+        "trained policy plays with by default (load_policy(run), jaxenvs play RUN; the final evaluation reports "
+        "its strength with and without it); 0: the network's greedy move. Not used in training",
+    )
     random_opponents: float = field(
         0.0, Float(0, 1),
         "turn-based games: the fraction of the envs (rounded) in which one seat, alternating between envs, is "

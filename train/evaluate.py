@@ -290,16 +290,16 @@ def main(argv=None) -> int:
              "ConnectFour-v0: jaxenvs describe ID lists them) or another run directory's greedy policy, and report "
              "win / draw / loss per seat; repeatable",
     )
-    parser.add_argument("--search", type=int, default=0, metavar="N",
+    parser.add_argument("--search", type=int, default=None, metavar="N",
                         help="with --opponent: the policy plays the move of N simulations of tree search guided by its "
                              "network (mctx Gumbel MuZero, the game's step as the model; TicTacToe-v0, ConnectFour-v0; "
-                             "default 0: no search)")
+                             "default: the run's own play_search, 0 for most runs; 0: no search)")
     parser.add_argument("--games", type=int, default=NUM_EPISODES, metavar="N",
                         help=f"games per seat and seed against each --opponent (default: {NUM_EPISODES})")
     args = parser.parse_args(argv)
     if args.games < 1:
         parser.error(f"--games {args.games}: must be a positive integer")
-    if args.search < 0:
+    if args.search is not None and args.search < 0:
         parser.error(f"--search {args.search}: must be a non-negative integer (simulations per move)")
     if args.search and not args.opponent:
         parser.error("--search N plays the head-to-head games of --opponent NAME|RUN_DIR; give --opponent too")
@@ -314,6 +314,10 @@ def main(argv=None) -> int:
         trainer, runner, _ = load_run(args.run_dir)
     except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
         parser.error(e.args[0] if isinstance(e, KeyError) and e.args else str(e))  # not a run, a corrupt checkpoint: exit 2
+    if args.search is None:
+        from .policy import run_search
+
+        args.search = run_search(trainer.config) if args.opponent else 0
     opponents = []
     if args.opponent:
         from jaxenvs.games import OpponentError, make_opponent

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from . import tuned
 from .episodes import NUM_EPISODES, episodes, eval_env, initial_probs, payoff_matrix
 
 __all__ = ["EVALUATIONS", "evaluate_generic", "versus_opponent", "kuhn_policy_table"]
@@ -116,15 +117,15 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
 # ---- Turn-based games: the greedy policy in each seat against fixed opponents (`train.opponents`), as
 # vmapped games in one compiled program per (trainer, opponent, games); params are its argument, so
 # evaluating after every chunk compiles nothing again.
-def versus_opponent(trainer, params, key, opponent, num_games: int) -> dict:
-    """The trainer's GREEDY policy (``params``: one seed) in each seat against ``opponent`` (a
-    `jaxenvs.games` policy) in the other, ``num_games`` games per seat (`train.policy.versus`,
-    one compiled program per configuration and opponent): ``{"win": [per seat], "draw": [...],
-    "loss": [...], "illegal": [...]}`` (floats). Raises when a game does not end within the
-    game's ply limit."""
+def versus_opponent(trainer, params, key, opponent, num_games: int, search: int = 0) -> dict:
+    """The trainer's GREEDY policy (``params``: one seed; with ``search`` simulations of tree search
+    per move when > 0) in each seat against ``opponent`` (a `jaxenvs.games` policy) in the other,
+    ``num_games`` games per seat (`train.policy.versus`, one compiled program per configuration and
+    opponent): ``{"win": [per seat], "draw": [...], "loss": [...], "illegal": [...]}`` (floats).
+    Raises when a game does not end within the game's ply limit."""
     from .policy import versus
 
-    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies)
+    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies, search=search)
     seats = [res[f"seat{i}"] for i in range(trainer.num_agents)]
     return {k: [st[src] for st in seats] for k, src in
             (("win", "win"), ("draw", "draw"), ("loss", "loss"), ("illegal", "illegal_a"))}
@@ -153,23 +154,45 @@ def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     return dict(out, solved=bool(solved))
 
 
-# ConnectFour: the greedy policy wins >= 90% / 75% of its games as first / second mover against the heuristic
-# (win, else block, else no blunder, prefer the centre) and >= 90% against random-legal play in both seats; its
-# result against no-blunder (the heuristic without the centre preference) is reported (no bar) by the full
-# evaluation (NUM_EPISODES games per seat); the progress evaluations after every chunk (fewer games) leave it
-# out, as it is not among the metrics they follow.
-# `python -m jaxenvs.train.evaluate RUN --opponent heuristic --search N` measures it with tree search.
+# ConnectFour: the policy as it is played (with the run's play_search simulations of tree search per move when the
+# run has them, `train.policy.run_search`; greedy otherwise) wins >= 90% / 75% of its games as first / second mover
+# against the heuristic (win, else block, else no blunder, prefer the centre; ties uniform) AND against its variants
+# with other tie-breaking, heuristic-left and heuristic-right (deterministic centre orders 3 2 4 1 5 0 6 and
+# 3 4 2 5 1 6 0), and the greedy policy wins >= 90% against random-legal play in both seats. Greedy rows against
+# random and the heuristic are always reported; the full evaluation (NUM_EPISODES games per seat) adds greedy rows
+# against heuristic-left, heuristic-right, and, with no bar, heuristic-soft (the candidates drawn with centre weights
+# 1 2 3 4 3 2 1) and no-blunder (the candidates uniformly), then the searched rows against the heuristic and its
+# two orders (`train.tuned.SEARCH_GAMES` games per seat: tree search costs about play_search network passes per
+# move; at a true rate of 0.9 the 95% interval of 200 games is about +-0.04; the deterministic orders meet a greedy
+# search in one line of play). The progress evaluations after every chunk (fewer games) play greedily against random
+# and the heuristic only (their verdict is the greedy policy's against those two).
 def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.games.connect_four import heuristic, no_blunder
+    from jaxenvs.games import connect_four as c4
     from jaxenvs.games.opponents import random_legal
 
-    k_rand, k_heur, k_safe = jax.random.split(key, 3)
-    rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
-    heur = versus_opponent(trainer, params, k_heur, heuristic, num_episodes)
+    from .policy import run_search
+
+    keys = iter(jax.random.split(key, 10))
+    rand = versus_opponent(trainer, params, next(keys), random_legal, num_episodes)
+    heur = versus_opponent(trainer, params, next(keys), c4.heuristic, num_episodes)
     out = _seat_metrics(rand, "random") | _seat_metrics(heur, "heuristic")
+    judged = [heur]
     if num_episodes >= NUM_EPISODES:
-        out |= _seat_metrics(versus_opponent(trainer, params, k_safe, no_blunder, num_episodes), "no_blunder")
-    solved = heur["win"][0] >= 0.9 and heur["win"][1] >= 0.75 and min(rand["win"]) >= 0.9
+        orders = [versus_opponent(trainer, params, next(keys), p, num_episodes) for p in (c4.heuristic_left, c4.heuristic_right)]
+        out |= _seat_metrics(orders[0], "heuristic_left") | _seat_metrics(orders[1], "heuristic_right")
+        judged += orders
+        for name, p in (("heuristic_soft", c4.heuristic_soft), ("no_blunder", c4.no_blunder)):
+            out |= _seat_metrics(versus_opponent(trainer, params, next(keys), p, num_episodes), name)
+        search = run_search(trainer.config)
+        if search:
+            games = min(tuned.SEARCH_GAMES, num_episodes)
+            judged = []
+            for name, p in (("heuristic", c4.heuristic), ("heuristic_left", c4.heuristic_left),
+                            ("heuristic_right", c4.heuristic_right)):
+                judged.append(versus_opponent(trainer, params, next(keys), p, games, search=search))
+                out |= _seat_metrics(judged[-1], f"{name}_search")
+            out["search"] = search
+    solved = all(r["win"][0] >= 0.9 and r["win"][1] >= 0.75 for r in judged) and min(rand["win"]) >= 0.9
     return dict(out, solved=bool(solved))
 
 

@@ -2,7 +2,7 @@
 picks the fraction of the envs with an opponent seat (`train.turns.SelfPlay.opponent_rows`: in env
 ``e`` the seat ``e % num_agents``), and ``training_opponents`` names who plays it: the named
 opponents of the game (`jaxenvs.games.named_opponents`: ``random`` for every game, ``perfect``
-for Tic-Tac-Toe, ``heuristic`` and ``win-block`` for Connect Four), comma-separated, dealt to
+for Tic-Tac-Toe, ``heuristic`` and its variants, ``no-blunder`` and ``win-block`` for Connect Four), comma-separated, dealt to
 those envs in turn, a block of ``num_agents`` envs each (``"random,heuristic"`` in a two-player game:
 envs 0 and 1 random-legal, 2 and 3 the heuristic, ...; the opponent's seat alternates within a
 block, so each opponent meets the learner in every seat). The opponents' moves are not trained on; everything runs inside the compiled
@@ -42,9 +42,10 @@ def check(trainer) -> None:
 
 
 def opponent_actions(trainer, key, obs, mask) -> jax.Array:
-    """int32 ``[batch_size]``: each row's move by its env's opponent (only the opponent rows are
-    used). ``obs``: the raw observations ``[num_envs, num_agents, ...]``; ``mask`` bool
-    ``[batch_size, n]``."""
+    """int32 ``[batch_size]``: each opponent row's move by its env's opponent (0 in the other rows,
+    which the caller does not use). ``obs``: the raw observations ``[num_envs, num_agents, ...]``;
+    ``mask`` bool ``[batch_size, n]``. Each opponent runs on its own rows only (static indices), so
+    K opponents cost one opponent's pass over the opponent rows, not K passes over every row."""
     wanted = names(trainer.config)
     if wanted == ["random"]:
         return MaskedCategorical(jnp.zeros(mask.shape), mask).sample(key)
@@ -52,9 +53,17 @@ def opponent_actions(trainer, key, obs, mask) -> jax.Array:
 
     known = named_opponents(trainer.env)
     rows = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), obs)  # [batch_size, ...]: one agent's view each
-    keys = jax.random.split(key, (len(wanted), mask.shape[0]))
-    actions = jnp.stack([jax.vmap(known[n].policy)(keys[i], rows) for i, n in enumerate(wanted)])  # [K, B]
-    num_envs, num_agents = trainer.config.num_envs, trainer.num_agents
+    num_agents = trainer.num_agents
+    opponent_rows = trainer.opponent_rows
+    index = np.flatnonzero(opponent_rows if opponent_rows is not None else np.ones(mask.shape[0], bool))
     # env e's opponent: wanted[(e // num_agents) % K], so that each opponent meets the learner in every seat
-    which = np.repeat((np.arange(num_envs) // num_agents) % len(wanted), num_agents)
-    return jnp.take_along_axis(actions, jnp.asarray(which)[None], axis=0)[0].astype(jnp.int32)
+    which = (index // num_agents // num_agents) % len(wanted)
+    out = jnp.zeros((mask.shape[0],), jnp.int32)
+    for i, (name, k) in enumerate(zip(wanted, jax.random.split(key, len(wanted)))):
+        mine = index[which == i]
+        if len(mine) == 0:
+            continue
+        view = jax.tree.map(lambda x: x[mine], rows)
+        moves = jax.vmap(known[name].policy)(jax.random.split(k, len(mine)), view)
+        out = out.at[mine].set(moves.astype(jnp.int32))
+    return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from jaxenvs import spaces
 
-__all__ = ["ActorCritic", "Categorical", "Gaussian", "policy_head_for"]
+__all__ = ["ActorCritic", "BoardTorso", "board_layout", "Categorical", "Gaussian", "policy_head_for"]
 
 
 class Categorical:
@@ -122,6 +122,53 @@ class _MLP(nn.Module):
         return x
 
 
+class BoardTorso(nn.Module):
+    """A small convolutional torso for board games, on the flat float32[..., obs_dim] input: the
+    ``board_shape`` (rows, cols, planes) cells starting at ``board_start`` are read as a board,
+    ``channels`` 3x3 convolutions ("SAME" padding, so every cell keeps its place) run over it, and
+    their flattened output joins the remaining inputs (e.g. the action mask) in a dense layer of
+    ``hidden`` units. For Connect Four's flat observation (the mask's 7 values, then the 6 x 7 x 2
+    planes) ``board_start=7, board_shape=(6, 7, 2)``."""
+
+    board_start: int
+    board_shape: Sequence[int]
+    channels: Sequence[int] = (16, 16)
+    hidden: int = 128
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x):
+        act = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
+        size = int(np.prod(self.board_shape))
+        start, stop = self.board_start, self.board_start + size
+        if x.shape[-1] < stop:
+            raise ValueError(f"BoardTorso: a board of {tuple(self.board_shape)} from input {start} needs {stop} inputs, "
+                             f"got {x.shape[-1]}")
+        batch = x.shape[:-1]
+        h = x[..., start:stop].reshape((-1, *self.board_shape))
+        for c in self.channels:
+            h = act(nn.Conv(c, (3, 3), padding="SAME")(h))
+        h = h.reshape(batch + (-1,))
+        rest = jnp.concatenate([x[..., :start], x[..., stop:]], axis=-1)
+        return act(nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)))(jnp.concatenate([h, rest], axis=-1)))
+
+
+def board_layout(space) -> tuple[int, tuple[int, ...]] | None:
+    """``(board_start, board_shape)`` of the one 3-d Box (rows, cols, planes) in an observation space
+    as `jaxenvs.spaces.flatten` lays it out (a Dict's keys in order: Connect Four's
+    ``{"action_mask", "observation"}`` gives ``(7, (6, 7, 2))``); None when there is no such Box."""
+    if isinstance(space, spaces.Box):
+        return (0, tuple(space.shape)) if len(space.shape) == 3 else None
+    if isinstance(space, spaces.Dict):
+        start = 0
+        for key in space.keys():
+            sub = space[key]
+            if isinstance(sub, spaces.Box) and len(sub.shape) == 3:
+                return start, tuple(sub.shape)
+            start += spaces.flatdim(sub)
+    return None
+
+
 class ActorCritic(nn.Module):
     """Separate actor and critic MLPs on a flat float32[..., obs_dim] input.
 
@@ -138,13 +185,22 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     log_std_init: float = -0.5
     critic: bool = True
+    board: tuple | None = None  # (board_start, board_shape): both trunks are a `BoardTorso` then the MLP
+
+    def _trunk(self, name, x):
+        if self.board is None:
+            return _MLP(self.hidden_sizes, self.activation, name=name)(x)
+        start, shape = self.board  # the torso's dense layer is the first hidden layer, the MLP the rest
+        x = BoardTorso(start, tuple(shape), hidden=self.hidden_sizes[0] if self.hidden_sizes else 128,
+                       name=f"{name}_board")(x)
+        return _MLP(tuple(self.hidden_sizes[1:]), self.activation, name=name)(x)
 
     @nn.compact
     def __call__(self, x):
-        h = _MLP(self.hidden_sizes, self.activation, name="actor")(x)
+        h = self._trunk("actor", x)
         out = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), name="policy_head")(h)
         if self.critic:
-            v = _MLP(self.hidden_sizes, self.activation, name="critic")(x)
+            v = self._trunk("critic", x)
             v = nn.Dense(1, kernel_init=orthogonal(1.0), name="value_head")(v)[..., 0]
         else:
             v = jnp.zeros(x.shape[:-1], jnp.float32)

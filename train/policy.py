@@ -7,8 +7,10 @@ into a plain function ``policy(key, obs) -> action`` for ONE agent's observation
     action = jax.jit(policy)(key, obs_of_one_agent)                 # int32 scalar
     actions = jax.vmap(policy)(keys, batch_of_observations)         # a batch
     strong = load_policy("runs/ConnectFour-v0-...", search=64)      # + 64 simulations of tree search per move
+    plain = load_policy("runs/ConnectFour-v0-...", search=0)        # the network alone
 
-With ``search=N`` (two-player games of perfect information: TicTacToe, ConnectFour; needs
+A run records the search it is played with (its config's ``play_search``: the tuned entry of
+ConnectFour-v0 sets it); ``load_policy(run)`` plays with it, ``search=N`` overrides it. With ``search=N`` (two-player games of perfect information: TicTacToe, ConnectFour; needs
 ``mctx``, ``pip install 'jaxenvs[search]'``) the policy/value network guides N simulations of
 Gumbel MuZero tree search with the game's own step as the model (`jaxenvs.games.search`); the
 result is jittable and vmappable the same way.
@@ -40,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 
-__all__ = ["load_policy", "make_policy", "network_evaluate", "versus"]
+__all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_search"]
 
 
 def _check_one_agent(trainer, obs) -> None:
@@ -76,6 +78,12 @@ def network_evaluate(trainer, params) -> Callable:
     return evaluate
 
 
+def run_search(config) -> int:
+    """The simulations of tree search per move a run plays with by default: its config's
+    ``play_search`` (0 for an algorithm or a run without the field)."""
+    return int(getattr(config, "play_search", 0) or 0)
+
+
 def _check_search(search) -> int:
     if isinstance(search, bool) or not isinstance(search, (int, np.integer)) or search < 0:
         raise ValueError(f"search must be a non-negative int (simulations per move; 0 = no search), got {search!r}")
@@ -107,14 +115,16 @@ def make_policy(trainer, params, greedy: bool = True, search: int = 0) -> Callab
     return policy
 
 
-def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int = 0) -> Callable:
+def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int | None = None) -> Callable:
     """The trained policy of a run directory as ``policy(key, obs) -> action`` for ONE agent's
     observation as the environment gives it (see the module docstring): jittable, vmappable,
     mask-aware; greedy (the most probable legal action; ``key`` unused) or, with
     ``greedy=False``, sampled.
 
     ``seed`` picks one of the run's seeds (``--seeds N`` trains N); ``search=N`` plays the action
-    of N simulations of tree search guided by the network (module docstring). The function
+    of N simulations of tree search guided by the network (module docstring); ``search=None`` (the
+    default) takes the run's own ``play_search`` (its config: the search its tuned entry documents,
+    e.g. ConnectFour-v0's; 0 for runs without one), ``search=0`` the network alone. The function
     carries ``env_id``, ``env_kwargs``, ``run_dir``, ``seed``, ``greedy``, ``search`` and
     ``trainer`` as attributes. Raises `train.checkpoint.CheckpointError` (a ValueError) naming the
     path when ``run_dir`` does not exist, is not a run directory (no ``config.json`` /
@@ -128,9 +138,12 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
         raise ValueError(f"seed must be an int (the index of one of the run's seeds), got {seed!r}")
     if not isinstance(greedy, (bool, np.bool_)):
         raise ValueError(f"greedy must be True (the most probable legal action) or False (sampled), got {greedy!r}")
-    search = _check_search(search)
+    if search is not None:
+        search = _check_search(search)
     run_dir = check_run_dir(run_dir)
     trainer, runner, meta = load_run(run_dir)
+    if search is None:
+        search = run_search(trainer.config)
     num_seeds = meta["run"].num_seeds
     if not 0 <= int(seed) < num_seeds:
         raise ValueError(f"seed {seed}: the run in {str(run_dir)!r} has {num_seeds} seed(s), 0 to {num_seeds - 1}")

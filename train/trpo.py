@@ -217,7 +217,7 @@ class TRPOTrainer(Trainer):
         return env
 
     @classmethod
-    def make_network(cls, config, action_dim, continuous) -> ActorCritic:
+    def make_network(cls, config, action_dim, continuous, obs_space=None) -> ActorCritic:
         return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation,
                            log_std_init=config.log_std_init, critic=config.baseline == "value")
 

@@ -49,9 +49,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="with --opponent: the policy's seat; with --human: yours; 0 moves first (default: 0)",
     )
     p.add_argument(
-        "--search", type=non_negative_int, default=0, metavar="N",
+        "--search", type=non_negative_int, default=None, metavar="N",
         help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: play the move of N simulations of tree search "
-             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra)",
+             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra); "
+             "default: the run's own play_search (its config), 0: the network alone",
     )
     p.add_argument("--episodes", type=positive_int, default=None, metavar="N",
                    help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
@@ -213,6 +214,7 @@ def _policy(args):
         label = "random policy"
     else:
         env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search)
+        args.search = int(getattr(policy, "search", 0) or 0)  # the run's own play_search when --search is not given
         if args.env_id is not None and spec_id(args.env_id) != spec_id(env_id):
             raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
         # no auto-reset: each of the N parallel envs plays its first episode, and the state the

@@ -14,12 +14,13 @@ from .envs import message
 __all__ = ["load_run_policy", "play_episodes", "named_opponent", "against_opponent"]
 
 
-def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int = 0):
+def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int | None = None):
     """``(env_id, env_kwargs, policy)`` from a run directory of ``jaxenvs-train``, through
     `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors.
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
-    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move).
+    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move, None:
+    the run's own ``play_search``; ``policy.search`` says how many it plays with).
     In a multi-agent environment every agent plays it from its own observation row, and
     ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
     module from the current directory, as ``check`` does.
@@ -67,6 +68,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
         return jax.vmap(agent)(jax.random.split(key, n), obs)
 
     policy.agent = agent
+    policy.search = agent.search
     return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 

@@ -87,6 +87,14 @@ class ConnectFour(Environment):
         "no-blunder": ("jaxenvs.games.connect_four:no_blunder",
                        "win, else block, else random among the moves that give the opponent no win"),
         "win-block": ("jaxenvs.games.connect_four:win_block", "win, else block, else random legal"),
+        "heuristic-left": ("jaxenvs.games.connect_four:heuristic_left",
+                           "the heuristic's moves, the first in the column order 3 2 4 1 5 0 6 (deterministic)"),
+        "heuristic-right": ("jaxenvs.games.connect_four:heuristic_right",
+                            "the heuristic's moves, the first in the column order 3 4 2 5 1 6 0 (deterministic)"),
+        "heuristic-soft": ("jaxenvs.games.connect_four:heuristic_soft",
+                           "the heuristic's moves, drawn with centre weights 1 2 3 4 3 2 1"),
+        "heuristic-noisy": ("jaxenvs.games.connect_four:heuristic_noisy",
+                            "the heuristic, with a random legal move instead 20% of the time"),
     }
 
     @property

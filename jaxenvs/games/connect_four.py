@@ -12,8 +12,17 @@ plane 0 the observer's pieces, plane 1 the opponent's, row 0 at the top, action 
   else a block, else uniform among the moves that give the opponent no immediate win.
 * `win_block` (the opponent ``win-block``): a winning move, else a block, else uniform among the
   legal moves (no look-ahead, no centre preference): weaker.
+* Variants of `heuristic` that choose differently among the same candidates (a policy trained
+  against one line of play must beat these too): `heuristic_left` / `heuristic_right`
+  (``heuristic-left`` / ``heuristic-right``: deterministic, the centre first, then its left /
+  right neighbour, ...: centre orders 3 2 4 1 5 0 6 / 3 4 2 5 1 6 0), and `heuristic_soft`
+  (``heuristic-soft``: a candidate drawn with probability proportional to 4 - its distance from
+  the centre, so the centre 4 : 3 : 2 : 1 against the edges).
+* `heuristic_noisy` (``heuristic-noisy``): `heuristic` with a uniformly random legal move instead
+  in 20% of its moves (`NOISE`): a training opponent that leads to positions the heuristic
+  itself never reaches.
 
-`ConnectFour` declares both (`jaxenvs.games.opponents`).
+`ConnectFour` declares them all (`jaxenvs.games.opponents`).
 """
 
 from __future__ import annotations
@@ -26,7 +35,10 @@ import numpy as np
 
 from .opponents import mask_of, observation_of, uniform_among
 
-__all__ = ["heuristic", "no_blunder", "win_block", "lines", "landing_cells", "winning_moves", "ROWS", "COLS"]
+__all__ = [
+    "heuristic", "heuristic_left", "heuristic_right", "heuristic_soft", "heuristic_noisy", "no_blunder", "win_block",
+    "candidates", "lines", "landing_cells", "winning_moves", "ROWS", "COLS", "NOISE",
+]
 
 ROWS, COLS = 6, 7
 
@@ -93,29 +105,71 @@ def _safe_moves(board, landing, mask) -> jax.Array:
 
 
 _CENTRE_ORDER = -np.abs(np.arange(COLS) - (COLS - 1) / 2)  # higher is nearer the centre
+NOISE = 0.2  # heuristic_noisy: the share of its moves that are uniformly random legal moves
+
+
+def candidates(obs, who: str = "connect_four.candidates") -> jax.Array:
+    """bool `[7]`: the columns the heuristic players choose among on one observation: those that
+    win at once; if none, those that block the opponent's immediate win; if none, the legal
+    columns that give the opponent no immediate win; if none, every legal column."""
+    mask, board, landing = _board(obs, who)
+    win = winning_moves(board[..., 0], landing) & mask
+    block = winning_moves(board[..., 1], landing) & mask
+    safe = _safe_moves(board, landing, mask)
+    rest = jnp.where(jnp.any(safe), safe, mask)
+    return jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest))
 
 
 def heuristic(key, obs) -> jax.Array:
     """int32 scalar: win at once, else block the opponent's immediate win, else a legal column
     that gives the opponent no immediate win (all legal columns when none does); among the
     candidates the one nearest the centre (ties uniform)."""
-    mask, board, landing = _board(obs, "connect_four.heuristic")
-    win = winning_moves(board[..., 0], landing) & mask
-    block = winning_moves(board[..., 1], landing) & mask
-    safe = _safe_moves(board, landing, mask)
-    rest = jnp.where(jnp.any(safe), safe, mask)
-    choice = jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest))
+    choice = candidates(obs, "connect_four.heuristic")
     centre = jnp.asarray(_CENTRE_ORDER, jnp.float32)
     best = jnp.max(jnp.where(choice, centre, -jnp.inf))
     return uniform_among(key, choice & (centre == best))
 
 
+def _first_in_order(choice, order) -> jax.Array:
+    rank = np.empty(COLS, np.float32)
+    rank[list(order)] = -np.arange(COLS, dtype=np.float32)  # higher is earlier in ``order``
+    return jnp.argmax(jnp.where(choice, jnp.asarray(rank), -jnp.inf)).astype(jnp.int32)
+
+
+def heuristic_left(key, obs) -> jax.Array:
+    """int32 scalar: `heuristic`'s candidates, the first of them in the order 3 2 4 1 5 0 6 (the
+    centre, then the nearer columns left before right): deterministic."""
+    del key
+    return _first_in_order(candidates(obs, "connect_four.heuristic_left"), (3, 2, 4, 1, 5, 0, 6))
+
+
+def heuristic_right(key, obs) -> jax.Array:
+    """int32 scalar: `heuristic`'s candidates, the first of them in the order 3 4 2 5 1 6 0 (right
+    before left): deterministic."""
+    del key
+    return _first_in_order(candidates(obs, "connect_four.heuristic_right"), (3, 4, 2, 5, 1, 6, 0))
+
+
+_SOFT_WEIGHTS = 4.0 - np.abs(np.arange(COLS) - (COLS - 1) // 2)  # 1 2 3 4 3 2 1
+
+
+def heuristic_soft(key, obs) -> jax.Array:
+    """int32 scalar: `heuristic`'s candidates, one drawn with probability proportional to 4 minus
+    its distance from the centre column (weights 1 2 3 4 3 2 1)."""
+    choice = candidates(obs, "connect_four.heuristic_soft")
+    logits = jnp.where(choice, jnp.log(jnp.asarray(_SOFT_WEIGHTS, jnp.float32)), -jnp.inf)
+    draw = jax.random.categorical(key, logits).astype(jnp.int32)
+    return jnp.where(jnp.any(choice), draw, 0).astype(jnp.int32)
+
+
+def heuristic_noisy(key, obs) -> jax.Array:
+    """int32 scalar: `heuristic`'s move, or with probability `NOISE` a uniformly random legal one."""
+    k_coin, k_rand, k_heur = jax.random.split(key, 3)
+    mask = mask_of(obs, COLS, "connect_four.heuristic_noisy")
+    return jnp.where(jax.random.uniform(k_coin) < NOISE, uniform_among(k_rand, mask), heuristic(k_heur, obs))
+
+
 def no_blunder(key, obs) -> jax.Array:
     """int32 scalar: win at once, else block the opponent's immediate win, else uniform among the
     legal columns that give the opponent no immediate win (all legal columns when none does)."""
-    mask, board, landing = _board(obs, "connect_four.no_blunder")
-    win = winning_moves(board[..., 0], landing) & mask
-    block = winning_moves(board[..., 1], landing) & mask
-    safe = _safe_moves(board, landing, mask)
-    rest = jnp.where(jnp.any(safe), safe, mask)
-    return uniform_among(key, jnp.where(jnp.any(win), win, jnp.where(jnp.any(block), block, rest)))
+    return uniform_among(key, candidates(obs, "connect_four.no_blunder"))
