@@ -38,6 +38,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
+from jaxenvs import prng
 from jaxenvs.core import ActionError, Environment, ParamsError, StateError, check_params, params_shape_mismatch
 from jaxenvs.wrappers.base import (
     AutoReset,
@@ -193,14 +194,14 @@ class VectorEnv(Forwarding):
 
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)
-        keys = jax.random.split(key, self.num_envs)
+        keys = prng.split(key, self.num_envs)
         return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(keys, params)
 
     def _fresh_episodes(self, key, params):
         """Initial ``(obs, state)`` for every env: ``num_envs`` draws, or ``reset_pool`` shared ones."""
         if self.reset_pool is None:
-            return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(jax.random.split(key, self.num_envs), params)
-        pool = jax.vmap(self.env.reset, in_axes=(0, None))(jax.random.split(key, self.reset_pool), params)
+            return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, self.num_envs), params)
+        pool = jax.vmap(self.env.reset, in_axes=(0, None))(prng.split(key, self.reset_pool), params)
         index = jnp.arange(self.num_envs) % self.reset_pool
         return jax.tree.map(lambda x: x[index], pool)
 
@@ -209,7 +210,7 @@ class VectorEnv(Forwarding):
         self._check_states(state)
         self._check_actions(action)
         if self._step_needs_key:
-            keys = jax.random.split(key, self.num_envs + 1)
+            keys = prng.split(key, self.num_envs + 1)
             key_reset = keys[0]
             step = jax.vmap(self.env.step, in_axes=(0, 0, 0, self.params_axis))
             out = step(keys[1:], state, action, params)
@@ -242,6 +243,6 @@ class VectorEnv(Forwarding):
         if self.params_axis is not None:
             safe = jnp.minimum(index, n - 1)
             params = jax.tree.map(lambda x: jnp.take(x, safe, axis=self.params_axis), params)
-        fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(jax.random.split(key, k), params)
+        fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, k), params)
         put = lambda full, part: full.at[index].set(part, mode="drop")  # noqa: E731
         return jax.tree.map(put, obs, fresh_obs), jax.tree.map(put, state, fresh_state)
