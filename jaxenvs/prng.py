@@ -5,8 +5,8 @@ JAX lowers its default PRNG, Threefry-2x32, on the CPU as a rolled loop (five ro
 unfused passes over memory: at 4,096 values one draw takes several times what GridWorld's whole
 step takes. The same hash written out round by round (as JAX itself lowers it on GPUs) fuses
 into one pass, 4-5x faster on the CPU. `bits` and `split` return exactly what
-``jax.random.bits(key, shape, jnp.uint32)`` and ``jax.random.split(key, num)`` return (tested
-value for value), so a key stream stays the same; they only compute it faster.
+``jax.random.bits(key, shape, jnp.uint32)``, ``jax.random.split(key, num)`` and
+``jax.random.uniform(key, shape, jnp.float32, minval, maxval)`` return (tested value for value), so a key stream stays the same; they only compute it faster.
 
 They take the fast form for Threefry keys (typed ``jax.random.key`` keys of the ``threefry2x32``
 implementation, or raw ``jax.random.PRNGKey`` arrays when that is JAX's default implementation)
@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bits", "split"]
+__all__ = ["bits", "split", "uniform"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
@@ -101,3 +101,18 @@ def split(key: jax.Array, num: int | tuple[int, ...] = 2) -> jax.Array:
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return jax.random.wrap_key_data(new, impl=jax.random.key_impl(key))
     return new
+
+
+def uniform(key: jax.Array, shape: tuple[int, ...] = (), minval=0.0, maxval=1.0) -> jax.Array:
+    """``jax.random.uniform(key, shape, jnp.float32, minval, maxval)``: float32 values in ``[minval,
+    maxval)`` from ONE key, the same values (JAX's mapping of 23 random mantissa bits onto ``[1, 2)``,
+    shifted and scaled), computed from `bits`."""
+    shape = tuple(shape)
+    if _threefry_data(key) is None:
+        return jax.random.uniform(key, shape, jnp.float32, minval, maxval)
+    minval = jax.lax.broadcast_to_rank(jnp.asarray(minval, jnp.float32), len(shape))
+    maxval = jax.lax.broadcast_to_rank(jnp.asarray(maxval, jnp.float32), len(shape))
+    one = np.uint32(np.array(1.0, np.float32).view(np.uint32))
+    mantissa = (bits(key, shape) >> np.uint32(32 - 23)) | one
+    floats = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
+    return jax.lax.max(minval, floats * (maxval - minval) + minval)

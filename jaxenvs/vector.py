@@ -22,7 +22,11 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
   draws only ``k`` fresh episodes and hands them to the envs that finished (env ``i`` takes pool
   entry ``i % k``). Resetting then costs ``k`` instead of ``num_envs`` reset draws per step, but
   **episodes that start in the same step may share their start state** (when two finished envs
-  map to the same pool entry); across steps the pools are independent draws.
+  map to the same pool entry); across steps the pools are independent draws. When ``k`` divides
+  ``num_envs`` the pool is repeated by a broadcast (no gather).
+
+The per-step draws (keys, resets) go through `jaxenvs.prng`, which computes ``jax.random``'s own
+values in a form XLA fuses on the CPU.
 
 Trajectories differ from the plain path's for the same key (the keys are derived differently) but
 have the same distribution (with ``reset_pool``: the same distribution for each env, not
@@ -201,8 +205,12 @@ class VectorEnv(Forwarding):
         """Initial ``(obs, state)`` for every env: ``num_envs`` draws, or ``reset_pool`` shared ones."""
         if self.reset_pool is None:
             return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, self.num_envs), params)
-        pool = jax.vmap(self.env.reset, in_axes=(0, None))(prng.split(key, self.reset_pool), params)
-        index = jnp.arange(self.num_envs) % self.reset_pool
+        k = self.reset_pool
+        pool = jax.vmap(self.env.reset, in_axes=(0, None))(prng.split(key, k), params)
+        if self.num_envs % k == 0:  # entry i % k for env i: the pool repeated, a broadcast XLA fuses
+            reps = self.num_envs // k
+            return jax.tree.map(lambda x: jnp.broadcast_to(x, (reps, *x.shape)).reshape((self.num_envs, *x.shape[1:])), pool)
+        index = jnp.arange(self.num_envs) % k
         return jax.tree.map(lambda x: x[index], pool)
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None):

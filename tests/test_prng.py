@@ -74,3 +74,14 @@ def test_the_original_threefry_layout_defers_to_jax_random():
         np.testing.assert_array_equal(prng.bits(key, (5,)), jax.random.bits(key, (5,), jnp.uint32))
         np.testing.assert_array_equal(_data(prng.split(key, 3)), _data(jax.random.split(key, 3)))
         assert _rng_primitives(lambda k: prng.bits(k, (4,)), key)
+
+
+@pytest.mark.parametrize("key", KEYS.values(), ids=KEYS.keys())
+@pytest.mark.parametrize(
+    "shape, low, high",
+    [((), 0.0, 1.0), ((2,), -0.5, 0.5), ((3, 4), np.arange(4, dtype=np.float32), 5.0), ((5,), np.finfo(np.float32).tiny, 1.0)],
+)
+def test_uniform_equals_jax_random_uniform(key, shape, low, high):
+    got, want = prng.uniform(key, shape, low, high), jax.random.uniform(key, shape, jnp.float32, low, high)
+    assert got.dtype == want.dtype == jnp.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
