@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache"]
+__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache", "ExecutableStore", "executable_store"]
 
 ENV_VAR = "JAXENVS_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -60,3 +60,161 @@ def enable_compilation_cache(min_compile_s: float = MIN_COMPILE_S) -> Path | Non
         if min_compile_s == 0:
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return folder
+
+
+# ---- whole compiled programs ------------------------------------------------------------------
+# JAX's persistent cache is keyed by the lowered program, so a command that runs again still
+# traces and lowers every program before the cache can answer (on a 2-core CPU about as long as the
+# main job's own work). The store below keeps the compiled executables themselves
+# (``jax.experimental.serialize_executable``), keyed by what the caller says the program is made of
+# and by everything around it that could change the program: the versions of JAX, jaxlib, NumPy,
+# Flax and Optax, the backend and its devices, XLA_FLAGS, the JAX settings that change programs, and
+# the source of the jaxenvs package (and of its ``train`` package) itself.
+
+_STORE_VERSION = 1
+_SOURCE_DIGEST: str | None = None
+
+
+def _source_digest() -> str:
+    """sha256 of every ``.py`` file of the installed ``jaxenvs`` and ``jaxenvs.train`` packages
+    (paths and contents): any change to the library's code is a new key."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        import hashlib
+        import importlib.util
+
+        h = hashlib.sha256()
+        roots = []
+        for name in ("jaxenvs", "jaxenvs.train"):
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+                roots.append(Path(loc))
+        for root in sorted(set(roots)):
+            for path in sorted(root.rglob("*.py")):
+                h.update(str(path.relative_to(root)).encode() + b"\0")
+                h.update(path.read_bytes())
+        _SOURCE_DIGEST = h.hexdigest()
+    return _SOURCE_DIGEST
+
+
+def _environment_key() -> str:
+    """What, besides the caller's description and the arguments' shapes, decides a program."""
+    import importlib.metadata as md
+
+    import jax
+
+    versions = []
+    for dist in ("jax", "jaxlib", "numpy", "flax", "optax"):
+        try:
+            versions.append(f"{dist}={md.version(dist)}")
+        except md.PackageNotFoundError:
+            versions.append(f"{dist}=none")
+    devices = jax.devices()
+    settings = [f"{name}={getattr(jax.config, name)}" for name in (
+        "jax_enable_x64", "jax_default_prng_impl", "jax_threefry_partitionable", "jax_default_matmul_precision",
+        "jax_numpy_rank_promotion", "jax_debug_nans", "jax_disable_jit",
+    )]
+    return "\n".join([
+        f"store {_STORE_VERSION}", *versions, f"backend {jax.default_backend()}",
+        f"devices {len(devices)} x {getattr(devices[0], 'device_kind', devices[0].platform)}",
+        f"XLA_FLAGS {os.environ.get('XLA_FLAGS', '')}", *settings, f"source {_source_digest()}",
+    ])
+
+
+def _signature(args) -> str:
+    """The arguments' tree structure, shapes, dtypes and weak types (what a compiled program takes)."""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(args)
+    parts = []
+    for x in leaves:
+        aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
+        parts.append(f"{aval.str_short()}{'w' if getattr(aval, 'weak_type', False) else ''}")
+    return f"{treedef} {parts}"
+
+
+class ExecutableStore:
+    """Compiled programs kept whole on disk, so that a command run again skips tracing, lowering
+    and compiling them (a hit loads the executable: about 0.1 s for the trainer's programs).
+
+    ``store.compile(name, jitted, args, description)`` returns ``jitted.lower(*args).compile()``,
+    from the store when the same ``name`` and ``description`` (a string saying everything the
+    program's Python closes over: the config, the run's static sizes), the same argument shapes and
+    the same environment (`_environment_key`) were compiled before. A program that cannot be
+    stored or loaded is compiled as usual: the store only saves time. ``folder=None`` turns it off.
+    Not for sharded programs (their layouts are not part of the key).
+    """
+
+    def __init__(self, folder: Path | None):
+        self.folder = None if folder is None else Path(folder)
+        self.hits: list[str] = []
+        self.misses: list[str] = []
+
+    def _path(self, name: str, description: str, args) -> Path:
+        import hashlib
+
+        key = hashlib.sha256("\n".join([name, description, _signature(args), _environment_key()]).encode()).hexdigest()
+        return self.folder / f"{name.replace('/', '_')}-{key[:32]}.exe"
+
+    def load(self, name: str, description: str, args):
+        """The stored executable, or None (the store off, nothing stored, or unreadable)."""
+        if self.folder is None:
+            return None
+        path = self._path(name, description, args)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            import pickle
+
+            from jax.experimental import serialize_executable
+
+            payload, in_tree, out_tree = pickle.loads(blob)
+            compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        except Exception:  # another jaxlib's bytes, a torn file: compile instead
+            return None
+        self.hits.append(name)
+        return compiled
+
+    def save(self, name: str, description: str, args, compiled) -> bool:
+        """Store ``compiled`` (atomically); False when the store is off or it cannot be stored."""
+        if self.folder is None:
+            return False
+        try:
+            import pickle
+            import tempfile
+
+            from jax.experimental import serialize_executable
+
+            blob = pickle.dumps(serialize_executable.serialize(compiled))
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self._path(name, description, args)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        except Exception:  # nothing is lost but the next run's time
+            return False
+        return True
+
+    def compile(self, name: str, jitted, args, description: str, compiler_options: dict | None = None):
+        """``jitted.lower(*args).compile()``, loaded from the store when it holds it (see the class)."""
+        compiled = self.load(name, description, args)
+        if compiled is not None:
+            return compiled
+        self.misses.append(name)
+        lowered = jitted.lower(*args)
+        compiled = lowered.compile(compiler_options) if compiler_options else lowered.compile()
+        self.save(name, description, args, compiled)
+        return compiled
+
+
+def executable_store() -> ExecutableStore:
+    """The store of the command lines: ``executables/`` beside JAX's cache in `cache_dir` (off when
+    the cache is off)."""
+    folder = cache_dir()
+    return ExecutableStore(None if folder is None else folder / "executables")
