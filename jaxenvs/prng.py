@@ -10,8 +10,9 @@ into one pass, 4-5x faster on the CPU. `bits` and `split` return exactly what
 
 They take the fast form for Threefry keys (typed ``jax.random.key`` keys of the ``threefry2x32``
 implementation, or raw ``jax.random.PRNGKey`` arrays when that is JAX's default implementation)
-under JAX's default ``jax_threefry_partitionable=True``; any other key or setting goes to
-``jax.random`` itself, with the same results.
+under JAX's default ``jax_threefry_partitionable=True``, when JAX's default backend is the CPU; any
+other key, setting or backend goes to ``jax.random`` itself, with the same results (on a GPU JAX
+already lowers Threefry round by round).
 
 Use them where a batch of keys or values is drawn every step (auto-reset draws, a policy's
 actions, per-env keys); ``jax.random`` is as good anywhere else.
@@ -52,8 +53,9 @@ def threefry2x32(k1, k2, x1, x2):
 
 
 def _threefry_data(key):
-    """``uint32[..., 2]`` key data when ``key`` is a Threefry key this module reproduces, else None."""
-    if not jax.config.jax_threefry_partitionable:
+    """``uint32[..., 2]`` key data when ``key`` is a Threefry key this module reproduces on a CPU
+    (JAX's default backend), else None."""
+    if not jax.config.jax_threefry_partitionable or jax.default_backend() != "cpu":
         return None
     dtype = getattr(key, "dtype", None)
     if dtype is None:
@@ -85,6 +87,8 @@ def bits(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
     if counters is None:
         return jax.random.bits(key, shape, jnp.uint32)
     b1, b2 = threefry2x32(data[0], data[1], *counters)
+    # computed once, then read: without the barrier XLA may fuse the hash into each consumer and
+    # recompute it per element read (a key split feeding a draw ran 10x slower that way)
     return jax.lax.optimization_barrier(b1 ^ b2)
 
 
