@@ -55,6 +55,13 @@ def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
     assert (strips[0] == start1).all()
     starts2 = [t for t in range(len(frames)) if (strips[t] == start2).all()]
     assert len(starts2) <= 1 and all((strips[t] != start1).any() for t in range(1, len(frames)))
+    # a second GIF of the same trainer (the main job's, after its warm-up) compiles nothing more
+    from jaxenvs.rendering import io
+
+    sizes = io._render_batch._cache_size()
+    again = gif_frames(trainer, params, jax.random.key(2), num_episodes=2, max_frames=12)
+    assert io._render_batch._cache_size() == sizes
+    np.testing.assert_array_equal(again, frames)
 
 
 def test_a_wide_positive_range_gets_a_log_axis(tmp_path):

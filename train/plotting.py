@@ -193,6 +193,18 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 COLUMNS = 3  # panels per row of the learning curve
 
 _GIF_FNS: dict = {}
+_GIF_ENVS: dict = {}
+
+
+def _gif_env(trainer):
+    """The trainer's environment without auto-reset, one object per trainer: the rollouts' and the
+    render's programs are cached per environment object, so a second GIF (the main job's, after its
+    warm-up) compiles nothing."""
+    if id(trainer) not in _GIF_ENVS:
+        cfg = trainer.config
+        _GIF_ENVS[id(trainer)] = (trainer, jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs))
+    return _GIF_ENVS[id(trainer)][1]
+
 
 def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
     """Jitted ``(params, key) -> Trajectory`` (a leading episode axis): ``num_episodes`` greedy
@@ -228,7 +240,7 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
     rendered as a fixed count (padded with the last state, then cut), so calling this once with
     any params of the same shapes compiles everything a later call needs."""
     cfg = trainer.config
-    env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
+    env = _gif_env(trainer)
     # an env without a time limit (the games) plays up to max_frames steps per episode, not one
     steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
     traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
@@ -285,7 +297,7 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         return None
     from .checkpoint import atomic_write
 
-    env = jaxenvs.make(trainer.config.env_id, autoreset=False, **trainer.config.env_kwargs)
+    env = _gif_env(trainer)
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)
