@@ -87,7 +87,7 @@ import numpy as np  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.rollout import time_calls  # noqa: E402
-from jaxenvs.train.run import chunk_length  # noqa: E402
+from jaxenvs.train.chunks import chunk_length  # noqa: E402
 from jaxenvs.train.configs import get_config  # noqa: E402
 from jaxenvs.train.evaluate import evaluate_params  # noqa: E402
 from jaxenvs.train.trainers import make_trainer  # noqa: E402

@@ -1,4 +1,4 @@
-"""GAE with truncation bootstrapping (train.base.gae) against an independent numpy reference, and
+"""GAE with truncation bootstrapping (train.gae.gae) against an independent numpy reference, and
 the rollout's use of info["final_obs"]."""
 
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxenvs.train.configs import get_config
-from jaxenvs.train.base import gae
+from jaxenvs.train.gae import gae
 from jaxenvs.train.trainers import make_trainer
 
 GAMMA, LAM = 0.9, 0.8

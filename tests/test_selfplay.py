@@ -1,4 +1,4 @@
-"""The trainer on turn-based games: decision-level GAE (`train.base.gae_decisions`) against `gae`
+"""The trainer on turn-based games: decision-level GAE (`train.gae.gae_decisions`) against `gae`
 and a hand-built game, and a tiny masked PPO on Tic-Tac-Toe (one compiled rollout, loss gradient
 and update shared by the module): the update's first minibatch has ratio 1, rows that made no
 decision get exactly zero gradient, sampling is never illegal, the per-update game metrics are
@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxenvs.train.base import gae as _gae
-from jaxenvs.train.base import gae_decisions as _gae_decisions
+from jaxenvs.train.gae import gae as _gae
+from jaxenvs.train.gae import gae_decisions as _gae_decisions
 from jaxenvs.train.configs import get_config
 from jaxenvs.train.permutation import minibatch_permutation
 from jaxenvs.train.trainers import make_trainer

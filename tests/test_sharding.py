@@ -43,7 +43,7 @@ SCRIPT = textwrap.dedent(
     except ValueError as e:
         assert "does not split evenly" in str(e), e
     # python -m train's device choice: all 4, else the largest count dividing num_envs
-    from jaxenvs.train.run import choose_mesh
+    from jaxenvs.train.distributed import choose_mesh
     assert choose_mesh(32).devices.size == 4 and choose_mesh(6).devices.size == 3
     assert choose_mesh(5) is None and choose_mesh(32, devices=1) is None and choose_mesh(32, devices=2).devices.size == 2
     for kwargs, msg in [(dict(devices=4), "does not split evenly over 4"), (dict(devices=5), "4 device"),

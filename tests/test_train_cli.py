@@ -16,7 +16,7 @@ import pytest
 from jaxenvs.train.__main__ import main
 from jaxenvs.train.metrics_log import first_nonfinite_update
 from jaxenvs.train.parser import build_parser
-from jaxenvs.train.run import chunk_length, chunk_plan
+from jaxenvs.train.chunks import chunk_length, chunk_plan
 from jaxenvs.train.configs import (
     PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file,
     run_record, run_settings_from_dict,

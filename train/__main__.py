@@ -85,9 +85,9 @@ def main(argv=None) -> int:
 
     code = run_command(argv, started=_STARTED if argv is None else None)  # in-process calls: from now
     if argv is None:  # the command owns the process
-        from .run import Background
+        from .phases import Background
 
-        if Background.any_running():  # interrupted during the background compile: see train.run.Background
+        if Background.any_running():  # interrupted during the background compile: see train.phases.Background
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

@@ -21,23 +21,11 @@ Details every algorithm inherits:
   `jaxenvs.spaces.flatten`; bounded dimensions are rescaled to [-1, 1].
 * **The policy** is read in one place, `Trainer.policy` (observation rows -> action distribution
   and value): the rollout, the losses and `Trainer.act` all call it.
-* **Turn-based games** (observations holding ``"action_mask"``: `TicTacToe-v0`, `ConnectFour-v0`,
-  `KuhnPoker-v0`) get a `train.masking.MaskedCategorical` policy over the legal actions of each
-  row. The rollout stores the mask and an ``acting`` flag per row (the row's agent has a legal
-  action: it is its turn; non-movers, chance plies and terminal states do not act) in
-  `Transition`; the losses average over acting rows only, and returns are credited to each seat's
-  own decisions by `gae_decisions` (self-play: one shared policy plays every seat from that seat's
-  observation). ``mask_actions=False`` (an ablation) keeps the policy over all actions; ``acting``
-  still comes from the mask. Every update also reports ``illegal_rate`` and, with
-  ``match_games > 0``, the greedy policy's win/draw/loss per seat against random-legal play.
-  Opponents are the current policy (self-play) and, with the config's ``random_opponents`` (a
-  fraction of the envs), random-legal play: in those envs one seat (seat ``e % num_agents`` of env
-  ``e``, so the learner meets it from every seat) moves uniformly among its legal moves and its
-  rows never act in the losses (`Trainer.opponent_rows`). No pool of past checkpoints: a pool would
-  carry K copies of the parameters in the runner state (and in every checkpoint) and run K network
-  passes per step to let each seat's row pick its opponent, several times the rollout's cost;
-  Tic-Tac-Toe and Kuhn poker reach their bars in pure self-play (a strong entropy bonus keeps the
-  policy exploring), Connect Four with random-legal opponents (see `train.tuned`).
+* **Who acts, and how returns are credited**, is the trainer's turn strategy, `Trainer.turns`
+  (`train.turns`): every row at every step (`train.turns.EveryRow`), or, in turn-based games,
+  masked self-play (`train.turns.SelfPlay`: legal-action masks, acting rows, `gae_decisions`,
+  opponent rows, per-update matches), the option PPO takes. The rollout, the losses and the
+  metrics call the strategy; they carry no branch of their own.
 * **Traced hyperparameters**: the config's ``HPARAMS`` are arguments of the compiled program, so
   ``jax.vmap`` over them sweeps e.g. the learning rate in one call (`stack_hparams`).
 * **Chunks**: ``run_updates`` runs any number of updates from a runner state; ``jaxenvs-train``
@@ -65,13 +53,12 @@ from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
-from . import league
-from .masking import MaskedCategorical
 from .networks import ActorCritic, policy_head_for
+from .turns import EveryRow, has_action_mask
 
 
 __all__ = [
-    "Trainer", "RunnerState", "Transition", "gae", "gae_decisions", "all_finite", "as_typed_key", "episode_metrics", "stack_hparams",
+    "Trainer", "RunnerState", "Transition", "all_finite", "as_typed_key", "episode_metrics", "stack_hparams",
     "observation_preprocessor",
 ]
 
@@ -99,71 +86,6 @@ def episode_metrics(done, ep_return, ep_length) -> dict:
         episode_return=jnp.sum(jnp.where(done, ep_return, 0.0)) / denom,
         episode_length=jnp.sum(jnp.where(done, ep_length, 0)).astype(jnp.float32) / denom,
     )
-
-
-def gae(rewards, values, next_values, terminated, truncated, gamma, lam):
-    """Generalised advantage estimation over a rollout that may cross episode ends.
-
-    All arrays are ``[T, B]`` (time first). ``values[t] = V(obs_t)``; ``next_values[t]`` is the
-    value of the observation step ``t`` led to before any reset (``V(info["final_obs"])``), so
-    truncated steps bootstrap from it and terminated ones from 0:
-    ``delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t`` and
-    ``A_t = delta_t + gamma * lam * (1 - done_t) * A_{t+1}`` with ``done = terminated | truncated``
-    (``A_T = 0``). Returns ``(advantages, value_targets = advantages + values)``, float32[T, B].
-    """
-    not_term = 1.0 - terminated.astype(jnp.float32)
-    not_done = 1.0 - (terminated | truncated).astype(jnp.float32)
-    deltas = rewards + gamma * not_term * next_values - values
-
-    def backward(adv_next, xs):
-        delta, cont = xs
-        adv = delta + gamma * lam * cont * adv_next
-        return adv, adv
-
-    _, adv = jax.lax.scan(backward, jnp.zeros_like(values[0]), (deltas, not_done), reverse=True)
-    return adv, adv + values
-
-
-def gae_decisions(rewards, values, next_values, terminated, truncated, acting, gamma, lam):
-    """GAE over each row's own decisions: the credit assignment of turn-based self-play.
-
-    All arrays are ``[T, B]`` (time first; a row is one seat of one environment); ``acting[t, b]``
-    says that row ``b`` made a decision at step ``t`` (its agent had a legal action). Per row, the
-    steps where it did not act are skipped:
-
-    * a reward arriving on a step where the row did not act (the opponent's winning move gives this
-      seat -1; the showdown after the opponent's call) is added to the row's LAST decision before
-      it in the same episode (rewards of the steps from one decision up to the next are summed);
-    * a decision bootstraps from the value of the row's NEXT decision in the same episode; when the
-      episode ends first, from 0 if it terminated and from ``next_values`` (``V(final_obs)``) of its
-      last step if it was truncated; when the rollout ends first, from ``next_values[T - 1]`` (the
-      value of the row's observation where the rollout stopped, as `gae` does);
-    * the time unit is the row's own decision: ``delta = R + gamma * V(next decision) - V`` and
-      ``A = delta + gamma * lam * A(next decision)``; episode ends cut the trace.
-
-    Non-acting steps get advantage 0 and target ``values`` (they are left out of every loss).
-    Rewards that come before a row's first decision of an episode have no decision to go to and
-    are dropped. With every row acting at every step this is `gae` exactly (tested).
-    Returns ``(advantages, value_targets = advantages + values)``, float32[T, B].
-    """
-    acting = acting.astype(bool)
-    done = terminated | truncated
-    bootstrap_end = jnp.where(terminated, 0.0, next_values)  # where an episode ends at step t
-
-    def backward(carry, xs):
-        adv_next, v_next, r_acc = carry
-        r, v, end, v_end, act = xs
-        # an episode ends after this step: what lies later belongs to the next episode
-        adv_next = jnp.where(end, 0.0, adv_next)
-        v_next = jnp.where(end, v_end, v_next)
-        r_acc = jnp.where(end, 0.0, r_acc) + r
-        adv = r_acc + gamma * v_next - v + gamma * lam * adv_next
-        carry = (jnp.where(act, adv, adv_next), jnp.where(act, v, v_next), jnp.where(act, 0.0, r_acc))
-        return carry, jnp.where(act, adv, 0.0)
-
-    init = (jnp.zeros_like(values[0]), next_values[-1], jnp.zeros_like(values[0]))
-    _, adv = jax.lax.scan(backward, init, (rewards, values, done, bootstrap_end, acting), reverse=True)
-    return adv, adv + values
 
 
 def stack_hparams(config, n: int, **values):
@@ -201,7 +123,7 @@ class Transition(NamedTuple):
     terminated: jax.Array  # bool[B]
     truncated: jax.Array  # bool[B]
     final_obs: jax.Array  # float32[B, obs_dim]: info["final_obs"], flattened
-    # turn-based games only (None otherwise):
+    # turn-based games only (None otherwise: every row acts, `train.turns.EveryRow`):
     mask: Any = None  # bool[B, n]: the legal actions of each row when it acted (all False: not its turn)
     acting: Any = None  # bool[B]: the row's agent had a legal action (made a decision)
 
@@ -238,8 +160,7 @@ class Trainer:
     to_env_action: Callable
     traces: TraceCounter = dataclasses.field(default_factory=TraceCounter)  # {"train": times traced}
     mesh: Any = None  # jaxenvs.sharding.env_mesh(...): split the env batch over devices
-    turn_based: bool = False  # observations hold "action_mask": masked policy, acting rows, decision GAE
-    match_env: Any = None  # turn-based: the env without auto-reset, for the per-update games vs random-legal
+    turns: EveryRow = dataclasses.field(default_factory=EveryRow)  # who acts (`train.turns`): every row, or self-play
 
     # ---- building ---------------------------------------------------------------------------
     @classmethod
@@ -250,6 +171,12 @@ class Trainer:
     @classmethod
     def make_network(cls, config, action_dim: int, continuous: bool) -> ActorCritic:
         return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation)
+
+    @classmethod
+    def make_turns(cls, config, env, num_agents: int) -> EveryRow:
+        """The turn strategy of a turn-based game (`train.turns`); an algorithm that trains them
+        returns one (PPO: `train.turns.SelfPlay`), the others refuse the game here."""
+        raise ValueError(f"{cls.__name__} does not train turn-based games with legal-action masks ({config.env_id})")
 
     @classmethod
     def build(cls, config, mesh: Any = None, **extra):
@@ -265,19 +192,12 @@ class Trainer:
             obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
             if {leaf.shape[:1] for leaf in jax.tree.leaves(obs)} != {(num_agents,)}:
                 raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
-        obs_space = env.observation_space(params)
-        turn_based = isinstance(obs_space, spaces.Dict) and "action_mask" in obs_space.keys()
-        if turn_based and (continuous or not isinstance(env.action_space(params), spaces.Discrete)):
-            raise ValueError(f"{config.env_id}: an action mask needs a Discrete action space")
-        if turn_based and env.action_space(params).start != 0:
-            raise ValueError(f"{config.env_id}: an action mask needs a Discrete action space starting at 0")
+        turns = cls.make_turns(config, env, num_agents) if has_action_mask(env, params, config.env_id) else EveryRow()
         trainer = cls(
             config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous),
             num_agents=num_agents, batch_size=config.num_envs * num_agents,
-            preprocess=observation_preprocessor(obs_space), dist_fn=dist_fn,
-            to_env_action=to_env_action, mesh=mesh, turn_based=turn_based,
-            match_env=jaxenvs.make(config.env_id, autoreset=False, **config.env_kwargs) if turn_based else None,
-            **extra,
+            preprocess=observation_preprocessor(env.observation_space(params)), dist_fn=dist_fn,
+            to_env_action=to_env_action, mesh=mesh, turns=turns, **extra,
         )
         trainer.check()
         return trainer
@@ -320,30 +240,16 @@ class Trainer:
 
     # ---- policy -------------------------------------------------------------------------------
     def policy(self, params, x, mask=None):
-        """``(action distribution, value)`` of observation rows ``x`` float32[N, obs_dim].
-
-        Turn-based games: a `train.masking.MaskedCategorical` over the legal actions ``mask``
-        (bool[N, n], from `row_mask`; all False on rows that do not act), or over all actions when
-        ``mask`` is None or the config's ``mask_actions`` is off (the ablation)."""
+        """``(action distribution, value)`` of observation rows ``x`` float32[N, obs_dim]; in
+        turn-based games over the legal actions ``mask`` (bool[N, n], from `row_mask`), as the
+        turn strategy says (`train.turns`)."""
         out, value = self.network.apply(params, x)
-        if self.turn_based:
-            return MaskedCategorical(out, mask if self.mask_actions else None), value
-        if mask is not None:
-            raise ValueError(f"{self.config.env_id} has no action mask; call policy without one")
-        return self.dist_fn(out), value
-
-    @property
-    def mask_actions(self) -> bool:
-        """Turn-based games: the policy is restricted to legal actions (the config's ``mask_actions``)."""
-        return bool(getattr(self.config, "mask_actions", True))
+        return self.turns.distribution(self, out, mask), value
 
     def row_mask(self, obs) -> jax.Array | None:
         """bool[rows, n]: ``obs["action_mask"]`` of a batch of raw observations, one row per agent
         per environment (as `flat_obs`); None for environments without a mask."""
-        if not self.turn_based:
-            return None
-        m = jnp.asarray(obs["action_mask"]) != 0
-        return m.reshape((-1, m.shape[-1]))
+        return self.turns.row_mask(obs)
 
     def act(self, params, obs, key=None):
         """Env actions for a batch of raw observations (any leading batch size): sampled with
@@ -380,14 +286,7 @@ class Trainer:
             x = self.flat_obs(r.obs)
             mask = self.row_mask(r.obs)
             dist, value = self.policy(r.params, x, mask)
-            acting = None if mask is None else mask.any(-1)
-            opponent = self.opponent_rows
-            if opponent is not None:  # the opponents' moves in their rows (`train.league`), left out of the losses
-                k_act, k_opp = jax.random.split(k_act)
-                sample = jnp.where(opponent, league.opponent_actions(self, k_opp, r.obs, mask), dist.sample(k_act))
-                acting = acting & ~opponent
-            else:
-                sample = dist.sample(k_act)
+            sample, acting = self.turns.sample(self, k_act, dist, r.obs, mask)
             log_prob = dist.log_prob(sample)
             env_keys = jax.random.split(k_env, self.config.num_envs)
             obs, env_state, reward, terminated, truncated, info = self.env_step(
@@ -398,10 +297,7 @@ class Trainer:
                 info["returned_episode"],
                 ep_return.mean(axis=-1) if self.env.multi_agent else ep_return,
                 info["episode_length"],
-            )
-            if self.turn_based:  # (decisions made, illegal moves) in this step, summed over envs
-                illegal = info["illegal_action"] if "illegal_action" in info else jnp.zeros(terminated.shape, bool)
-                stats = stats + (jnp.sum(mask.any(-1)), jnp.sum(illegal))
+            ) + self.turns.step_stats(mask, info, terminated)
             r = r.replace(env_state=env_state, obs=obs, key=key)
             t = Transition(
                 obs=x,
@@ -437,48 +333,24 @@ class Trainer:
         return jax.lax.cond(traj.truncated[:-1].any(), with_truncations, lambda _: shifted, None)
 
     def advantages(self, traj: Transition, next_values, hp):
-        """``(advantages, value targets)`` [T, B]: `gae`, or `gae_decisions` (each seat's own
-        decisions) in turn-based games."""
-        if self.turn_based:
-            return gae_decisions(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, traj.acting,
-                                 hp.gamma, hp.gae_lambda)
-        return gae(traj.reward, traj.value, next_values, traj.terminated, traj.truncated, hp.gamma, hp.gae_lambda)
+        """``(advantages, value targets)`` [T, B]: `train.gae.gae`, or in turn-based games
+        `train.gae.gae_decisions` (each seat's own decisions)."""
+        return self.turns.advantages(traj, next_values, hp)
 
-    def turn_metrics(self, params, key, decisions, illegal) -> dict:
-        """Turn-based games' per-update metrics: ``illegal_rate`` (illegal moves / decisions in the
-        rollout; exactly 0 with masking) and, with ``match_games > 0``, ``win_seat{i}``,
-        ``draw_seat{i}``, ``loss_seat{i}``: the GREEDY policy (the one evaluations judge) in seat
-        ``i`` against random-legal play in the others, over ``match_games`` games per seat
-        (`jaxenvs.games.versus`, inside the compiled update)."""
-        from jaxenvs.games import random_legal, versus
-
-        out = dict(illegal_rate=illegal.sum().astype(jnp.float32) / jnp.maximum(decisions.sum(), 1).astype(jnp.float32))
-        games = int(getattr(self.config, "match_games", 0))
-        if games > 0:
-            res = versus(self.match_env, self.agent_policy(params, greedy=True), random_legal, key, games,
-                         max_plies=self.max_plies)
-            for i in range(self.num_agents):
-                out.update({f"{k}_seat{i}": res[k][i] for k in ("win", "draw", "loss")})
-        return out
+    def turn_metrics(self, params, key, *stats) -> dict:
+        """The turn strategy's per-update metrics (turn-based games: ``illegal_rate`` and the
+        per-update matches, `train.turns.SelfPlay.update_metrics`)."""
+        return self.turns.update_metrics(self, params, key, stats)
 
     @property
     def opponent_rows(self) -> np.ndarray | None:
-        """bool[batch_size]: the rows played by random-legal moves (the config's ``random_opponents``,
-        a fraction of the envs: in env ``e`` of the first ``round(fraction * num_envs)`` the seat
-        ``e % num_agents``, so the learner meets the random player from every seat); None when
-        there are none (pure self-play, and every environment without an action mask)."""
-        n_envs = int(round(float(getattr(self.config, "random_opponents", 0.0)) * self.config.num_envs))
-        if not self.turn_based or n_envs == 0:
-            return None
-        rows = np.zeros((self.config.num_envs, self.num_agents), bool)
-        rows[np.arange(n_envs), np.arange(n_envs) % self.num_agents] = True
-        return rows.reshape(-1)
+        """bool[batch_size]: the rows an opponent plays (`train.turns.SelfPlay`), or None."""
+        return self.turns.opponent_rows
 
     @property
     def max_plies(self) -> int:
         """Steps after which a game of the per-update matches is cut (the spec's time limit)."""
-        spec = getattr(self.match_env, "spec", None)
-        return int(getattr(spec, "max_episode_steps", None) or 1000)
+        return self.turns.max_plies
 
     # ---- the algorithm's parts ------------------------------------------------------------------
     def _init(self, key, hp=None):

@@ -20,7 +20,9 @@ from .distributed import is_main_process
 from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
-from .run import EVALUATE, Run, Say, outputs_complete
+from .outputs import EVALUATE
+from .phases import Say
+from .run import Run, outputs_complete
 from .xla import CompileLog, enable_compilation_cache
 
 __all__ = ["main"]

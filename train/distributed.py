@@ -22,9 +22,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxenvs.core import is_prng_key
-from jaxenvs.sharding import ENV_AXIS
+from jaxenvs.sharding import ENV_AXIS, env_mesh
 
-__all__ = ["runner_shardings", "put_global", "place_runner", "replicated", "params_digest", "is_main_process"]
+__all__ = ["runner_shardings", "put_global", "place_runner", "replicated", "params_digest", "is_main_process",
+           "choose_mesh", "from_process_0"]
 
 
 def replicated(mesh: Mesh) -> NamedSharding:
@@ -79,3 +80,33 @@ def params_digest(params: Any) -> str:
 def is_main_process() -> bool:
     """True on process 0 (the one that prints and writes files), and in single-process runs."""
     return jax.process_index() == 0
+
+
+def choose_mesh(num_envs: int, devices: int | None = None, distributed: bool = False):
+    """The env mesh ``jaxenvs-train`` trains over (None: one device, no mesh).
+
+    Default: every visible device, or the largest count of them that divides ``num_envs``.
+    ``devices`` asks for that many (an error when it does not divide ``num_envs``); a
+    ``distributed`` run uses every device of every process.
+    """
+    visible = jax.device_count()
+    if devices is not None and not 1 <= devices <= visible:
+        raise ValueError(f"--devices {devices}: {visible} device(s) visible ({jax.devices()[0].platform})")
+    if distributed and devices not in (None, visible):
+        raise ValueError(f"--distributed trains over all {visible} devices of all processes; leave out --devices")
+    n = visible if devices is None else devices
+    if num_envs % n:
+        if devices is not None or distributed:
+            raise ValueError(f"--num-envs {num_envs} does not split evenly over {n} devices; use a multiple of {n}")
+        n = max(d for d in range(1, n + 1) if num_envs % d == 0)
+    return env_mesh(n) if n > 1 or distributed else None
+
+
+def from_process_0(value: int) -> int:
+    """Process 0's ``value`` (an int32) on every process: decisions that start collectives, and
+    names every process must agree on. A single-process run returns ``value`` itself."""
+    if jax.process_count() == 1:
+        return value
+    from jax.experimental import multihost_utils
+
+    return int(multihost_utils.broadcast_one_to_all(np.int32(value)))

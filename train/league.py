@@ -1,5 +1,5 @@
 """Who plays the opponent seats in training (turn-based games): the config's ``random_opponents``
-picks the fraction of the envs with an opponent seat (`train.base.Trainer.opponent_rows`: in env
+picks the fraction of the envs with an opponent seat (`train.turns.SelfPlay.opponent_rows`: in env
 ``e`` the seat ``e % num_agents``), and ``training_opponents`` names who plays it: the named
 opponents of the game (`jaxenvs.games.named_opponents`: ``random`` for every game, ``perfect``
 for Tic-Tac-Toe, ``heuristic`` and ``win-block`` for Connect Four), comma-separated, dealt to
@@ -22,7 +22,7 @@ __all__ = ["names", "check", "opponent_actions"]
 
 def names(config) -> list[str]:
     """The config's ``training_opponents`` as a list of names."""
-    return [n.strip() for n in str(getattr(config, "training_opponents", "random")).split(",") if n.strip()]
+    return [n.strip() for n in str(config.training_opponents).split(",") if n.strip()]
 
 
 def check(trainer) -> None:

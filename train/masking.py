@@ -20,7 +20,9 @@ masking off keeps the same code path).
 The helpers a PPO or TRPO loss calls: `MaskedCategorical.log_prob`, `.entropy`, `.kl`,
 `zero_rows` (zero the rows of any per-row quantity where the agent did not act), `acting_mean`
 (mean over acting rows; 0 when none acted), `acting_normalize` (advantage normalisation over acting
-rows) and `clipped_surrogate` (PPO's clipped objective, per row, 0 on non-acting rows).
+rows) and `clipped_surrogate` (PPO's clipped objective, per row, 0 on non-acting rows). Each takes
+`acting=None` for "every row acts" (environments without masks) and then computes the plain
+expression, so one loss serves both.
 """
 
 from __future__ import annotations
@@ -106,13 +108,18 @@ class MaskedCategorical:
 
 def zero_rows(x, acting):
     """`x` (float `[...]`) with the rows where `acting` (bool `[...]`) is False set to exactly 0,
-    with exactly zero gradient there (as long as `x` is finite there)."""
+    with exactly zero gradient there (as long as `x` is finite there). `acting=None`: every row
+    acts (here and in every helper below), and `x` is returned as it is."""
+    if acting is None:
+        return x
     return jnp.where(acting, x, jnp.zeros((), jnp.asarray(x).dtype))
 
 
 def acting_mean(x, acting):
     """float32 scalar: the mean of `x` (float `[...]`) over the rows where `acting` (bool, same
     shape) is True; 0 when no row acted. Non-acting rows get exactly zero gradient."""
+    if acting is None:
+        return jnp.mean(x)
     acting = jnp.asarray(acting, bool)
     total = jnp.sum(zero_rows(x, acting))
     return total / jnp.maximum(jnp.sum(acting), 1).astype(total.dtype)
@@ -121,6 +128,8 @@ def acting_mean(x, acting):
 def acting_normalize(advantage, acting, eps: float = 1e-8):
     """`advantage` (float `[...]`) minus its mean, divided by its std (+ `eps`), both over the
     acting rows only; non-acting rows become exactly 0."""
+    if acting is None:
+        return (advantage - advantage.mean()) / (advantage.std() + eps)
     mean = acting_mean(advantage, acting)
     var = acting_mean(jnp.square(advantage - mean), acting)
     return zero_rows((advantage - mean) / (jnp.sqrt(var) + eps), acting)

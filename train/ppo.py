@@ -23,6 +23,7 @@ from .base import RunnerState, Trainer, all_finite, as_typed_key, episode_metric
 from .configs import HParams, PPOConfig
 from .masking import acting_mean, acting_normalize, clipped_surrogate, zero_rows
 from .permutation import minibatch_permutation
+from .turns import SelfPlay
 
 __all__ = ["PPOTrainer"]
 
@@ -33,8 +34,14 @@ class PPOTrainer(Trainer):
 
     config: PPOConfig
 
+    @classmethod
+    def make_turns(cls, config: PPOConfig, env, num_agents: int) -> SelfPlay:
+        """Turn-based games train in self-play (`train.turns.SelfPlay`), with the config's
+        ``mask_actions``, ``match_games`` and ``random_opponents``."""
+        return SelfPlay(config, num_agents, config.mask_actions, config.match_games, config.random_opponents)
+
     def check(self) -> None:
-        if self.config.random_opponents and not (self.turn_based and self.num_agents > 1):
+        if self.config.random_opponents and not (self.turns.turn_based and self.num_agents > 1):
             raise ValueError(
                 f"random_opponents = {self.config.random_opponents} needs a turn-based game of several seats "
                 f"(observations with an action_mask); {self.config.env_id} has none: leave it at 0"
@@ -69,26 +76,13 @@ class PPOTrainer(Trainer):
                            obs=obs, key=key, update=jnp.zeros((), jnp.int32))
 
     def _loss(self, params, batch, hp: HParams):
-        if self.turn_based:
-            return self._masked_loss(params, batch, hp)
-        t, adv, target = batch
-        dist, value = self.policy(params, t.obs)
-        log_prob = dist.log_prob(t.action)
-        ratio = jnp.exp(log_prob - t.log_prob)
-        if self.config.normalize_advantages:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - hp.clip_eps, 1 + hp.clip_eps) * adv).mean()
-        vf_loss = 0.5 * jnp.mean((value - target) ** 2)
-        entropy = dist.entropy().mean()
-        loss = pg_loss + hp.vf_coef * vf_loss - hp.ent_coef * entropy
-        approx_kl = jnp.mean((ratio - 1) - (log_prob - t.log_prob))
-        clip_frac = jnp.mean(jnp.abs(ratio - 1) > hp.clip_eps)
-        return loss, dict(pg_loss=pg_loss, vf_loss=vf_loss, entropy=entropy, approx_kl=approx_kl, clip_frac=clip_frac)
-
-    def _masked_loss(self, params, batch, hp: HParams):
-        """The same loss on a turn-based game: log-probabilities under the STORED masks, every
-        term averaged over acting rows only (`train.masking`), so rows that made no decision (the
-        non-mover, chance plies, terminal steps) contribute exactly zero to it and its gradient."""
+        """The clipped-surrogate loss of a minibatch ``(Transition, advantages, targets)``, with an
+        entropy bonus and an unclipped value loss, every term averaged over the rows that acted
+        (``t.acting``, `train.masking`). In turn-based games log-probabilities are taken under the
+        STORED masks and rows that made no decision (the non-mover, chance plies, terminal steps,
+        opponents) contribute exactly zero to the loss and its gradient; elsewhere ``t.acting`` is
+        None (every row acts) and the helpers compute the plain means, the same program as before
+        masking existed."""
         t, adv, target = batch
         acting = t.acting
         dist, value = self.policy(params, t.obs, t.mask)
@@ -140,10 +134,7 @@ class PPOTrainer(Trainer):
             (params, opt_state), info = jax.lax.scan(minibatch, (params, opt_state), mbs)
             return (params, opt_state, key), info
 
-        if self.turn_based:
-            key, k_upd, k_match = jax.random.split(runner.key, 3)
-        else:  # the key stream single-agent runs have always used
-            key, k_upd = jax.random.split(runner.key)
+        key, k_upd, k_match = self.turns.split_update_key(runner.key)
         (params, opt_state, _), info = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, k_upd), None, length=cfg.update_epochs
         )
@@ -153,8 +144,7 @@ class PPOTrainer(Trainer):
         # gradients and parameters, at one pass over the parameters per update
         nonfinite = ~(info.pop("loss_finite").all() & all_finite(params))
         metrics = {k: v.mean() for k, v in info.items()}
-        metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite, value_mean=traj.value.mean())
-        if self.turn_based:  # illegal_rate, and the new policy's games against random-legal play
-            metrics.update(self.turn_metrics(params, k_match, *stats[3:]))
-            metrics["value_mean"] = acting_mean(traj.value, traj.acting)
+        metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite,
+                       value_mean=acting_mean(traj.value, traj.acting))
+        metrics.update(self.turn_metrics(params, k_match, *stats[3:]))  # turn-based: illegal_rate, matches
         return runner, metrics

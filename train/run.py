@@ -1,9 +1,7 @@
-"""One run of ``jaxenvs-train``, step by step: the chunks the updates are split into, the devices,
-the run directory, then `Run` (set up a new run or resume one, compile the chunk program, train
-chunk by chunk with progress lines and checkpoints, evaluate and write the outputs).
-
-This file is long because `Run` is one sequence of steps that share its state; each step is a
-method of a few dozen lines.
+"""One run of ``jaxenvs-train``, step by step: its run directory, then `Run` (set up a new run or
+resume one, train chunk by chunk with progress lines and checkpoints). `Run`'s other parts live
+beside it: the chunk program in `train.chunks`, the outputs in `train.outputs`, the devices in
+`train.distributed`, the printed phases in `train.phases`.
 """
 
 from __future__ import annotations
@@ -12,190 +10,38 @@ import argparse
 import dataclasses
 import datetime
 import json
-import math
 import os
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
-from jaxenvs.sharding import env_mesh, to_host
+from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
+from .chunks import ChunkProgram, chunk_plan
 from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
-from .distributed import params_digest, place_runner, put_global, replicated, runner_shardings
-from .envids import from_here, run_dir_stem
+from .distributed import choose_mesh, from_process_0, place_runner, put_global, replicated, runner_shardings
+from .envids import run_dir_stem
 from .exits import Diverged, StorageError, UsageError
 from .metrics_log import MetricsLog, first_nonfinite_update
-from .parser import PROG, config_overrides, flag_of, split_run_settings
+from .outputs import RunOutputs, progress_line
+from .parser import config_overrides, flag_of, split_run_settings
+from .phases import Background, Say
 from .trainers import make_trainer
-from . import tuned
 
-
-__all__ = ["chunk_length", "chunk_plan", "choose_mesh", "Say", "Run", "make_run_dir", "check_out_dir", "Background"]
-
-EVALUATE = "python -m jaxenvs.train.evaluate"
+__all__ = ["Run", "make_run_dir", "check_out_dir", "probe_run_dir", "outputs_complete"]
 
 
 # ----------------------------------------------------------------------------------------------
-# Chunks
-
-
-def chunk_length(num_updates: int, num_chunks: int) -> int:
-    """Updates per chunk when all chunks must have one length: the largest divisor of
-    ``num_updates`` that is at most ``ceil(num_updates / num_chunks)`` (benchmarks/train_speed.py
-    times one compiled program so; ``jaxenvs-train`` uses `chunk_plan`)."""
-    cap = max(1, math.ceil(num_updates / num_chunks))
-    return max(d for d in range(1, cap + 1) if num_updates % d == 0)
-
-
-def chunk_plan(num_updates: int, num_chunks: int) -> list[int]:
-    """The lengths of the chunks ``num_updates`` updates split into: exactly
-    ``min(num_chunks, num_updates)`` chunks whose lengths differ by at most one (longer ones
-    first), so ``--chunks N`` makes N calls (of one compiled program: see ``Run.compile_chunks``)."""
-    n = max(1, min(num_chunks, num_updates))
-    q, r = divmod(num_updates, n)
-    return [q + 1] * r + [q] * (n - r)
-
-
-# ----------------------------------------------------------------------------------------------
-# Output
-
-
-class Say:
-    """Printing of process 0, with phases: ``with say.phase("compiling"):`` prints what runs
-    and, when it ends, how long it took (so no phase longer than a second is silent)."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.times: dict[str, float] = {}
-        self._open = False  # a terminal line "label ... " waits for its phase's "done in"
-
-    def __call__(self, *a, **k):
-        if self.enabled:
-            if self._open:  # another message inside a phase: it gets a line of its own
-                print(flush=True)
-                self._open = False
-            print(*a, **k, flush=True)
-
-    def phase(self, label: str, key: str):
-        say = self
-
-        class _Phase:
-            def __enter__(self):
-                self.t0 = time.perf_counter()
-                tty = sys.stdout.isatty()
-                say(f"{label} ...", end=" " if tty else "\n")
-                say._open = tty and say.enabled
-                return self
-
-            def __exit__(self, kind, *_):
-                dt = time.perf_counter() - self.t0
-                say.times[key] = say.times.get(key, 0.0) + dt
-                same_line, say._open = say._open, False
-                if kind is None:  # the label again unless "done in" ends the phase's own line
-                    say(f"{'' if same_line else label + ': '}done in {dt:.1f}s")
-                elif same_line:
-                    say("")
-                return False
-
-        return _Phase()
-
-
-class Background:
-    """``fn()`` in a daemon thread, started at once; `result` waits for it and returns its value or
-    raises what it raised (KeyboardInterrupt included). Meant for work that runs without Python's
-    GIL: XLA's compile of a program lowered on the main thread (tracing and lowering are Python, and
-    two threads doing them only take turns), image encoding; it then runs on another core.
-
-    A process must not end by interpreter shutdown while one of these is still inside XLA (a Ctrl-C
-    during the background compile): the daemon thread is torn down in C++ code and the process
-    aborts (``FATAL: exception not rethrown``, exit 134). `any_running` tells the command to leave
-    with ``os._exit`` instead (`train.__main__`)."""
-
-    _live: "set[Background]" = set()
-
-    def __init__(self, fn, name: str = "jaxenvs-background"):
-        self.started = time.perf_counter()
-        self.duration: float | None = None
-        self._value = self._error = None
-        self._thread = threading.Thread(target=self._run, args=(fn,), name=name, daemon=True)
-        Background._live.add(self)
-        self._thread.start()
-
-    @classmethod
-    def any_running(cls) -> bool:
-        """Whether a background job of this process is still running."""
-        cls._live = {job for job in cls._live if job._thread.is_alive()}
-        return bool(cls._live)
-
-    def _run(self, fn):
-        try:
-            self._value = fn()
-        except BaseException as e:  # re-raised by result(), in the thread that waits
-            self._error = e
-        finally:
-            self.duration = time.perf_counter() - self.started
-
-    def result(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def _progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
-    from .evaluate import format_progress
-
-    parts = [f"steps {done:,}/{total:,}" + (f" x{seeds} seeds" if seeds > 1 else ""), f"{rate:,.0f} steps/s"]
-    if progress:
-        parts.append(format_progress(progress))
-    else:
-        parts.append(f"return {log.latest('episode_return'):.4g} | length {log.latest('episode_length'):.3g}")
-    parts.append(f"ETA {eta:.0f}s")
-    return " | ".join(parts)
-
-
-# ----------------------------------------------------------------------------------------------
-# Devices and run directories
-
-
-def choose_mesh(num_envs: int, devices: int | None = None, distributed: bool = False):
-    """The env mesh ``jaxenvs-train`` trains over (None: one device, no mesh).
-
-    Default: every visible device, or the largest count of them that divides ``num_envs``.
-    ``devices`` asks for that many (an error when it does not divide ``num_envs``); a
-    ``distributed`` run uses every device of every process.
-    """
-    visible = jax.device_count()
-    if devices is not None and not 1 <= devices <= visible:
-        raise ValueError(f"--devices {devices}: {visible} device(s) visible ({jax.devices()[0].platform})")
-    if distributed and devices not in (None, visible):
-        raise ValueError(f"--distributed trains over all {visible} devices of all processes; leave out --devices")
-    n = visible if devices is None else devices
-    if num_envs % n:
-        if devices is not None or distributed:
-            raise ValueError(f"--num-envs {num_envs} does not split evenly over {n} devices; use a multiple of {n}")
-        n = max(d for d in range(1, n + 1) if num_envs % d == 0)
-    return env_mesh(n) if n > 1 or distributed else None
-
-
-def _from_process_0(value: int) -> int:
-    """Process 0's ``value`` (an int32) on every process: decisions that start collectives, and
-    names every process must agree on. A single-process run returns ``value`` itself."""
-    if jax.process_count() == 1:
-        return value
-    from jax.experimental import multihost_utils
-
-    return int(multihost_utils.broadcast_one_to_all(np.int32(value)))
+# The run directory
 
 
 def _run_stamp() -> str:
     """``YYYYmmdd-HHMMSS`` of process 0's clock (the run directory's name on every process)."""
-    return datetime.datetime.fromtimestamp(_from_process_0(int(time.time()))).strftime("%Y%m%d-%H%M%S")
+    return datetime.datetime.fromtimestamp(from_process_0(int(time.time()))).strftime("%Y%m%d-%H%M%S")
 
 
 def check_out_dir(out: str) -> Path:
@@ -221,7 +67,7 @@ def make_run_dir(out: Path, env_id: str, main_process: bool = True) -> Path:
                 break
             except FileExistsError:
                 k += 1
-    k = _from_process_0(k)
+    k = from_process_0(k)
     return out / (base if k == 1 else f"{base}-{k}")
 
 
@@ -268,7 +114,7 @@ def _tree_bytes(tree) -> int:
 
 
 @dataclasses.dataclass
-class Run:
+class Run(ChunkProgram, RunOutputs):
     args: argparse.Namespace
     say: Say
     main_process: bool
@@ -373,74 +219,6 @@ class Run:
             raise StorageError(f"cannot write {e.filename or self.run_dir}: {e.strerror or e}") from None
 
     # -- training ------------------------------------------------------------------------------
-    @staticmethod
-    def _compile_label(plan: list[int]) -> str:
-        return f"compiling the training program (chunks of {' or '.join(map(str, sorted(set(plan), reverse=True)))} update(s))"
-
-    def compile_chunks(self, plan: list[int]):
-        """One compiled program for every chunk: ``(runner, hparams, n) -> (runner, metrics)``
-        runs ``n <= plan[0]`` updates. When the chunks differ in length (``--chunks`` not dividing
-        the updates), the program's scan skips its last ``plan[0] - n`` steps with a
-        ``lax.cond`` whose predicate is the same for every seed, so no update is computed twice and
-        nothing is compiled twice; the skipped steps' metrics are dropped on the host.
-
-        A new run started compiling it in the background (`start_new`); this waits for that
-        program (the ``compile`` phase is the time waited) or, on a resume, compiles it here."""
-        label = self._compile_label(plan)
-        job = self.chunk_job
-        self.chunk_job = None
-        if job is not None and job[0] == plan:
-            t0 = time.perf_counter()
-            run = job[1].result()
-            waited = time.perf_counter() - t0
-            self.say.times["compile"] = self.say.times.get("compile", 0.0) + waited
-            self.say(f"{label}: done in {job[1].duration:.1f}s (in the background; {waited:.1f}s waited for it)")
-            return run
-        with self.say.phase(label, "compile"):
-            return self._chunk_runner(self._lower_chunk_program(plan, self.runner).compile())
-
-    def _lower_chunk_program(self, plan: list[int], runner):
-        """`compile_chunks`'s program, traced and lowered for ``runner`` (arrays, or their shapes)."""
-        import jax.numpy as jnp
-
-        trainer, mesh, hp, length = self.trainer, self.mesh, self.hparams, plan[0]
-        if len(set(plan)) == 1:
-            def one_seed(r, h, n):
-                return trainer.run_updates(r, h, num_updates=length)
-        else:
-            def one_seed(r, h, n):
-                def update(r):
-                    r, m = trainer.run_updates(r, h, num_updates=1)
-                    return r, jax.tree.map(lambda x: x[0], m)
-
-                shapes = jax.eval_shape(update, r)[1]
-
-                def step(r, i):
-                    skip = lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))  # noqa: E731
-                    return jax.lax.cond(i < n, update, skip, r)
-
-                return jax.lax.scan(step, r, jnp.arange(length))
-
-        body = jax.vmap(one_seed, in_axes=(0, None, None))
-        if mesh is None:
-            chunk = jax.jit(body)
-        else:  # the runner keeps its layout; metrics come back whole on every device
-            shardings = runner_shardings(runner, mesh)
-            chunk = jax.jit(body, in_shardings=(shardings, replicated(mesh), replicated(mesh)),
-                            out_shardings=(shardings, replicated(mesh)))
-        n = np.int32(length) if mesh is None else put_global(np.int32(length), replicated(mesh))
-        return chunk.lower(runner, hp, n)
-
-    def _chunk_runner(self, compiled):
-        """``run(runner, hparams, n)``: calls the compiled chunk program with ``n`` as its array."""
-        mesh = self.mesh
-
-        def run(runner, hp, k):
-            k_arr = np.int32(k) if mesh is None else put_global(np.int32(k), replicated(mesh))
-            return compiled(runner, hp, k_arr)
-
-        return run
-
     def train(self) -> None:
         config, say = self.config, self.say
         num_seeds = self.settings.num_seeds
@@ -493,11 +271,11 @@ class Run:
             eta = elapsed / sum(plan[: i + 1]) * sum(plan[i + 1:])
             last = i == len(plan) - 1
             if self.main_process and (sys.stdout.isatty() or last or time.perf_counter() - last_print > 2.0):
-                line = _progress_line(done_updates * config.steps_per_update, total, num_seeds, rate, self.log, eta, progress)
+                line = progress_line(done_updates * config.steps_per_update, total, num_seeds, rate, self.log, eta, progress)
                 line = f"chunk {i + 1}/{len(plan)} | " + line
                 print(line.ljust(110), end="\r" if sys.stdout.isatty() and not last else "\n", flush=True)
                 last_print = time.perf_counter()
-            if not last and _from_process_0(time.perf_counter() - last_save > self.args.checkpoint_every):
+            if not last and from_process_0(time.perf_counter() - last_save > self.args.checkpoint_every):
                 self.save()  # the same decision on every process
                 last_save = time.perf_counter()
         self.save()
@@ -522,116 +300,4 @@ class Run:
             f"(env step {update * self.config.steps_per_update:,}); stopped. {self.run_dir / CHECKPOINT} holds the "
             f"last good state (update {good}). Try a smaller --lr or --max-grad-norm, or a smaller --reward-scale."
         )
-
-    def warm_up_outputs(self) -> None:
-        """While the training program compiles in the background: compile the programs of the
-        final evaluation and the GIF by running them once on the untrained policy (results
-        dropped), so after training they only run. On this 2-core CPU the compiles share the
-        cores; on a busy machine nothing is lost but the runs themselves (a few ms)."""
-        from .evaluate import evaluate
-        from .plotting import gif_frames
-
-        if self.args.no_eval and self.args.no_gif:
-            return
-        with self.say.phase("compiling the evaluation and GIF programs", "evaluation warm-up"):
-            params = to_host(self.runner.params)
-            if not self.args.no_eval:
-                evaluate(self.trainer, params)
-            if not self.args.no_gif:
-                gif_frames(self.trainer, jax.tree.map(lambda x: x[0], params), jax.random.key(self.settings.seed))
-
-    # -- after training ------------------------------------------------------------------------
-    def finish(self) -> None:
-        config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
-        if jax.process_count() > 1:
-            print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
-        if not self.main_process:
-            return
-        from .evaluate import evaluate, format_table, solved_hint, what_is_counted
-        from .plotting import plot_learning_curve, policy_gif
-
-        params = to_host(self.runner.params)  # replicated: this process's own copy
-        result = None
-        if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
-            with say.phase(f"evaluating {what_is_counted(config.env_id)}", "evaluate"):
-                result = evaluate(trainer, params)
-            self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
-
-        def plot():  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
-            return plot_learning_curve(
-                self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
-                run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
-                training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
-            )
-
-        plotting = Background(plot, "jaxenvs-plot")
-        say("plotting learning_curve.png (in the background) ...")
-        gif, gif_note = None, "(not written: --no-gif)"
-        if not self.args.no_gif:
-            with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
-                params0 = jax.tree.map(lambda x: x[0], params)
-                try:
-                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
-                except OSError as e:
-                    raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
-            gif_note = f"(not written: {config.env_id} has no render)"
-        t0 = time.perf_counter()
-        try:
-            curve = plotting.result()
-        except OSError as e:
-            raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
-        say.times["plot"] = time.perf_counter() - t0
-        say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
-        if result is not None:
-            print(format_table(result))
-            hint = solved_hint(result, config)
-            if hint:
-                print(f"hint: {hint}")
-        print(f"learning curve: {curve.resolve()}")
-        print(f"policy GIF:     {gif.resolve() if gif else gif_note}")
-        print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
-        print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
-        print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
-        if getattr(trainer, "turn_based", False) and trainer.num_agents == 2:  # a person's seat against it
-            print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
-
-    def _write(self, name: str, text: str) -> None:
-        try:
-            write_text_atomic(self.run_dir / name, text)
-        except OSError as e:
-            raise StorageError(f"cannot write {self.run_dir / name}: {e.strerror or e}") from None
-
-    def timings(self, started: float, imported: float) -> dict:
-        """``timings.json``: this command's wall seconds, its phases (as in its last line; on
-        several threads: ``compile`` and ``plot`` are the time waited for the background), what
-        JAX traced, lowered and compiled (`train.xla.CompileLog`), and the cache in use."""
-        import platform
-
-        return {
-            "wall_s": time.perf_counter() - started,
-            "phases_s": {"imports": imported - started, **self.say.times},
-            "jax": self.compile_log.summary() if self.compile_log is not None else None,
-            "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
-            "env_id": self.config.env_id, "algo": self.config.ALGO,
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
-                        "backend": jax.default_backend(), "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
-        }
-
-    def write_timings(self, started: float, imported: float) -> None:
-        """Write `timings` to ``<run dir>/timings.json`` (process 0; a failure to write it is only
-        reported: every output that matters is written already)."""
-        if not self.main_process or self.run_dir is None:
-            return
-        try:
-            write_text_atomic(self.run_dir / "timings.json", json.dumps(self.timings(started, imported), indent=1) + "\n")
-        except OSError as e:
-            print(f"warning: cannot write {self.run_dir / 'timings.json'}: {e.strerror or e}", file=sys.stderr)
-
-    def wall_summary(self, started: float, imported: float) -> str:
-        """The command's wall time from ``started`` (``time.perf_counter()`` when it began), with
-        the imports (until ``imported``) and every phase."""
-        t = {"imports": imported - started, **self.say.times}
-        parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
-        return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
-
 

@@ -9,7 +9,7 @@ baseline=LinearFeatureBaseline(...))``; this is that recipe, jitted end to end. 
 
 1. a rollout of ``num_steps`` steps in ``num_envs`` environments (the trainer base's, `train.base`:
    the same observation preprocessing, policy heads, multi-agent self-play and auto-reset as PPO);
-2. baseline values and GAE with truncation bootstrapping (`train.base.gae`); the baseline
+2. baseline values and GAE with truncation bootstrapping (`train.gae.gae`); the baseline
    is garage's linear feature baseline (`train.baselines`, refit every update on the
    discounted returns after predicting, as garage does) or a value network (``baseline="value"``,
    Adam on the same returns);
@@ -41,9 +41,10 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxenvs.wrappers import RescaleAction, normalize
-from .base import Trainer, all_finite, as_typed_key, episode_metrics, gae
+from .base import Trainer, all_finite, as_typed_key, episode_metrics
 from .baselines import fit_linear_baseline, linear_features, num_linear_features, predict_linear_baseline
 from .configs import TRPOConfig, TRPOHParams
+from .gae import gae
 from .networks import ActorCritic
 from .permutation import minibatch_permutation
 
@@ -220,10 +221,12 @@ class TRPOTrainer(Trainer):
         return ActorCritic(action_dim, continuous, config.hidden_sizes, config.activation,
                            log_std_init=config.log_std_init, critic=config.baseline == "value")
 
+    @classmethod
+    def make_turns(cls, config, env, num_agents):
+        raise ValueError(f"TRPO does not train turn-based games with legal-action masks ({config.env_id}); "
+                         f"use PPO (--algo ppo)")
+
     def check(self) -> None:
-        if self.turn_based:
-            raise ValueError(f"TRPO does not train turn-based games with legal-action masks ({self.config.env_id}); "
-                             f"use PPO (--algo ppo)")
         rows = self.batch_size * self.config.num_steps
         if self.config.baseline == "value" and rows < self.config.vf_minibatches:
             raise ValueError(f"vf_minibatches = {self.config.vf_minibatches} exceeds the batch of {rows} rows")

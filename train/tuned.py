@@ -216,7 +216,7 @@ ENTRIES: dict[str, TunedEnv] = {
         counted="games per seat",
         # Long rollouts (16 envs x 128 steps rather than 64 x 32, the same batch): a game lasts up to 42
         # plies, and every rollout end cuts a game; the seat that is not to move there bootstraps from a
-        # value of a non-acting observation, which no loss trains (`train.base.gae_decisions`).
+        # value of a non-acting observation, which no loss trains (`train.gae.gae_decisions`).
         # Opponents: the game's named opponents in every env (random_opponents = 1: the learner takes seat
         # e % 2 of env e, so half its games as first mover, half as second), dealt in turn (`train.league`):
         # the heuristic (win, block, no blunder, centre), no-blunder (the same, random instead of the centre),

@@ -1,0 +1,151 @@
+"""What ``jaxenvs-train`` writes and prints around training (`RunOutputs`, a part of
+`train.run.Run`): the progress line, the warm-up of the output programs, and after training the
+evaluation, the learning curve, the policy GIF, the closing lines, and the command's timings."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import jax
+
+from jaxenvs.sharding import to_host
+from .checkpoint import CHECKPOINT, write_text_atomic
+from .distributed import params_digest
+from .envids import from_here
+from .exits import StorageError
+from .metrics_log import MetricsLog
+from .phases import Background
+from . import tuned
+
+__all__ = ["EVALUATE", "RunOutputs", "progress_line"]
+
+EVALUATE = "python -m jaxenvs.train.evaluate"
+
+
+def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
+    from .evaluate import format_progress
+
+    parts = [f"steps {done:,}/{total:,}" + (f" x{seeds} seeds" if seeds > 1 else ""), f"{rate:,.0f} steps/s"]
+    if progress:
+        parts.append(format_progress(progress))
+    else:
+        parts.append(f"return {log.latest('episode_return'):.4g} | length {log.latest('episode_length'):.3g}")
+    parts.append(f"ETA {eta:.0f}s")
+    return " | ".join(parts)
+
+
+class RunOutputs:
+    """`train.run.Run`'s outputs (it holds the state these methods read)."""
+
+    def warm_up_outputs(self) -> None:
+        """While the training program compiles in the background: compile the programs of the
+        final evaluation and the GIF by running them once on the untrained policy (results
+        dropped), so after training they only run. On this 2-core CPU the compiles share the
+        cores; on a busy machine nothing is lost but the runs themselves (a few ms)."""
+        from .evaluate import evaluate
+        from .plotting import gif_frames
+
+        if self.args.no_eval and self.args.no_gif:
+            return
+        with self.say.phase("compiling the evaluation and GIF programs", "evaluation warm-up"):
+            params = to_host(self.runner.params)
+            if not self.args.no_eval:
+                evaluate(self.trainer, params)
+            if not self.args.no_gif:
+                gif_frames(self.trainer, jax.tree.map(lambda x: x[0], params), jax.random.key(self.settings.seed))
+
+    def finish(self) -> None:
+        config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
+        if jax.process_count() > 1:
+            print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
+        if not self.main_process:
+            return
+        from .evaluate import evaluate, format_table, solved_hint, what_is_counted
+        from .plotting import plot_learning_curve, policy_gif
+
+        params = to_host(self.runner.params)  # replicated: this process's own copy
+        result = None
+        if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
+            with say.phase(f"evaluating {what_is_counted(config.env_id)}", "evaluate"):
+                result = evaluate(trainer, params)
+            self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
+
+        def plot():  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
+            return plot_learning_curve(
+                self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
+                run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
+                training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
+            )
+
+        plotting = Background(plot, "jaxenvs-plot")
+        say("plotting learning_curve.png (in the background) ...")
+        gif, gif_note = None, "(not written: --no-gif)"
+        if not self.args.no_gif:
+            with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
+                params0 = jax.tree.map(lambda x: x[0], params)
+                try:
+                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
+                except OSError as e:
+                    raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
+            gif_note = f"(not written: {config.env_id} has no render)"
+        t0 = time.perf_counter()
+        try:
+            curve = plotting.result()
+        except OSError as e:
+            raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+        say.times["plot"] = time.perf_counter() - t0
+        say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
+        if result is not None:
+            print(format_table(result))
+            hint = solved_hint(result, config)
+            if hint:
+                print(f"hint: {hint}")
+        print(f"learning curve: {curve.resolve()}")
+        print(f"policy GIF:     {gif.resolve() if gif else gif_note}")
+        print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
+        print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
+        print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
+        if trainer.turns.turn_based and trainer.num_agents == 2:  # a person's seat against it
+            print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
+
+    def _write(self, name: str, text: str) -> None:
+        try:
+            write_text_atomic(self.run_dir / name, text)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.run_dir / name}: {e.strerror or e}") from None
+
+    def timings(self, started: float, imported: float) -> dict:
+        """``timings.json``: this command's wall seconds, its phases (as in its last line; on
+        several threads: ``compile`` and ``plot`` are the time waited for the background), what
+        JAX traced, lowered and compiled (`train.xla.CompileLog`), and the cache in use."""
+        import platform
+
+        return {
+            "wall_s": time.perf_counter() - started,
+            "phases_s": {"imports": imported - started, **self.say.times},
+            "jax": self.compile_log.summary() if self.compile_log is not None else None,
+            "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
+            "env_id": self.config.env_id, "algo": self.config.ALGO,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
+                        "backend": jax.default_backend(), "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
+        }
+
+    def write_timings(self, started: float, imported: float) -> None:
+        """Write `timings` to ``<run dir>/timings.json`` (process 0; a failure to write it is only
+        reported: every output that matters is written already)."""
+        if not self.main_process or self.run_dir is None:
+            return
+        try:
+            write_text_atomic(self.run_dir / "timings.json", json.dumps(self.timings(started, imported), indent=1) + "\n")
+        except OSError as e:
+            print(f"warning: cannot write {self.run_dir / 'timings.json'}: {e.strerror or e}", file=sys.stderr)
+
+    def wall_summary(self, started: float, imported: float) -> str:
+        """The command's wall time from ``started`` (``time.perf_counter()`` when it began), with
+        the imports (until ``imported``) and every phase."""
+        t = {"imports": imported - started, **self.say.times}
+        parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
+        return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
