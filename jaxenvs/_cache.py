@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache", "ExecutableStore", "executable_store"]
+__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache", "ExecutableStore", "StoredJit", "activate_executable_store", "active_store"]
 
 ENV_VAR = "JAXENVS_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -125,14 +125,16 @@ def _environment_key() -> str:
 
 
 def _signature(args) -> str:
-    """The arguments' tree structure, shapes, dtypes and weak types (what a compiled program takes)."""
+    """The arguments' tree structure, shapes, dtypes and weak types (what a compiled program takes);
+    arrays and ``jax.ShapeDtypeStruct`` leaves of the same shapes give the same signature."""
     import jax
 
     leaves, treedef = jax.tree.flatten(args)
     parts = []
     for x in leaves:
-        aval = jax.typeof(x) if hasattr(jax, "typeof") else jax.core.get_aval(x)
-        parts.append(f"{aval.str_short()}{'w' if getattr(aval, 'weak_type', False) else ''}")
+        if not isinstance(x, jax.ShapeDtypeStruct):
+            x = jax.typeof(x)
+        parts.append(f"{x.dtype}{list(x.shape)}{'w' if getattr(x, 'weak_type', False) else ''}")
     return f"{treedef} {parts}"
 
 
@@ -150,8 +152,8 @@ class ExecutableStore:
 
     def __init__(self, folder: Path | None):
         self.folder = None if folder is None else Path(folder)
-        self.hits: list[str] = []
-        self.misses: list[str] = []
+        self.hits: list[str] = []  # names of the programs loaded
+        self.misses: list[str] = []  # names of the programs compiled (not found, or unreadable)
 
     def _path(self, name: str, description: str, args) -> Path:
         import hashlib
@@ -167,6 +169,7 @@ class ExecutableStore:
         try:
             blob = path.read_bytes()
         except OSError:
+            self.misses.append(name)
             return None
         try:
             import pickle
@@ -176,6 +179,7 @@ class ExecutableStore:
             payload, in_tree, out_tree = pickle.loads(blob)
             compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
         except Exception:  # another jaxlib's bytes, a torn file: compile instead
+            self.misses.append(name)
             return None
         self.hits.append(name)
         return compiled
@@ -206,15 +210,52 @@ class ExecutableStore:
         compiled = self.load(name, description, args)
         if compiled is not None:
             return compiled
-        self.misses.append(name)
+        if self.folder is None:
+            self.misses.append(name)
         lowered = jitted.lower(*args)
         compiled = lowered.compile(compiler_options) if compiler_options else lowered.compile()
         self.save(name, description, args, compiled)
         return compiled
 
 
-def executable_store() -> ExecutableStore:
-    """The store of the command lines: ``executables/`` beside JAX's cache in `cache_dir` (off when
-    the cache is off)."""
-    folder = cache_dir()
-    return ExecutableStore(None if folder is None else folder / "executables")
+_ACTIVE: ExecutableStore | None = None
+
+
+def activate_executable_store(folder: Path | None) -> ExecutableStore | None:
+    """Make ``folder / "executables"`` the store `StoredJit` programs use in this process (the
+    command lines call it with the compilation cache's folder; None turns the store off)."""
+    global _ACTIVE
+    _ACTIVE = None if folder is None else ExecutableStore(Path(folder) / "executables")
+    return _ACTIVE
+
+
+def active_store() -> ExecutableStore | None:
+    """The store of this process (`activate_executable_store`), or None."""
+    return _ACTIVE
+
+
+class StoredJit:
+    """``jax.jit(fn)`` whose compiled programs come from the active `ExecutableStore` when a
+    command line activated one (in a single process): a miss compiles and stores, a hit loads.
+    ``description`` must name everything ``fn`` closes over that shapes its program (the config,
+    static sizes); the arguments' shapes are added per call. Without an active store it is
+    ``jax.jit(fn)``."""
+
+    def __init__(self, fn, name: str, description: str):
+        import jax
+
+        self.jitted = jax.jit(fn)
+        self.name, self.description = name, description
+        self._compiled: dict = {}
+
+    def __call__(self, *args):
+        import jax
+
+        store = _ACTIVE
+        if store is None or store.folder is None or jax.process_count() > 1:
+            return self.jitted(*args)
+        sig = _signature(args)
+        compiled = self._compiled.get(sig)
+        if compiled is None:
+            compiled = self._compiled[sig] = store.compile(self.name, self.jitted, args, self.description)
+        return compiled(*args)

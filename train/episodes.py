@@ -11,6 +11,7 @@ final evaluation (1000 episodes) share one compiled program.
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import jax
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from jaxenvs._cache import StoredJit
 from jaxenvs.rollout import rollout
 
 
@@ -89,7 +91,10 @@ def _episode_fn(trainer, versus_random: bool, num_episodes: int) -> Callable:
                 policy = greedy
             return rollout(env, key, policy, steps, num_envs=num_episodes, record_states=False)
 
-        _EPISODE_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+        description = json.dumps({"config": trainer.config.to_dict(), "versus_random": versus_random,
+                                  "num_episodes": num_episodes}, sort_keys=True)
+        # the trainer is kept so its id stays unique; a command's store keeps the compiled program
+        _EPISODE_FNS[cache_key] = (trainer, StoredJit(run, "episodes", description))
     return _EPISODE_FNS[cache_key][1]
 
 

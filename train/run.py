@@ -130,6 +130,7 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
+    store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
@@ -164,14 +165,22 @@ class Run(ChunkProgram, RunOutputs):
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
             key, hp = jax.random.key(settings.seed), config.hparams()
-            traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
-            # the training program needs only the runner's shapes: it compiles while init runs
+            self.store = self._executable_store()
+            init = self.store.load("init", self._program_description(), (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
-            template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
-            lowered = self._lower_chunk_program(plan, template)  # Python's part here, XLA's in the background
-            self.chunk_job = (plan, Background(lambda: self._chunk_runner(lowered.compile()), "jaxenvs-compile"))
-            self.say(f"{self._compile_label(plan)} (in the background) ...")
-            self.runner = traced.lower().compile()(key, hp)
+            if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
+                self.runner = init(key, hp)
+                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.runner)
+            else:
+                traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
+                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+            # the training program needs only the runner's shapes: it compiles while init runs
+            self.chunk_job = (plan, self._start_chunk_program(plan, template))
+            if init is None:
+                compiled = traced.lower().compile()
+                if self.store:
+                    self.store.save("init", self._program_description(), (key, hp), compiled)
+                self.runner = compiled(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:
