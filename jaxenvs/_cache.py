@@ -10,6 +10,7 @@ empty value) turns it off. Library imports never enable it: only the command lin
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 __all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache", "ExecutableStore", "StoredJit", "activate_executable_store", "active_store"]
@@ -138,6 +139,24 @@ def _signature(args) -> str:
     return f"{treedef} {parts}"
 
 
+_THREAD = threading.local()  # jax_cache_hit: the last compile of this thread came from JAX's cache
+_LISTENING = False
+
+
+def _on_jax_event(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":  # recorded in the thread that compiles
+        _THREAD.jax_cache_hit = True
+
+
+def _ensure_hit_listener() -> None:
+    global _LISTENING
+    if not _LISTENING:
+        import jax
+
+        jax.monitoring.register_event_listener(_on_jax_event)
+        _LISTENING = True
+
+
 class ExecutableStore:
     """Compiled programs kept whole on disk, so that a command run again skips tracing, lowering
     and compiling them (a hit loads the executable: about 0.1 s for the trainer's programs).
@@ -205,16 +224,37 @@ class ExecutableStore:
             return False
         return True
 
-    def compile(self, name: str, jitted, args, description: str, compiler_options: dict | None = None):
+    def compile(self, name: str, jitted, args, description: str):
         """``jitted.lower(*args).compile()``, loaded from the store when it holds it (see the class)."""
         compiled = self.load(name, description, args)
         if compiled is not None:
             return compiled
         if self.folder is None:
             self.misses.append(name)
-        lowered = jitted.lower(*args)
-        compiled = lowered.compile(compiler_options) if compiler_options else lowered.compile()
-        self.save(name, description, args, compiled)
+        return self.compile_lowered(name, description, args, jitted.lower(*args))
+
+    def compile_lowered(self, name: str, description: str, args, lowered):
+        """``lowered.compile()`` (``lowered`` is ``jitted.lower(*args)``), stored when freshly compiled.
+
+        An executable JAX loaded from its persistent cache cannot be serialized again (XLA:CPU,
+        jaxlib 0.10: the bytes load but fail when run, a function "not found"), so only fresh
+        compiles are stored. On a CPU the program is compiled with a GPU-only option
+        (``xla_gpu_autotune_level``, which XLA:CPU ignores) set from the stored file's path: JAX's cache key
+        then differs from every other compile's, so a program the store lacks is compiled afresh
+        (and stored) instead of coming from JAX's cache under the plain key."""
+        import jax
+
+        options = None
+        if self.folder is not None and jax.default_backend() == "cpu":
+            import hashlib
+
+            own = hashlib.sha256(str(self._path(name, description, args)).encode()).hexdigest()  # folder and key
+            options = {"xla_gpu_autotune_level": 1000 + int(own[:6], 16)}
+        _ensure_hit_listener()
+        _THREAD.jax_cache_hit = False
+        compiled = lowered.compile(options) if options else lowered.compile()
+        if not _THREAD.jax_cache_hit:
+            self.save(name, description, args, compiled)
         return compiled
 
 

@@ -79,3 +79,37 @@ def test_the_environment_key_names_versions_devices_and_source():
     for part in ("jax=", "jaxlib=", "backend ", "devices ", "XLA_FLAGS", "jax_enable_x64=", "source "):
         assert part in key
     assert len(_cache._source_digest()) == 64
+
+
+_SCRIPT = """
+import sys
+import jax, jax.numpy as jnp
+from jaxenvs import _cache
+f = jax.jit(lambda key, x: {"y": jnp.tanh(x @ x.T).sum() + jax.random.uniform(key), "n": jnp.sum(x > 0)})
+args = (jax.random.key(3), jnp.arange(12.0).reshape(3, 4))
+if sys.argv[1] == "jax-cache":  # the program in JAX's persistent cache, under its plain key
+    f.lower(*args).compile()
+else:
+    store = _cache.ExecutableStore(sys.argv[2])
+    out = store.compile("prog", f, args, "tanh")
+    print(sys.argv[1], store.hits, store.misses, float(out(*args)["y"]) == float(f(*args)["y"]))
+"""
+
+
+def test_a_program_in_jax_cache_is_compiled_afresh_and_its_stored_bytes_run(tmp_path):
+    """An executable JAX loaded from its persistent cache serializes to bytes that load but fail when
+    run (XLA:CPU); the store compiles what it lacks under a key of its own, so what it stores runs."""
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+
+    env = subprocess_env(JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                         JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    lines = []
+    for step in ("jax-cache", "store", "load"):
+        out = subprocess.run([sys.executable, "-c", _SCRIPT, step, str(tmp_path / "store")], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines.append(out.stdout.strip())
+    assert lines[1:] == ["store [] ['prog'] True", "load ['prog'] [] True"]

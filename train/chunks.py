@@ -94,9 +94,7 @@ class ChunkProgram:
         lowered = self._lower_chunk_program(plan, runner)  # Python's part here, XLA's in the background
 
         def compile_and_store():
-            compiled = lowered.compile()
-            if store:
-                store.save("chunk", description, args, compiled)
+            compiled = store.compile_lowered("chunk", description, args, lowered) if store else lowered.compile()
             return self._chunk_runner(compiled)
 
         if background:

@@ -44,7 +44,9 @@ class RunOutputs:
         """While the training program compiles in the background: compile the programs of the
         final evaluation and the GIF by running them once on the untrained policy (results
         dropped), so after training they only run. On this 2-core CPU the compiles share the
-        cores; on a busy machine nothing is lost but the runs themselves (a few ms)."""
+        cores; on a busy machine nothing is lost but the runs themselves (a few ms). Skipped on a
+        warm start (`train.run.Run.loaded_whole`): the earlier run that stored the training
+        programs stored these too, and loading one where it is first used takes a few ms."""
         from .evaluate import evaluate
         from .plotting import gif_frames
 

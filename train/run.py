@@ -131,6 +131,7 @@ class Run(ChunkProgram, RunOutputs):
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
     store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
+    loaded_whole: bool = False  # the init program came from the store: an earlier run stored this run's programs
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
@@ -169,6 +170,7 @@ class Run(ChunkProgram, RunOutputs):
             init = self.store.load("init", self._program_description(), (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
             if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
+                self.loaded_whole = True
                 self.runner = init(key, hp)
                 template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.runner)
             else:
@@ -177,9 +179,9 @@ class Run(ChunkProgram, RunOutputs):
             # the training program needs only the runner's shapes: it compiles while init runs
             self.chunk_job = (plan, self._start_chunk_program(plan, template))
             if init is None:
-                compiled = traced.lower().compile()
-                if self.store:
-                    self.store.save("init", self._program_description(), (key, hp), compiled)
+                lowered = traced.lower()
+                compiled = self.store.compile_lowered("init", self._program_description(), (key, hp), lowered) \
+                    if self.store else lowered.compile()
                 self.runner = compiled(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
@@ -253,8 +255,8 @@ class Run(ChunkProgram, RunOutputs):
             if self.main_process:
                 with say.phase("evaluating the untrained policy", "progress evaluation"):
                     self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
-        if self.chunk_job is not None and self.main_process:
-            self.warm_up_outputs()
+        if self.chunk_job is not None and self.main_process and not self.loaded_whole:
+            self.warm_up_outputs()  # a warm start loads the output programs where they are first used
         run_chunk = self.compile_chunks(plan)
         last_save = last_print = time.perf_counter()
         train_s = eval_s = 0.0
