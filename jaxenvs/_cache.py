@@ -10,9 +10,10 @@ empty value) turns it off. Library imports never enable it: only the command lin
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
-__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache"]
+__all__ = ["ENV_VAR", "cache_dir", "enable_compilation_cache", "ExecutableStore", "StoredJit", "activate_executable_store", "active_store"]
 
 ENV_VAR = "JAXENVS_CACHE_DIR"
 _OFF = ("", "0", "off", "none", "false")
@@ -60,3 +61,241 @@ def enable_compilation_cache(min_compile_s: float = MIN_COMPILE_S) -> Path | Non
         if min_compile_s == 0:
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return folder
+
+
+# ---- whole compiled programs ------------------------------------------------------------------
+# JAX's persistent cache is keyed by the lowered program, so a command that runs again still
+# traces and lowers every program before the cache can answer (on a 2-core CPU about as long as the
+# main job's own work). The store below keeps the compiled executables themselves
+# (``jax.experimental.serialize_executable``), keyed by what the caller says the program is made of
+# and by everything around it that could change the program: the versions of JAX, jaxlib, NumPy,
+# Flax and Optax, the backend and its devices, XLA_FLAGS, the JAX settings that change programs, and
+# the source of the jaxenvs package (and of its ``train`` package) itself.
+
+_STORE_VERSION = 1
+_SOURCE_DIGEST: str | None = None
+
+
+def _source_digest() -> str:
+    """sha256 of every ``.py`` file of the installed ``jaxenvs`` and ``jaxenvs.train`` packages
+    (paths and contents): any change to the library's code is a new key."""
+    global _SOURCE_DIGEST
+    if _SOURCE_DIGEST is None:
+        import hashlib
+        import importlib.util
+
+        h = hashlib.sha256()
+        roots = []
+        for name in ("jaxenvs", "jaxenvs.train"):
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+                roots.append(Path(loc))
+        for root in sorted(set(roots)):
+            for path in sorted(root.rglob("*.py")):
+                h.update(str(path.relative_to(root)).encode() + b"\0")
+                h.update(path.read_bytes())
+        _SOURCE_DIGEST = h.hexdigest()
+    return _SOURCE_DIGEST
+
+
+def _environment_key() -> str:
+    """What, besides the caller's description and the arguments' shapes, decides a program."""
+    import importlib.metadata as md
+
+    import jax
+
+    versions = []
+    for dist in ("jax", "jaxlib", "numpy", "flax", "optax"):
+        try:
+            versions.append(f"{dist}={md.version(dist)}")
+        except md.PackageNotFoundError:
+            versions.append(f"{dist}=none")
+    devices = jax.devices()
+    settings = [f"{name}={getattr(jax.config, name)}" for name in (
+        "jax_enable_x64", "jax_default_prng_impl", "jax_threefry_partitionable", "jax_default_matmul_precision",
+        "jax_numpy_rank_promotion", "jax_debug_nans", "jax_disable_jit",
+    )]
+    return "\n".join([
+        f"store {_STORE_VERSION}", *versions, f"backend {jax.default_backend()}",
+        f"devices {len(devices)} x {getattr(devices[0], 'device_kind', devices[0].platform)}",
+        f"XLA_FLAGS {os.environ.get('XLA_FLAGS', '')}", *settings, f"source {_source_digest()}",
+    ])
+
+
+def _signature(args) -> str:
+    """The arguments' tree structure, shapes, dtypes and weak types (what a compiled program takes);
+    arrays and ``jax.ShapeDtypeStruct`` leaves of the same shapes give the same signature."""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(args)
+    parts = []
+    for x in leaves:
+        if not isinstance(x, jax.ShapeDtypeStruct):
+            x = jax.typeof(x)
+        parts.append(f"{x.dtype}{list(x.shape)}{'w' if getattr(x, 'weak_type', False) else ''}")
+    return f"{treedef} {parts}"
+
+
+_THREAD = threading.local()  # jax_cache_hit: the last compile of this thread came from JAX's cache
+_LISTENING = False
+
+
+def _on_jax_event(event: str, **_) -> None:
+    if event == "/jax/compilation_cache/cache_hits":  # recorded in the thread that compiles
+        _THREAD.jax_cache_hit = True
+
+
+def _ensure_hit_listener() -> None:
+    global _LISTENING
+    if not _LISTENING:
+        import jax
+
+        jax.monitoring.register_event_listener(_on_jax_event)
+        _LISTENING = True
+
+
+class ExecutableStore:
+    """Compiled programs kept whole on disk, so that a command run again skips tracing, lowering
+    and compiling them (a hit loads the executable: about 0.1 s for the trainer's programs).
+
+    ``store.compile(name, jitted, args, description)`` returns ``jitted.lower(*args).compile()``,
+    from the store when the same ``name`` and ``description`` (a string saying everything the
+    program's Python closes over: the config, the run's static sizes), the same argument shapes and
+    the same environment (`_environment_key`) were compiled before. A program that cannot be
+    stored or loaded is compiled as usual: the store only saves time. ``folder=None`` turns it off.
+    Not for sharded programs (their layouts are not part of the key).
+    """
+
+    def __init__(self, folder: Path | None):
+        self.folder = None if folder is None else Path(folder)
+        self.hits: list[str] = []  # names of the programs loaded
+        self.misses: list[str] = []  # names of the programs compiled (not found, or unreadable)
+
+    def _path(self, name: str, description: str, args) -> Path:
+        import hashlib
+
+        key = hashlib.sha256("\n".join([name, description, _signature(args), _environment_key()]).encode()).hexdigest()
+        return self.folder / f"{name.replace('/', '_')}-{key[:32]}.exe"
+
+    def load(self, name: str, description: str, args):
+        """The stored executable, or None (the store off, nothing stored, or unreadable)."""
+        if self.folder is None:
+            return None
+        path = self._path(name, description, args)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            self.misses.append(name)
+            return None
+        try:
+            import pickle
+
+            from jax.experimental import serialize_executable
+
+            payload, in_tree, out_tree = pickle.loads(blob)
+            compiled = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+        except Exception:  # another jaxlib's bytes, a torn file: compile instead
+            self.misses.append(name)
+            return None
+        self.hits.append(name)
+        return compiled
+
+    def save(self, name: str, description: str, args, compiled) -> bool:
+        """Store ``compiled`` (atomically); False when the store is off or it cannot be stored."""
+        if self.folder is None:
+            return False
+        try:
+            import pickle
+            import tempfile
+
+            from jax.experimental import serialize_executable
+
+            blob = pickle.dumps(serialize_executable.serialize(compiled))
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path = self._path(name, description, args)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        except Exception:  # nothing is lost but the next run's time
+            return False
+        return True
+
+    def compile(self, name: str, jitted, args, description: str):
+        """``jitted.lower(*args).compile()``, loaded from the store when it holds it (see the class)."""
+        compiled = self.load(name, description, args)
+        if compiled is not None:
+            return compiled
+        if self.folder is None:
+            self.misses.append(name)
+        return self.compile_lowered(name, description, args, jitted.lower(*args))
+
+    def compile_lowered(self, name: str, description: str, args, lowered):
+        """``lowered.compile()`` (``lowered`` is ``jitted.lower(*args)``), stored when freshly compiled.
+
+        An executable JAX loaded from its persistent cache cannot be serialized again (XLA:CPU,
+        jaxlib 0.10: the bytes load but fail when run, a function "not found"), so only fresh
+        compiles are stored. On a CPU the program is compiled with a GPU-only option
+        (``xla_gpu_autotune_level``, which XLA:CPU ignores) set from the stored file's path: JAX's cache key
+        then differs from every other compile's, so a program the store lacks is compiled afresh
+        (and stored) instead of coming from JAX's cache under the plain key."""
+        import jax
+
+        options = None
+        if self.folder is not None and jax.default_backend() == "cpu":
+            import hashlib
+
+            own = hashlib.sha256(str(self._path(name, description, args)).encode()).hexdigest()  # folder and key
+            options = {"xla_gpu_autotune_level": 1000 + int(own[:6], 16)}
+        _ensure_hit_listener()
+        _THREAD.jax_cache_hit = False
+        compiled = lowered.compile(options) if options else lowered.compile()
+        if not _THREAD.jax_cache_hit:
+            self.save(name, description, args, compiled)
+        return compiled
+
+
+_ACTIVE: ExecutableStore | None = None
+
+
+def activate_executable_store(folder: Path | None) -> ExecutableStore | None:
+    """Make ``folder / "executables"`` the store `StoredJit` programs use in this process (the
+    command lines call it with the compilation cache's folder; None turns the store off)."""
+    global _ACTIVE
+    _ACTIVE = None if folder is None else ExecutableStore(Path(folder) / "executables")
+    return _ACTIVE
+
+
+def active_store() -> ExecutableStore | None:
+    """The store of this process (`activate_executable_store`), or None."""
+    return _ACTIVE
+
+
+class StoredJit:
+    """``jax.jit(fn)`` whose compiled programs come from the active `ExecutableStore` when a
+    command line activated one (in a single process): a miss compiles and stores, a hit loads.
+    ``description`` must name everything ``fn`` closes over that shapes its program (the config,
+    static sizes); the arguments' shapes are added per call. Without an active store it is
+    ``jax.jit(fn)``."""
+
+    def __init__(self, fn, name: str, description: str):
+        import jax
+
+        self.jitted = jax.jit(fn)
+        self.name, self.description = name, description
+        self._compiled: dict = {}
+
+    def __call__(self, *args):
+        import jax
+
+        store = _ACTIVE
+        if store is None or store.folder is None or jax.process_count() > 1:
+            return self.jitted(*args)
+        sig = _signature(args)
+        compiled = self._compiled.get(sig)
+        if compiled is None:
+            compiled = self._compiled[sig] = store.compile(self.name, self.jitted, args, self.description)
+        return compiled(*args)

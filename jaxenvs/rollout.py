@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs import prng
 from jaxenvs._traces import TraceCounter
 from jaxenvs.core import Environment, check_params
 from jaxenvs.sharding import constrain_batch
@@ -127,7 +128,7 @@ def _uniform_policy(env: Environment, outer: tuple, params: Any, name: str) -> P
 
 
 def _per_env(key, num_envs, mesh=None):
-    return key if num_envs is None else constrain_batch(jax.random.split(key, num_envs), mesh)
+    return key if num_envs is None else constrain_batch(prng.split(key, num_envs), mesh)
 
 
 def _vmap_if(fn, num_envs, in_axes):
@@ -161,7 +162,7 @@ def _policy_step(env, policy, num_envs, mesh=None, batched_path=True, batch_poli
 
     def body(carry, key, params):
         obs, state = carry
-        key_act, key_step = jax.random.split(key)
+        key_act, key_step = prng.split(key)
         action = act(key_act, obs)
         next_obs, next_state, reward, terminated, truncated, info = step(key_step, state, action, params)
         return (next_obs, next_state), (obs, state, action, reward, terminated, truncated, info)

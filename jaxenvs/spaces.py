@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs import prng
 from jaxenvs._optional import require
 
 __all__ = [
@@ -158,7 +159,7 @@ def _uniform_below(key, shape, n) -> jax.Array:
     which draws two words and folds them); otherwise ``jax.random.randint``."""
     n = np.asarray(n, np.int64)
     if np.all(n & (n - 1) == 0):
-        bits = jax.random.bits(key, shape, jnp.uint32)
+        bits = prng.bits(key, shape)
         return (bits & jnp.asarray(n - 1, jnp.uint32)).astype(jnp.int32)
     return jax.random.randint(key, shape, 0, jnp.asarray(n, jnp.int32), dtype=jnp.int32)
 
@@ -178,7 +179,7 @@ def _masked_uniform(key, shape, mask) -> jax.Array:
     mask = jnp.where((count > 0)[..., None], mask, True)
     count = jnp.where(count > 0, count, n)
     if n <= 1 << 16:
-        bits = jax.random.bits(key, shape, jnp.uint32)
+        bits = prng.bits(key, shape)
         c = count.astype(jnp.uint32)
         k = (((bits >> 16) * c + (((bits & 0xFFFF) * c) >> 16)) >> 16).astype(jnp.int32)
     else:

@@ -22,7 +22,11 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
   draws only ``k`` fresh episodes and hands them to the envs that finished (env ``i`` takes pool
   entry ``i % k``). Resetting then costs ``k`` instead of ``num_envs`` reset draws per step, but
   **episodes that start in the same step may share their start state** (when two finished envs
-  map to the same pool entry); across steps the pools are independent draws.
+  map to the same pool entry); across steps the pools are independent draws. When ``k`` divides
+  ``num_envs`` the pool is repeated by a broadcast (no gather).
+
+The per-step draws (keys, resets) go through `jaxenvs.prng`, which computes ``jax.random``'s own
+values in a form XLA fuses on the CPU.
 
 Trajectories differ from the plain path's for the same key (the keys are derived differently) but
 have the same distribution (with ``reset_pool``: the same distribution for each env, not
@@ -38,6 +42,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
+from jaxenvs import prng
 from jaxenvs.core import ActionError, Environment, ParamsError, StateError, check_params, params_shape_mismatch
 from jaxenvs.wrappers.base import (
     AutoReset,
@@ -193,15 +198,19 @@ class VectorEnv(Forwarding):
 
     def reset(self, key: jax.Array, params: Any = None):
         params = self._params(params)
-        keys = jax.random.split(key, self.num_envs)
+        keys = prng.split(key, self.num_envs)
         return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(keys, params)
 
     def _fresh_episodes(self, key, params):
         """Initial ``(obs, state)`` for every env: ``num_envs`` draws, or ``reset_pool`` shared ones."""
         if self.reset_pool is None:
-            return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(jax.random.split(key, self.num_envs), params)
-        pool = jax.vmap(self.env.reset, in_axes=(0, None))(jax.random.split(key, self.reset_pool), params)
-        index = jnp.arange(self.num_envs) % self.reset_pool
+            return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, self.num_envs), params)
+        k = self.reset_pool
+        pool = jax.vmap(self.env.reset, in_axes=(0, None))(prng.split(key, k), params)
+        if self.num_envs % k == 0:  # entry i % k for env i: the pool repeated, a broadcast XLA fuses
+            reps = self.num_envs // k
+            return jax.tree.map(lambda x: jnp.broadcast_to(x, (reps, *x.shape)).reshape((self.num_envs, *x.shape[1:])), pool)
+        index = jnp.arange(self.num_envs) % k
         return jax.tree.map(lambda x: x[index], pool)
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None):
@@ -209,7 +218,7 @@ class VectorEnv(Forwarding):
         self._check_states(state)
         self._check_actions(action)
         if self._step_needs_key:
-            keys = jax.random.split(key, self.num_envs + 1)
+            keys = prng.split(key, self.num_envs + 1)
             key_reset = keys[0]
             step = jax.vmap(self.env.step, in_axes=(0, 0, 0, self.params_axis))
             out = step(keys[1:], state, action, params)
@@ -242,6 +251,6 @@ class VectorEnv(Forwarding):
         if self.params_axis is not None:
             safe = jnp.minimum(index, n - 1)
             params = jax.tree.map(lambda x: jnp.take(x, safe, axis=self.params_axis), params)
-        fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(jax.random.split(key, k), params)
+        fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, k), params)
         put = lambda full, part: full.at[index].set(part, mode="drop")  # noqa: E731
         return jax.tree.map(put, obs, fresh_obs), jax.tree.map(put, state, fresh_state)

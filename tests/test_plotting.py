@@ -55,6 +55,16 @@ def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
     assert (strips[0] == start1).all()
     starts2 = [t for t in range(len(frames)) if (strips[t] == start2).all()]
     assert len(starts2) <= 1 and all((strips[t] != start1).any() for t in range(1, len(frames)))
+    # a second GIF of the same trainer (the main job's, after its warm-up) compiles nothing more
+    from jaxenvs.train import plotting
+
+    def sizes():
+        return {k: f.jitted._cache_size() for k, (_, f) in plotting._GIF_FNS.items() if k[0] == id(trainer)}
+
+    before = sizes()
+    again = gif_frames(trainer, params, jax.random.key(2), num_episodes=2, max_frames=12)
+    assert sizes() == before and len(before) == 2  # the rollouts and the render, each traced once
+    np.testing.assert_array_equal(again, frames)
 
 
 def test_a_wide_positive_range_gets_a_log_axis(tmp_path):

@@ -185,3 +185,25 @@ def test_next_values_are_the_critic_of_final_obs_wherever_gae_bootstraps():
     used = ~np.asarray(traj.terminated)  # terminated steps bootstrap from 0 in gae
     assert np.asarray(traj.truncated).any() and np.asarray(traj.terminated | traj.truncated).sum() < traj.terminated.size
     np.testing.assert_allclose(np.asarray(fast)[used], np.asarray(direct)[used], rtol=1e-6, atol=1e-6)
+
+
+def test_an_evaluation_of_several_blocks_is_the_blocks_of_the_progress_program(grid):
+    """1000 episodes run as 5 calls of the 200-episode program (one compiled program for progress
+    and final evaluations), block i from split(key, 5)[i], joined along the episode axis."""
+    from jaxenvs.train import episodes as ep
+
+    trainer, runs = grid
+    params = runs[0][0].params
+    key = jax.random.key(7)
+    before = set(ep._EPISODE_FNS)
+    traj, first = ep.episodes(trainer, params, key, num_episodes=5 * ep.BLOCK)
+    assert {k[2] for k in set(ep._EPISODE_FNS) - before} <= {ep.BLOCK}
+    assert not any(k[0] == id(trainer) and k[2] == 5 * ep.BLOCK for k in ep._EPISODE_FNS)
+    blocks = [ep.episodes(trainer, params, k, num_episodes=ep.BLOCK)[0] for k in jax.random.split(key, 5)]
+    assert traj.terminated.shape[1] == 5 * ep.BLOCK and first["length"].shape == (5 * ep.BLOCK,)
+    np.testing.assert_array_equal(traj.terminated, np.concatenate([b.terminated for b in blocks], axis=1))
+    for name in ("agent", "target"):
+        np.testing.assert_array_equal(traj.obs[name], np.concatenate([b.obs[name] for b in blocks], axis=1))
+        np.testing.assert_array_equal(traj.last_obs[name], np.concatenate([b.last_obs[name] for b in blocks], axis=0))
+    # a count that is not a multiple of the block is one call of its own size
+    assert ep.episodes(trainer, params, key, num_episodes=30)[0].terminated.shape[1] == 30

@@ -264,3 +264,18 @@ def test_legend_without_pillow_says_what_to_install(monkeypatch):
     env = jaxenvs.make("RockPaperScissors-v0")
     with pytest.raises(ImportError, match=r"drawing a legend \(or leave the legend out\) needs 'PIL', which is not installed: pip install \"jaxenvs\[render\]\""):
         legend_strip(env, 257)  # a width not drawn before (legends are cached per width)
+
+
+def test_gif_of_many_colours_is_quantised_and_few_colours_exact(tmp_path):
+    """At most 256 colours in all: stored exactly through one palette (with a colour that appears in
+    one frame only); more: quantised by imageio, close but not exact, and still written."""
+    rng = np.random.default_rng(0)
+    few = rng.choice(np.arange(200), size=(3, 16, 16))  # 200 grey levels
+    few_frames = np.repeat(few[..., None], 3, axis=-1).astype(np.uint8)
+    few_frames[2, 0, 0] = (255, 0, 7)
+    back = iio.imread(save_gif(few_frames, tmp_path / "few.gif"), index=None)[..., :3]
+    np.testing.assert_array_equal(back, few_frames)
+    many = rng.integers(0, 256, size=(2, 32, 32, 3), dtype=np.uint8)  # ~2,000 colours
+    back = iio.imread(save_gif(many, tmp_path / "many.gif"), index=None)[..., :3]
+    assert back.shape == many.shape and not np.array_equal(back, many)
+    assert np.abs(back.astype(int) - many).mean() < 40

@@ -122,6 +122,7 @@ def _run(run: Run, started: float, imported: float) -> int:
             )
             return 0
     else:
+        _prefetch_plotting(run)
         run.start_new()
     if run.config.num_updates > int(to_host(run.runner.update).reshape(-1)[0]):
         run.train()
@@ -129,6 +130,16 @@ def _run(run: Run, started: float, imported: float) -> int:
     run.say(run.wall_summary(started, imported))
     run.write_timings(started, imported)
     return 0
+
+
+def _prefetch_plotting(run: Run) -> None:
+    """Import matplotlib in the background while the run starts (process 0 draws the learning
+    curve at the end; the import is about a second of Python that would otherwise come then)."""
+    if run.main_process:
+        from .phases import Background
+        from .plotting import prefetch_matplotlib
+
+        Background(prefetch_matplotlib, "jaxenvs-import")
 
 
 def _fail(run: Run, message: str, status: int) -> int:

@@ -3,11 +3,15 @@
 
 Each evaluation runs ``num_episodes`` environments without auto-reset (``jaxenvs.make(...,
 autoreset=False)``), one jitted `jaxenvs.rollout.rollout` with params as an argument, so evaluating
-new params after every chunk of training compiles nothing again.
+new params after every chunk of training compiles nothing again. A count that is a multiple of
+`BLOCK` runs as that many blocks of `BLOCK` episodes (one key each, split from the evaluation's
+key) through the one program of `BLOCK` episodes: the progress evaluations during training and the
+final evaluation (1000 episodes) share one compiled program.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import jax
@@ -15,12 +19,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from jaxenvs._cache import StoredJit
 from jaxenvs.rollout import rollout
 
 
-__all__ = ["NUM_EPISODES", "eval_env", "greedy_policy", "first_episodes", "episodes", "initial_probs", "payoff_matrix"]
+__all__ = ["NUM_EPISODES", "BLOCK", "eval_env", "greedy_policy", "first_episodes", "episodes", "initial_probs", "payoff_matrix"]
 
 from .tuned import NUM_EPISODES  # noqa: E402  (one number, kept with the entries)
+
+BLOCK = 200  # episodes per call of the evaluation program (a progress evaluation is one block)
 
 
 def eval_env(trainer):
@@ -84,15 +91,30 @@ def _episode_fn(trainer, versus_random: bool, num_episodes: int) -> Callable:
                 policy = greedy
             return rollout(env, key, policy, steps, num_envs=num_episodes, record_states=False)
 
-        _EPISODE_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+        description = json.dumps({"config": trainer.config.to_dict(), "versus_random": versus_random,
+                                  "num_episodes": num_episodes}, sort_keys=True)
+        # the trainer is kept so its id stays unique; a command's store keeps the compiled program
+        _EPISODE_FNS[cache_key] = (trainer, StoredJit(run, "episodes", description))
     return _EPISODE_FNS[cache_key][1]
 
 
 def episodes(trainer, params, key, versus_random=False, num_episodes=NUM_EPISODES):
     """``(trajectory, first_episodes(trajectory))`` of ``num_episodes`` greedy episodes; the
     trajectory's arrays are on the host (numpy), so what the caller computes from them compiles
-    nothing."""
-    traj = jax.device_get(_episode_fn(trainer, versus_random, num_episodes)(params, key))
+    nothing. A multiple of `BLOCK` runs as blocks of `BLOCK` episodes, block ``i`` from
+    ``jax.random.split(key, blocks)[i]``, joined along the episode axis (the module docstring)."""
+    blocks = num_episodes // BLOCK if num_episodes > BLOCK and num_episodes % BLOCK == 0 else 1
+    run = _episode_fn(trainer, versus_random, num_episodes // blocks)
+    if blocks == 1:
+        traj = jax.device_get(run(params, key))
+    else:
+        parts = [jax.device_get(run(params, k)) for k in jax.random.split(key, blocks)]
+        timed = lambda *xs: np.concatenate(xs, axis=1)  # noqa: E731  ([T, episodes, ...])
+        last = lambda *xs: np.concatenate(xs, axis=0)  # noqa: E731  ([episodes, ...])
+        traj = parts[0]._replace(**{
+            name: jax.tree.map(last if name.startswith("last_") else timed, *[getattr(p, name) for p in parts])
+            for name in parts[0]._fields
+        })
     return traj, first_episodes(traj)
 
 

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from . import evaluations, tuned
-from .episodes import NUM_EPISODES, first_episodes
+from .episodes import BLOCK, NUM_EPISODES, first_episodes
 from .xla import enable_compilation_cache
 
 __all__ = [
@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 PROG = "python -m jaxenvs.train.evaluate"
-PROGRESS_EPISODES = 200  # per seed, after every chunk of training
+PROGRESS_EPISODES = BLOCK  # per seed, after every chunk of training: one block of the evaluation program
 PROGRESS_GAMES = 64  # per seat and seed for two-player games: evaluation stays under a quarter of the run
 
 

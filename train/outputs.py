@@ -44,7 +44,9 @@ class RunOutputs:
         """While the training program compiles in the background: compile the programs of the
         final evaluation and the GIF by running them once on the untrained policy (results
         dropped), so after training they only run. On this 2-core CPU the compiles share the
-        cores; on a busy machine nothing is lost but the runs themselves (a few ms)."""
+        cores; on a busy machine nothing is lost but the runs themselves (a few ms). Skipped on a
+        warm start (`train.run.Run.loaded_whole`): the earlier run that stored the training
+        programs stored these too, and loading one where it is first used takes a few ms."""
         from .evaluate import evaluate
         from .plotting import gif_frames
 
@@ -128,6 +130,7 @@ class RunOutputs:
             "phases_s": {"imports": imported - started, **self.say.times},
             "jax": self.compile_log.summary() if self.compile_log is not None else None,
             "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
+            "executables": _store_summary(),
             "env_id": self.config.env_id, "algo": self.config.ALGO,
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
                         "backend": jax.default_backend(), "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},
@@ -149,3 +152,12 @@ class RunOutputs:
         t = {"imports": imported - started, **self.say.times}
         parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
         return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
+
+
+def _store_summary() -> dict | None:
+    """The programs the command loaded whole from its store of compiled programs and those it
+    compiled (and stored) (`jaxenvs._cache.ExecutableStore`); None when the store is off."""
+    from jaxenvs import _cache
+
+    store = _cache.active_store()
+    return None if store is None else {"folder": str(store.folder), "loaded": store.hits, "compiled": store.misses}

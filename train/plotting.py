@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -10,7 +11,8 @@ import jax
 import numpy as np
 
 import jaxenvs
-from jaxenvs.rendering.io import render_frames, save_gif
+from jaxenvs._cache import StoredJit
+from jaxenvs.rendering.io import save_gif
 from jaxenvs.rollout import rollout
 
 __all__ = ["plot_learning_curve", "curve_panels", "policy_gif", "gif_frames"]
@@ -193,6 +195,42 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 COLUMNS = 3  # panels per row of the learning curve
 
 _GIF_FNS: dict = {}
+_GIF_ENVS: dict = {}
+
+
+def _gif_env(trainer):
+    """The trainer's environment without auto-reset, one object per trainer: the rollouts' and the
+    render's programs are cached per environment object, so a second GIF (the main job's, after its
+    warm-up) compiles nothing."""
+    if id(trainer) not in _GIF_ENVS:
+        cfg = trainer.config
+        _GIF_ENVS[id(trainer)] = (trainer, jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs))
+    return _GIF_ENVS[id(trainer)][1]
+
+
+def _gif_render(trainer, env, frames: int):
+    """``render(states) -> uint8[frames, H, W, 3]`` of a flat batch of ``frames`` states: the
+    env's ``render`` vmapped (`jaxenvs.rendering.render_frames`' program), one per trainer, kept in
+    the command's store of compiled programs like the rollouts."""
+    cache_key = (id(trainer), "render", frames)
+    if cache_key not in _GIF_FNS:
+        params = env.default_params
+        description = json.dumps({"config": trainer.config.to_dict(), "render": frames}, sort_keys=True)
+        _GIF_FNS[cache_key] = (trainer, StoredJit(lambda states: jax.vmap(env.render, in_axes=(0, None))(states, params),
+                                                  "gif_render", description))
+    return _GIF_FNS[cache_key][1]
+
+
+def prefetch_matplotlib() -> None:
+    """Import what `plot_learning_curve` draws with (matplotlib with its Agg backend, pyplot): the
+    command starts this in a background thread, so the import overlaps the run instead of delaying
+    the learning curve at its end."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.ticker  # noqa: F401
+
 
 def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
     """Jitted ``(params, key) -> Trajectory`` (a leading episode axis): ``num_episodes`` greedy
@@ -218,7 +256,9 @@ def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
 
             return jax.vmap(lambda k: rollout(env, k, policy, steps))(keys)
 
-        _GIF_FNS[cache_key] = (trainer, jax.jit(run))  # the trainer is kept so its id stays unique
+        description = json.dumps({"config": trainer.config.to_dict(), "steps": steps, "num_episodes": num_episodes}, sort_keys=True)
+        # the trainer is kept so its id stays unique; a command's store keeps the compiled program
+        _GIF_FNS[cache_key] = (trainer, StoredJit(run, "gif_rollouts", description))
     return _GIF_FNS[cache_key][1]
 
 
@@ -228,7 +268,7 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
     rendered as a fixed count (padded with the last state, then cut), so calling this once with
     any params of the same shapes compiles everything a later call needs."""
     cfg = trainer.config
-    env = jaxenvs.make(cfg.env_id, autoreset=False, **cfg.env_kwargs)
+    env = _gif_env(trainer)
     # an env without a time limit (the games) plays up to max_frames steps per episode, not one
     steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
     traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
@@ -247,7 +287,7 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
     fixed = min(max_frames, num_episodes * (steps + 1))  # one render program whatever the episodes' lengths
     padded = jax.tree.map(lambda x: np.concatenate([x, np.repeat(x[-1:], fixed - count, axis=0)]), stacked)
     try:
-        frames = render_frames(env, padded)[:count]
+        frames = np.asarray(_gif_render(trainer, env, fixed)(padded))[:count]
     except NotImplementedError:
         return None
     from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
@@ -285,7 +325,7 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
         return None
     from .checkpoint import atomic_write
 
-    env = jaxenvs.make(trainer.config.env_id, autoreset=False, **trainer.config.env_kwargs)
+    env = _gif_env(trainer)
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)

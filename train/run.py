@@ -130,6 +130,8 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
+    store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
+    loaded_whole: bool = False  # the init program came from the store: an earlier run stored this run's programs
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
@@ -164,14 +166,23 @@ class Run(ChunkProgram, RunOutputs):
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
             key, hp = jax.random.key(settings.seed), config.hparams()
-            traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
-            # the training program needs only the runner's shapes: it compiles while init runs
+            self.store = self._executable_store()
+            init = self.store.load("init", self._program_description(), (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
-            template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
-            lowered = self._lower_chunk_program(plan, template)  # Python's part here, XLA's in the background
-            self.chunk_job = (plan, Background(lambda: self._chunk_runner(lowered.compile()), "jaxenvs-compile"))
-            self.say(f"{self._compile_label(plan)} (in the background) ...")
-            self.runner = traced.lower().compile()(key, hp)
+            if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
+                self.loaded_whole = True
+                self.runner = init(key, hp)
+                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.runner)
+            else:
+                traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
+                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+            # the training program needs only the runner's shapes: it compiles while init runs
+            self.chunk_job = (plan, self._start_chunk_program(plan, template))
+            if init is None:
+                lowered = traced.lower()
+                compiled = self.store.compile_lowered("init", self._program_description(), (key, hp), lowered) \
+                    if self.store else lowered.compile()
+                self.runner = compiled(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:
@@ -244,8 +255,8 @@ class Run(ChunkProgram, RunOutputs):
             if self.main_process:
                 with say.phase("evaluating the untrained policy", "progress evaluation"):
                     self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
-        if self.chunk_job is not None and self.main_process:
-            self.warm_up_outputs()
+        if self.chunk_job is not None and self.main_process and not self.loaded_whole:
+            self.warm_up_outputs()  # a warm start loads the output programs where they are first used
         run_chunk = self.compile_chunks(plan)
         last_save = last_print = time.perf_counter()
         train_s = eval_s = 0.0

@@ -68,10 +68,15 @@ def use_safe_cpu_scheduler() -> bool:
 
 def enable_compilation_cache():
     """JAX's persistent compilation cache for the trainer's commands (`jaxenvs._cache`), keeping
-    every program however quick to compile: a warm start then compiles nothing."""
+    every program however quick to compile: a warm start then compiles nothing. Beside it, the
+    store of whole compiled programs (`jaxenvs._cache.ExecutableStore`, in its ``executables``
+    folder): a warm start of the same run then does not even trace or lower its programs (the
+    initialisation, the chunk program, the evaluation and the GIF's rollouts)."""
     from jaxenvs import _cache
 
-    return _cache.enable_compilation_cache(min_compile_s=0.0)
+    folder = _cache.enable_compilation_cache(min_compile_s=0.0)
+    _cache.activate_executable_store(folder)
+    return folder
 
 
 class CompileLog:

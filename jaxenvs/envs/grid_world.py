@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxenvs import struct
 
-from jaxenvs import spaces
+from jaxenvs import prng, spaces
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
@@ -76,7 +76,7 @@ class GridWorld(Environment):
     def reset_env(self, key, params):
         n_cells = params.size * params.size
         # one draw of 64 random bits; modulo bias is below 2**-32 * n_cells (negligible)
-        bits = jax.random.bits(key, (2,), jnp.uint32)
+        bits = prng.bits(key, (2,))
         agent_idx = (bits[0] % jnp.uint32(n_cells)).astype(jnp.int32)
         offset = (bits[1] % jnp.uint32(n_cells - 1)).astype(jnp.int32)
         target_idx = offset + (offset >= agent_idx).astype(jnp.int32)  # uniform over the cells other than agent_idx

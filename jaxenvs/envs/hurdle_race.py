@@ -42,7 +42,7 @@ from typing import Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxenvs import struct
+from jaxenvs import prng, struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param
@@ -79,7 +79,7 @@ def jump_uniforms(key: jax.Array) -> jax.Array:
     ``step_env(key, ...)`` draws exactly ``jump_uniforms(key)``; a jump over a hurdle succeeds
     when the runner's draw is below ``jump_success_rate``.
     """
-    return jax.random.uniform(key, (NUM_AGENTS,), jnp.float32)
+    return prng.uniform(key, (NUM_AGENTS,))
 
 
 def move(pos, hurdles, action, uniforms, jump_success_rate, track_length: int) -> jax.Array:

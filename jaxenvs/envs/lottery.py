@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxenvs import struct
+from jaxenvs import prng, struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param
@@ -95,7 +95,7 @@ class Lottery(Environment):
         action = jnp.clip(action, 0, NUM_ACTIONS - 1).astype(jnp.int32)
         # float32 draw and probabilities whatever jax_enable_x64 says: the same key, the same draw
         win_prob = jnp.stack([params.power_rich_prob, params.mega_haul_prob, 0.0]).astype(jnp.float32)[action]
-        won = (jax.random.uniform(key, (), jnp.float32) < win_prob) & (action != NO_TICKET)
+        won = (prng.uniform(key, ()) < win_prob) & (action != NO_TICKET)
         reward = _reward(action, won, params)
         state = EnvState(played=jnp.ones((), jnp.int32), action=action, won=won)
         terminated = jnp.ones((), bool)

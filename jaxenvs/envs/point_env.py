@@ -32,7 +32,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxenvs import struct
+from jaxenvs import prng, struct
 
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param
@@ -81,7 +81,7 @@ class PointEnv(Environment):
 
     def reset_env(self, key, params):
         b = params.reset_bound
-        position = jax.random.uniform(key, (2,), jnp.float32, -b, b)
+        position = prng.uniform(key, (2,), -b, b)
         state = EnvState(position=position)
         return state.position, state
 

@@ -77,15 +77,40 @@ def save_gif(frames, path: str | os.PathLike, fps: float = 4) -> Path:
 
     GIF stores frame durations in hundredths of a second, so ``1 / fps`` is rounded to 10 ms.
     Identical consecutive frames are stored once with their durations added: playback time is
-    exact while the stored frame count may be lower than ``T``. Colours are quantised to a
-    256-colour palette; frames with at most 256 distinct colours are stored exactly.
+    exact while the stored frame count may be lower than ``T``. Frames with at most 256 distinct
+    colours in all (rendered envs draw a few flat colours) are stored exactly, with one palette
+    built from those colours and handed to Pillow as they are (no quantising: about half of
+    imageio's time); more colours than that are quantised to a 256-colour palette by imageio.
     """
     frames, fps = _check_frames(frames), _check_fps(fps)
     iio = require("imageio.v3", extra="render", purpose="saving a GIF")
 
     path = Path(path)
-    iio.imwrite(path, frames, extension=".gif", duration=1000.0 / fps, loop=0)
+    paletted = _exact_palette(frames)
+    if paletted is None:
+        iio.imwrite(path, frames, extension=".gif", duration=1000.0 / fps, loop=0)
+        return path
+    from PIL import Image  # imageio's own GIF writer, a dependency of imageio
+
+    index, palette = paletted
+    images = []
+    for f in index:
+        im = Image.fromarray(f, mode="P")
+        im.putpalette(palette)
+        images.append(im)
+    images[0].save(path, format="GIF", save_all=True, append_images=images[1:], duration=1000.0 / fps, loop=0)
     return path
+
+
+def _exact_palette(frames: np.ndarray) -> tuple[np.ndarray, list[int]] | None:
+    """``(uint8[T, H, W] palette indices, flat RGB palette)`` of ``frames`` when they hold at most
+    256 distinct colours, else None."""
+    packed = (frames[..., 0].astype(np.uint32) << 16) | (frames[..., 1].astype(np.uint32) << 8) | frames[..., 2]
+    colours, index = np.unique(packed.ravel(), return_inverse=True)
+    if len(colours) > 256:
+        return None
+    rgb = np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=-1).astype(np.uint8)
+    return index.reshape(packed.shape).astype(np.uint8), rgb.reshape(-1).tolist()
 
 
 def _require_ffmpeg():

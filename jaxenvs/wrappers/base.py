@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jaxenvs import struct
 
+from jaxenvs import prng
 from jaxenvs.core import Environment, check_params
 
 __all__ = [
@@ -300,7 +301,7 @@ class AutoReset(Wrapper):
         """``(key_step, key_reset)``: the keys this wrapper's ``step_env`` gives the inner step and
         the reset (the same key twice when the inner stack draws no randomness in ``step``)."""
         if step_draws_randomness(self.env):
-            return tuple(jax.random.split(key))
+            return tuple(prng.split(key))
         return key, key
 
     def step_env(self, key, state, action, params):
