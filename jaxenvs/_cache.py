@@ -108,7 +108,7 @@ def _environment_key() -> str:
     import jax
 
     versions = []
-    for dist in ("jax", "jaxlib", "numpy", "flax", "optax"):
+    for dist in ("jax", "jaxlib", "numpy", "flax", "optax", "gymnax"):
         try:
             versions.append(f"{dist}={md.version(dist)}")
         except md.PackageNotFoundError:
@@ -271,6 +271,23 @@ def activate_executable_store(folder: Path | None) -> ExecutableStore | None:
 
 def active_store() -> ExecutableStore | None:
     """The store of this process (`activate_executable_store`), or None."""
+    return _ACTIVE
+
+
+def store_covers(env) -> bool:
+    """Whether the store's key covers the code of ``env``: environments defined in this package
+    (its source is part of the key) and gymnax's (its version is) are covered; one defined
+    anywhere else (``--env module:id``, another package's registration) is not."""
+    inner = getattr(env, "unwrapped", env)
+    return type(inner).__module__.split(".")[0] == "jaxenvs"
+
+
+def keep_store_for(env) -> ExecutableStore | None:
+    """Turn this process's store off unless it covers ``env`` (`store_covers`): programs that close
+    over code the key does not see are never stored or loaded, so editing that code recompiles
+    instead of running a stale program. Returns the store left active."""
+    if _ACTIVE is not None and not store_covers(env):
+        activate_executable_store(None)
     return _ACTIVE
 
 

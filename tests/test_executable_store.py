@@ -113,3 +113,23 @@ def test_a_program_in_jax_cache_is_compiled_afresh_and_its_stored_bytes_run(tmp_
         assert out.returncode == 0, out.stderr[-2000:]
         lines.append(out.stdout.strip())
     assert lines[1:] == ["store [] ['prog'] True", "load ['prog'] [] True"]
+
+
+def test_the_store_is_off_for_an_environment_whose_code_its_key_does_not_see(tmp_path):
+    """The key covers the package's own source (and gymnax's version), not a user's module: a run of
+    a ``module:id`` environment must recompile after its code is edited, so the store turns off."""
+    import jaxenvs
+    from jaxenvs.envs.grid_world import GridWorld
+
+    class Edited(GridWorld):  # defined here, outside the package, like a --env module:id class
+        pass
+
+    assert _cache.store_covers(jaxenvs.make("GridWorld-v0"))
+    assert not _cache.store_covers(Edited())
+    previous = _cache.active_store()
+    try:
+        store = _cache.activate_executable_store(tmp_path)
+        assert _cache.keep_store_for(jaxenvs.make("GridWorld-v0")) is store
+        assert _cache.keep_store_for(Edited()) is None and _cache.active_store() is None
+    finally:
+        _cache._ACTIVE = previous

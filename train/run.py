@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from jaxenvs import _cache
 from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
@@ -157,6 +158,7 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
         with self.say.phase(f"building {config.env_id} and initialising {settings.num_seeds} seed(s)", "init"):
             self.trainer = trainer = make_trainer(config, mesh=self.mesh)
+            _cache.keep_store_for(trainer.env)  # an environment defined outside the package: no stored programs
             num_seeds = settings.num_seeds
 
             def init_seeds(key, hp):  # the seeds' keys split inside: one program, nothing compiled outside it
@@ -202,6 +204,7 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(stored.num_envs, args.devices, args.distributed)
         with self.say.phase(f"loading {self.run_dir / CHECKPOINT}", "init"):
             self.trainer, runner, meta = load_run(self.run_dir, mesh=self.mesh, **overrides)
+            _cache.keep_store_for(self.trainer.env)
             self.runner = place_runner(runner, self.mesh)
         self.config, self.settings = self.trainer.config, meta["run"]
         self.resumed_at = meta["update"]
