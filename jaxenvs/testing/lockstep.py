@@ -369,9 +369,9 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
             reference_cache.put(cache_key, games)
     G, T = len(games), games.plies
     first, traj = _replay(env, params, games, seed, explicit_chance)
-    c = _Replay(games, first, traj)  # every ply compared exactly
-    pending = _mover_and_mask(c) + [_observations(c, ref.observation_name), _ply_outcomes(c)]
-    pending += _chance_and_returns(c, explicit_chance)
+    replay = _Replay(games, first, traj)  # every ply compared exactly
+    pending = _mover_and_mask(replay) + [_observations(replay, ref.observation_name), _ply_outcomes(replay)]
+    pending += _chance_and_returns(replay, explicit_chance)
     level = alpha / len(pending)
     certified = _games_detectable(G, power)
     needed_games = games_needed(detect, power)
@@ -384,7 +384,7 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
     verdict = "fail" if failed else ("inconclusive" if certified > detect else "pass")
     mismatch = shortfall = None
     if failed:
-        s = min(failed, key=lambda s: c.first_at[s.name])  # the earliest difference: game, then ply
+        s = min(failed, key=lambda s: replay.first_at[s.name])  # the earliest difference: game, then ply
         others = [f.name for f in failed if f is not s]
         more = f" (also differing: {'; '.join(others)})" if others else ""
         mismatch = (s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}")
@@ -395,6 +395,6 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
     return conclude(
         ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("games", cache_notes),
         mismatch, shortfall, raise_inconclusive, verdict=verdict, tiers=("exact",), num_episodes=G, horizon=T,
-        states_checked=int((np.arange(T + 1)[None] <= games.length[:, None]).sum()),
-        episodes_needed=needed_games if verdict == "inconclusive" else None, notes=tuple(_turn_based_notes(ref, games, traj, explicit_chance)),
+        states_checked=int(replay.state_ok.sum()), episodes_needed=needed_games if verdict == "inconclusive" else None,
+        notes=tuple(_turn_based_notes(ref, games, traj, explicit_chance)),
     )
