@@ -458,10 +458,20 @@ def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, de
     return pending, level, rounds, episodes, per_episode_s, stop_reason
 
 
-def _notes(run: _GymRun, pending, detect, episodes_needed, budget_needed, per_episode_s, stop_reason) -> list[str]:
-    """The report's notes: the budget that would certify `detect`, and what each tier assumes."""
-    notes = []
+def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, alpha, detect, max_episodes,
+             t_start):
+    """Phase 5's verdict: fail on any rejection, inconclusive while a required statistic falls short
+    of `detect`, pass otherwise; returns `(mismatch, shortfall, the report's fields)` for `conclude`,
+    its notes the budget that would certify `detect` and what each tier assumes."""
+    statistics = tuple(p.finish(level, detect) for p in pending)
+    failed = [s for s in statistics if s.p_value < level]
+    short = [s for s in statistics if s.required and s.detectable > detect]
+    verdict = "fail" if failed else ("inconclusive" if short else "pass")
+    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
+    episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
+    budget_needed, notes = None, []
     if episodes_needed:
+        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
         notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} s "
                      f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} ms each on this machine)"
                      + (f"; stopped: {stop_reason}" if stop_reason else ""))
@@ -475,22 +485,6 @@ def _notes(run: _GymRun, pending, detect, episodes_needed, budget_needed, per_ep
     if run.model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
-    return notes
-
-
-def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, alpha, detect, max_episodes,
-             t_start):
-    """Phase 5's verdict: fail on any rejection, inconclusive while a required statistic falls short
-    of `detect`, pass otherwise; returns `(mismatch, shortfall, the report's fields)` for `conclude`."""
-    statistics = tuple(p.finish(level, detect) for p in pending)
-    failed = [s for s in statistics if s.p_value < level]
-    short = [s for s in statistics if s.required and s.detectable > detect]
-    verdict = "fail" if failed else ("inconclusive" if short else "pass")
-    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
-    episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
-    budget_needed = None
-    if episodes_needed:
-        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
     mismatch = shortfall = None
     if failed:
         s = min(failed, key=lambda s: s.p_value)
@@ -502,7 +496,6 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
         shortfall = (f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but " + "; ".join(lines)
                      + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact tier, or accept a "
                      "larger detect.")
-    notes = _notes(run, pending, detect, episodes_needed, budget_needed, per_episode_s, stop_reason)
     return mismatch, shortfall, dict(
         statistics=statistics, verdict=verdict, num_episodes=episodes, horizon=run.horizon,
         tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
