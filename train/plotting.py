@@ -329,32 +329,3 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     with atomic_write(path) as tmp:
         save_gif(frames, tmp, fps=env.render_fps)
     return Path(path)
-
-
-def replot_run(run_dir: str | os.PathLike, path: str | os.PathLike | None = None, seed: int | None = None) -> Path:
-    """Draw the learning curve of a finished run again from its ``metrics.json`` (the per-update
-    metrics and progress evaluations) into ``path`` (default: the run's ``learning_curve.png``):
-    for a new layout, or the gallery's copy, without training again. ``seed``: one seed of the
-    run only (default: all)."""
-    import json
-
-    from .tuned import entry
-
-    run_dir = Path(run_dir)
-    config = json.loads((run_dir / "config.json").read_text())
-    config = config.get("config", config)
-    stored = json.loads((run_dir / "metrics.json").read_text())
-    per_seed = {k: np.array([[np.nan if x is None else x for x in row] for row in rows], np.float64)
-                for k, rows in stored["per_seed"].items()}
-    progress = stored.get("progress")
-    if seed is not None:
-        per_seed = {k: v[:, [seed]] for k, v in per_seed.items() if v.ndim == 2}
-        progress = [{k: (v if k == "env_steps" else [v[seed]]) for k, v in row.items()} for row in progress or []]
-    env_id = config["env_id"]
-    updates = len(per_seed["episode_return"])
-    steps = int(config["num_envs"]) * int(config["num_steps"])
-    env_steps = (np.arange(updates) + 1) * steps
-    training = {n: per_seed[n] for n in entry(env_id).curves if n in per_seed}
-    return plot_learning_curve(env_steps, per_seed["episode_return"], per_seed["episode_length"],
-                               path or run_dir / "learning_curve.png", env_id, progress=progress,
-                               env_id=env_id, training=training)

@@ -39,7 +39,6 @@ from jaxenvs.adapters.host import (  # noqa: F401  (also importable from here, a
     HumanWindow,
     check_action,
     check_render_mode,
-    host_value,
     info_to_numpy,
     obs_rows,
     obs_to_numpy,

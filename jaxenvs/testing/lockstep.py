@@ -94,12 +94,24 @@ def _states(first, traj, name):
     return np.concatenate([np.asarray(first[name])[:, None], np.asarray(traj[name])], axis=1)
 
 
-def _turn_based_spaces(env, params, ref, explicit_chance):
-    """Space notes; PortMismatch when the port's agents, actions, observation size or chance
-    outcomes differ from the reference's."""
-    from jaxenvs.testing.reference import OpenSpielReference
+def _turn_based_spaces(port_env, env, params, ref):
+    """`(explicit chance, space notes)`; ValueError unless the port is sequential, full_action_set
+    and random only by explicit chance (OpenSpiel) or not at all (PettingZoo AEC), PortMismatch when
+    its agents, actions, observation size or chance outcomes differ from the reference's."""
+    from jaxenvs.testing.reference import AECReference, OpenSpielReference
 
-    notes = []
+    traits = env.unwrapped.traits
+    if traits.dynamics != "sequential" or traits.action_style != "full_action_set":
+        raise ValueError(
+            f"verify_port compares a turn-based reference ({type(ref).__name__}) with a sequential full_action_set port; "
+            f"{port_env!r} has dynamics={traits.dynamics!r}, action_style={traits.action_style!r}"
+        )
+    if traits.chance == "stochastic" or (isinstance(ref, AECReference) and traits.chance != "deterministic"):
+        raise ValueError(
+            f"verify_port replays the reference's games move for move, which needs a port whose only randomness is "
+            f"explicit chance (OpenSpiel) or none (PettingZoo AEC); {port_env!r} has chance={traits.chance!r}"
+        )
+    explicit_chance, notes = traits.chance == "explicit_stochastic", []
     obs = jax.eval_shape(lambda k: env.reset(k, params)[0], jax.random.key(0))
     if not (isinstance(obs, dict) and {"observation", "action_mask"} <= obs.keys()):
         raise ValueError(
@@ -132,7 +144,7 @@ def _turn_based_spaces(env, params, ref, explicit_chance):
             raise PortMismatch("chance outcomes", f"port chance_outcomes has {k} outcomes, reference max_chance_outcomes() = "
                                f"{ref.num_chance_outcomes}")
         notes.append(f"chance outcomes: {k} == reference max_chance_outcomes()")
-    return notes
+    return explicit_chance, notes
 
 
 def _first_bad(bad: np.ndarray, games: int):
@@ -144,130 +156,136 @@ def _first_bad(bad: np.ndarray, games: int):
     return g, int(np.flatnonzero(bad[g])[0])
 
 
-def _lockstep_statistics(ref_games, first, traj, explicit_chance, observation_name) -> tuple[list[Pending], dict]:
-    """The exact per-ply comparisons of the port's replay with the reference's games, and for
-    each that differs where it first does: `(game, state, rank)` (a ply's reward and flags rank
-    before the state it leads to, so the evidence shows the cause first)."""
-    G, T = len(ref_games), ref_games.plies
-    ply_ok = np.arange(T)[None] < ref_games.length[:, None]  # [G, T]
-    state_ok = np.arange(T + 1)[None] <= ref_games.length[:, None]  # [G, S]
-    n_agents = ref_games.obs.shape[2]
-    n_states, n_plies = int(state_ok.sum()), int(ply_ok.sum())
+def _floats(v) -> str:
+    return "[" + ", ".join(f"{x:.7g}" for x in np.ravel(v)) + "]"
 
-    def history(g, s):
-        acts = [f"chance {a}" if c else str(a) for a, c in zip(ref_games.action[g, :s], ref_games.chance[g, :s])]
+
+class _Replay:
+    """The port's replay (`first`, `traj`) beside the reference's games: which states and plies are
+    real, the port's per-state views, and `result`, which makes one exact comparison a `Pending`
+    and records where it first differs in `first_at`: `(game, state, rank)` (a ply's reward and
+    flags rank before the state it leads to, so the evidence shows the cause first)."""
+
+    def __init__(self, ref_games, first, traj):
+        self.games, self.first, self.traj, self.first_at = ref_games, first, traj, {}
+        G, T = self.G, self.T = len(ref_games), ref_games.plies
+        self.ply_ok = np.arange(T)[None] < ref_games.length[:, None]  # [G, T]
+        self.state_ok = np.arange(T + 1)[None] <= ref_games.length[:, None]  # [G, S]
+        self.has_obs = _states(first, traj, "has_obs") & self.state_ok
+        self.p_obs = {k: _states({"v": first["obs"][k]}, {"v": traj["obs"][k]}, "v") for k in ("observation", "action_mask")}
+        self.p_rew = np.asarray(traj["reward"], np.float64).reshape(G, T, -1)
+
+    def history(self, g, s):
+        acts = [f"chance {a}" if c else str(a) for a, c in zip(self.games.action[g, :s], self.games.chance[g, :s])]
         return f"game {g}, " + (f"after ply {s - 1} (plies so far: [{', '.join(acts)}])" if s else "initial state")
 
-    first_at = {}
-
-    def result(name, bad, port_vals, ref_vals, what, n, per_state=True):
-        hit = _first_bad(bad, G)
-        if hit is not None:
-            first_at[name] = (hit[0], hit[1] + (0 if per_state else 1), len(first_at) + (0 if per_state else -100))
+    def result(self, name, bad, port_vals, ref_vals, what, n, per_state=True):
+        hit, G, games = _first_bad(bad, self.G), self.G, self.games
         if hit is None:
             return Pending(name, "exact", "lockstep (every ply)", 1.0, "exact", n, n, True,
                             f"{n:,} {'states' if per_state else 'plies'} of {G:,} games", "the same at each",
                             detectable=lambda level: 0.0, kind="transition")
         g, i = hit
-        where = history(g, i if per_state else i + 1)
+        self.first_at[name] = (g, i + (0 if per_state else 1), len(self.first_at) + (0 if per_state else -100))
+        where = self.history(g, i if per_state else i + 1)
         if not per_state:
-            where += f" (ply {i}: {'chance ' if ref_games.chance[g, i] else ''}action {ref_games.action[g, i]}"
-            where += ", illegal)" if ref_games.illegal[g, i] else ")"
+            where += f" (ply {i}: {'chance ' if games.chance[g, i] else ''}action {games.action[g, i]}"
+            where += ", illegal)" if games.illegal[g, i] else ")"
         pv, rv, label = port_vals(g, i), ref_vals(g, i), what(g, i)
         return Pending(name, "exact", "lockstep (every ply)", 0.0, "exact", n, n, True,
                         f"{label + ' ' if label else ''}{pv} at {where}", f"{rv}", detectable=lambda level: 0.0,
                         kind="transition")
 
-    def floats(v) -> str:
-        return "[" + ", ".join(f"{x:.7g}" for x in np.ravel(v)) + "]"
 
-
-    out = []
-    # mover
+def _mover_and_mask(c: _Replay) -> list[Pending]:
+    """The mover at every state, and the legal-action mask (then the observation's copy of it)."""
+    games, first, traj = c.games, c.first, c.traj
     p_mover = _states(first, traj, "mover")
-    decided = state_ok & (ref_games.mover >= 0)
-    out.append(result("mover (current_player)", decided & (p_mover != ref_games.mover),
-                      lambda g, s: int(p_mover[g, s]), lambda g, s: int(ref_games.mover[g, s]),
-                      lambda g, s: "current_player", int(decided.sum())))
-    # legal-action mask, and the observation's copy of it
+    decided = c.state_ok & (games.mover >= 0)
+    out = [c.result("mover (current_player)", decided & (p_mover != games.mover),
+                    lambda g, s: int(p_mover[g, s]), lambda g, s: int(games.mover[g, s]),
+                    lambda g, s: "current_player", int(decided.sum()))]
     p_mask = _states(first, traj, "mask")
-    known = state_ok & ref_games.mask_known
-    bad = known[..., None, None] & (p_mask != (ref_games.mask == 1))
-    has_obs = _states(first, traj, "has_obs") & state_ok
-    p_obs = {k: _states({"v": first["obs"][k]}, {"v": traj["obs"][k]}, "v") for k in ("observation", "action_mask")}
-    copy_bad = has_obs[..., None, None] & (p_obs["action_mask"] != p_mask.astype(np.uint8))
-    mask_hit, copy_hit = _first_bad(bad, G), _first_bad(copy_bad, G)
-    if mask_hit is None and copy_hit is not None:
-        out.append(result("legal-action mask", copy_bad, lambda g, s: p_obs["action_mask"][g, s].tolist(),
-                          lambda g, s: f"legal_action_mask {p_mask[g, s].astype(int).tolist()} (the port's own)",
-                          lambda g, s: 'obs["action_mask"]', int(known.sum())))
-    else:
-        out.append(result("legal-action mask", bad, lambda g, s: p_mask[g, s].astype(int).tolist(),
-                          lambda g, s: ref_games.mask[g, s].tolist(), lambda g, s: "legal_action_mask (agents x actions)",
-                          int(known.sum())))
-    # observations per agent
-    o_port = p_obs["observation"].reshape(G, T + 1, n_agents, -1).astype(np.float64)
-    if o_port.shape[-1] != ref_games.obs.shape[-1]:
+    known = c.state_ok & games.mask_known
+    bad = known[..., None, None] & (p_mask != (games.mask == 1))
+    copy_bad = c.has_obs[..., None, None] & (c.p_obs["action_mask"] != p_mask.astype(np.uint8))
+    if _first_bad(bad, c.G) is None and _first_bad(copy_bad, c.G) is not None:
+        return out + [c.result("legal-action mask", copy_bad, lambda g, s: c.p_obs["action_mask"][g, s].tolist(),
+                               lambda g, s: f"legal_action_mask {p_mask[g, s].astype(int).tolist()} (the port's own)",
+                               lambda g, s: 'obs["action_mask"]', int(known.sum()))]
+    return out + [c.result("legal-action mask", bad, lambda g, s: p_mask[g, s].astype(int).tolist(),
+                           lambda g, s: games.mask[g, s].tolist(), lambda g, s: "legal_action_mask (agents x actions)",
+                           int(known.sum()))]
+
+
+def _observations(c: _Replay, observation_name) -> Pending:
+    """Each agent's observation at every state where the port has one."""
+    G, T, games = c.G, c.T, c.games
+    o_port = c.p_obs["observation"].reshape(G, T + 1, games.obs.shape[2], -1).astype(np.float64)
+    if o_port.shape[-1] != games.obs.shape[-1]:
         raise PortMismatch(observation_name, f"port observation['observation'] has {o_port.shape[-1]} entries per agent, "
-                           f"the reference's {observation_name} {ref_games.obs.shape[-1]}")
-    port_dtype = p_obs["observation"].dtype
+                           f"the reference's {observation_name} {games.obs.shape[-1]}")
+    port_dtype = c.p_obs["observation"].dtype
     # a float port's observations against the reference's rounded to its float type (OpenSpiel's
     # tensors are doubles); integer ones against the reference's values as they are
-    o_ref = ref_games.obs.astype(port_dtype).astype(np.float64) if port_dtype.kind == "f" else ref_games.obs
-    obad = has_obs[..., None, None] & (o_port != o_ref)
+    o_ref = games.obs.astype(port_dtype).astype(np.float64) if port_dtype.kind == "f" else games.obs
+    obad = c.has_obs[..., None, None] & (o_port != o_ref)
 
     def obs_diff(g, s, side):
-        b = np.argwhere(o_port[g, s] != o_ref[g, s])
-        rows = sorted({int(a) for a, _ in b})
+        rows = sorted({int(a) for a, _ in np.argwhere(o_port[g, s] != o_ref[g, s])})
         vals = o_port[g, s] if side == "port" else o_ref[g, s]
         return "; ".join(f"agent {a}: {vals[a].tolist()}" for a in rows)
 
-    out.append(result(f"observation per agent ({observation_name})", obad, lambda g, s: obs_diff(g, s, "port"),
-                      lambda g, s: obs_diff(g, s, "ref"), lambda g, s: 'obs["observation"]', int(has_obs.sum())))
-    # rewards and the end of the game
-    p_rew = np.asarray(traj["reward"], np.float64).reshape(G, T, -1)
-    r_rew = ref_games.reward.astype(np.float32).astype(np.float64)
+    return c.result(f"observation per agent ({observation_name})", obad, lambda g, s: obs_diff(g, s, "port"),
+                    lambda g, s: obs_diff(g, s, "ref"), lambda g, s: 'obs["observation"]', int(c.has_obs.sum()))
+
+
+def _ply_outcomes(c: _Replay) -> Pending:
+    """Each decision ply's rewards, flags and illegal-move flag."""
+    games, traj, p_rew = c.games, c.traj, c.p_rew
+    r_rew = games.reward.astype(np.float32).astype(np.float64)
     p_term, p_trunc, p_ill = (np.asarray(traj[k]) for k in ("terminated", "truncated", "illegal"))
-    decision = ply_ok & ~ref_games.chance
-    rew_bad = (decision[..., None] & ref_games.reward_known & (p_rew != r_rew)).any(-1)
-    exact = ref_games.flags_exact
-    flag_bad = np.where(exact, (p_term != ref_games.terminated) | (p_trunc != ref_games.truncated),
-                        (p_term | p_trunc) != (ref_games.terminated | ref_games.truncated)) & decision
-    ill_bad = (p_ill != ref_games.illegal) & decision
-    bad = rew_bad | flag_bad | ill_bad
+    decision = c.ply_ok & ~games.chance
+    rew_bad = (decision[..., None] & games.reward_known & (p_rew != r_rew)).any(-1)
+    exact = games.flags_exact
+    flag_bad = np.where(exact, (p_term != games.terminated) | (p_trunc != games.truncated),
+                        (p_term | p_trunc) != (games.terminated | games.truncated)) & decision
+    bad = rew_bad | flag_bad | ((p_ill != games.illegal) & decision)
 
     def fmt_ply(g, t, side):
-        known = ref_games.reward_known[g, t]
-        rew = p_rew[g, t] if side == "port" else r_rew[g, t]
-        rew = [f"{r:g}" if k else "-" for r, k in zip(rew.tolist(), known)]
-        if side == "port":
-            term, trunc, ill = bool(p_term[g, t]), bool(p_trunc[g, t]), bool(p_ill[g, t])
-        else:
-            term, trunc, ill = bool(ref_games.terminated[g, t]), bool(ref_games.truncated[g, t]), bool(ref_games.illegal[g, t])
-        s = f"reward [{', '.join(rew)}], terminated {term}, truncated {trunc}, illegal {ill}"
-        return s if side == "port" or exact[g, t] else s + " (only the end of the game is compared after an illegal move)"
+        port = side == "port"
+        rew = [f"{r:g}" if k else "-" for r, k in zip((p_rew if port else r_rew)[g, t].tolist(), games.reward_known[g, t])]
+        term, trunc, ill = ((p_term, p_trunc, p_ill) if port else (games.terminated, games.truncated, games.illegal))
+        s = (f"reward [{', '.join(rew)}], terminated {bool(term[g, t])}, truncated {bool(trunc[g, t])}, "
+             f"illegal {bool(ill[g, t])}")
+        return s if port or exact[g, t] else s + " (only the end of the game is compared after an illegal move)"
 
-    out.append(result("reward and end of game (every ply)", bad, lambda g, t: fmt_ply(g, t, "port"),
-                      lambda g, t: fmt_ply(g, t, "ref"), lambda g, t: "", int(decision.sum()), per_state=False))
+    return c.result("reward and end of game (every ply)", bad, lambda g, t: fmt_ply(g, t, "port"),
+                    lambda g, t: fmt_ply(g, t, "ref"), lambda g, t: "", int(decision.sum()), per_state=False)
+
+
+def _chance_and_returns(c: _Replay, explicit_chance) -> list[Pending]:
+    """With explicit chance, the chance nodes and their outcome probabilities; where the reference
+    keeps returns, the port's cumulative rewards at every state."""
+    games, state_ok, out = c.games, c.state_ok, []
     if explicit_chance:
-        p_chance, p_probs = _states(first, traj, "chance"), _states(first, traj, "probs")
-        r_probs = ref_games.probs.astype(np.float32)
-        cbad = state_ok & (p_chance != ref_games.is_chance)
-        pbad = (state_ok & ref_games.is_chance)[..., None] & (p_probs != r_probs)
-        bad = cbad[..., None] | pbad
-        out.append(result("chance nodes and outcome probabilities", bad,
-                          lambda g, s: f"is_chance_node {bool(p_chance[g, s])}, chance_outcomes {floats(p_probs[g, s])}",
-                          lambda g, s: f"is_chance_node {bool(ref_games.is_chance[g, s])}, chance_outcomes "
-                                       f"{floats(r_probs[g, s]) if ref_games.is_chance[g, s] else '-'} (as float32)",
-                          lambda g, s: "", int((state_ok & ref_games.is_chance).sum())))
-    if ref_games.returns is not None:
-        p_ret = np.concatenate([np.zeros((G, 1, p_rew.shape[-1])), np.cumsum(np.where(ply_ok[..., None], p_rew, 0), 1)], 1)
+        p_chance, p_probs = _states(c.first, c.traj, "chance"), _states(c.first, c.traj, "probs")
+        r_probs = games.probs.astype(np.float32)
+        bad = (state_ok & (p_chance != games.is_chance))[..., None] | (
+            (state_ok & games.is_chance)[..., None] & (p_probs != r_probs))
+        out.append(c.result("chance nodes and outcome probabilities", bad,
+                            lambda g, s: f"is_chance_node {bool(p_chance[g, s])}, chance_outcomes {_floats(p_probs[g, s])}",
+                            lambda g, s: f"is_chance_node {bool(games.is_chance[g, s])}, chance_outcomes "
+                                         f"{_floats(r_probs[g, s]) if games.is_chance[g, s] else '-'} (as float32)",
+                            lambda g, s: "", int((state_ok & games.is_chance).sum())))
+    if games.returns is not None:
+        p_rew = c.p_rew
+        p_ret = np.concatenate([np.zeros((c.G, 1, p_rew.shape[-1])), np.cumsum(np.where(c.ply_ok[..., None], p_rew, 0), 1)], 1)
         p_ret = p_ret.astype(np.float32).astype(np.float64)
-        r_ret = ref_games.returns.astype(np.float32).astype(np.float64)
-        rbad = state_ok[..., None] & (p_ret != r_ret)
-        out.append(result("returns (every state)", rbad, lambda g, s: floats(p_ret[g, s]), lambda g, s: floats(r_ret[g, s]),
-                          lambda g, s: "cumulative reward", n_states))
-    return out, first_at
+        r_ret = games.returns.astype(np.float32).astype(np.float64)
+        out.append(c.result("returns (every state)", state_ok[..., None] & (p_ret != r_ret), lambda g, s: _floats(p_ret[g, s]),
+                            lambda g, s: _floats(r_ret[g, s]), lambda g, s: "cumulative reward", int(state_ok.sum())))
+    return out
 
 
 def games_needed(detect: float, power: float) -> int:
@@ -282,76 +300,41 @@ def _games_detectable(games: int, power: float) -> float:
     return 1.0 - (1.0 - power) ** (1.0 / max(games, 1))
 
 
-def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start,
-                       raise_inconclusive=True):
-    """`verify_port` against a `TurnBasedReference`: the reference plays `num_games` games with
-    random legal moves (and illegal ones where it defines them); the port replays every game in
-    one compiled call; every ply is compared exactly."""
-    from jaxenvs.testing.reference import AECReference
-
-    traits = env.unwrapped.traits
-    if traits.dynamics != "sequential" or traits.action_style != "full_action_set":
-        raise ValueError(
-            f"verify_port compares a turn-based reference ({type(ref).__name__}) with a sequential full_action_set port; "
-            f"{port_env!r} has dynamics={traits.dynamics!r}, action_style={traits.action_style!r}"
-        )
-    explicit_chance = traits.chance == "explicit_stochastic"
-    if traits.chance == "stochastic" or (isinstance(ref, AECReference) and traits.chance != "deterministic"):
-        raise ValueError(
-            f"verify_port replays the reference's games move for move, which needs a port whose only randomness is "
-            f"explicit chance (OpenSpiel) or none (PettingZoo AEC); {port_env!r} has chance={traits.chance!r}"
-        )
-    space_notes = _turn_based_spaces(env, params, ref, explicit_chance)
-    cache_notes = []
-    cache_key = (ref.fingerprint(), seed, num_games, ILLEGAL_PROB) if reference_cache is not None else None
-    games = reference_cache.get(cache_key) if cache_key is not None else None
-    if games is not None:
-        cache_notes.append(f"games 0..{num_games - 1}")
-    else:
-        games = ref.play(seed, num_games, ILLEGAL_PROB)
-        if cache_key is not None:
-            reference_cache.put(cache_key, games)
+def _replay(env, params, games, seed, explicit_chance):
+    """The port's replay of the reference's `games` in one compiled call: `(first, traj)`."""
     G, T = len(games), games.plies
     plies = 1 << max(0, int(T - 1).bit_length())  # padded to a power of two: one compile serves similar runs
-    A = env.num_agents
     rng = np.random.default_rng([seed, 4])
     n = int(env.action_space(params).n)
-    actions = rng.integers(0, n, size=(G, plies, A)).astype(np.int32)  # the non-movers' rows: any action
+    actions = rng.integers(0, n, size=(G, plies, env.num_agents)).astype(np.int32)  # the non-movers' rows: any action
     movers = np.maximum(games.mover[:, :T], 0)
     gi, ti = np.nonzero(np.arange(T)[None] < games.length[:, None])
     actions[gi, ti, movers[gi, ti]] = games.action[gi, ti]
     pad = lambda x, fill=0: np.concatenate([x, np.full((G, plies - T) + x.shape[2:], fill, x.dtype)], 1)  # noqa: E731
     outcomes = pad(np.where(games.chance, games.action, 0).astype(np.int32))
-    chance = pad(games.chance)
     valid = pad(np.arange(T)[None] < games.length[:, None])
     fn = compiled("lockstep", _lockstep_fn, env, explicit_chance)
-    first, traj = fn(params, jax.random.key(seed), actions, outcomes, chance, valid)
-    first = jax.tree.map(np.asarray, first)
-    traj = jax.tree.map(lambda x: np.asarray(x)[:, :T], traj)
-    pending, first_at = _lockstep_statistics(games, first, traj, explicit_chance, ref.observation_name)
+    first, traj = fn(params, jax.random.key(seed), actions, outcomes, pad(games.chance), valid)
+    return jax.tree.map(np.asarray, first), jax.tree.map(lambda x: np.asarray(x)[:, :T], traj)
 
-    level = alpha / len(pending)
-    certified = _games_detectable(G, power)
-    needed_games = games_needed(detect, power)
-    for p in pending:  # an exact comparison over G random games detects a fraction `certified` of them differing
-        p.effect = "games differing"
-        p.detectable = lambda level, c=certified: c
-        p.needed = lambda level, n=needed_games: (n, f"needs {n:,} games")
-    statistics = tuple(p.finish(level, detect) for p in pending)
-    failed = [s for s in statistics if s.p_value < level]
-    verdict = "fail" if failed else ("inconclusive" if certified > detect else "pass")
-    n_plies = int(games.length.sum())
-    n_chance = int((games.chance & (np.arange(T)[None] < games.length[:, None])).sum())
+
+def _turn_based_notes(ref, games, traj, explicit_chance) -> list[str]:
+    """The report's notes: the games played, the moves' policy, and how illegal moves and chance
+    plies are compared."""
+    from jaxenvs.testing.reference import AECReference
+
+    G, T = len(games), games.plies
+    played = np.arange(T)[None] < games.length[:, None]
+    n_chance = int((games.chance & played).sum())
     ends = games.length - 1
-    last_reward = games.reward[np.arange(G), ends]
-    last_illegal = games.illegal[np.arange(G), ends]
+    last_reward, last_illegal = games.reward[np.arange(G), ends], games.illegal[np.arange(G), ends]
     outcomes_seen = {}
     for r in last_reward[~last_illegal]:
         k = "draw" if not r.any() else f"agent {int(np.argmax(r))} ahead"
         outcomes_seen[k] = outcomes_seen.get(k, 0) + 1
     notes = [
-        f"{type(ref).__name__}: {G:,} games, {n_plies:,} plies ({int(games.illegal.sum()):,} illegal moves, {n_chance:,} "
-        f"chance plies), {int(games.length.min())}..{int(games.length.max())} plies a game; final outcomes "
+        f"{type(ref).__name__}: {G:,} games, {int(games.length.sum()):,} plies ({int(games.illegal.sum()):,} illegal moves, "
+        f"{n_chance:,} chance plies), {int(games.length.min())}..{int(games.length.max())} plies a game; final outcomes "
         + ", ".join(f"{k}: {v}" for k, v in sorted(outcomes_seen.items())),
         "moves are the reference's: uniformly random legal ones"
         + (f", and with probability {ILLEGAL_PROB:g} per ply one its mask excludes (it defines what they do)"
@@ -362,13 +345,46 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
         notes.append("after an illegal move: the mover's reward and the end of the game compared (PettingZoo gives the "
                      "others 0 and sets terminations and truncations; the jaxenvs contract +1/(n-1) and terminated)")
     if explicit_chance:
-        seen = int((np.asarray(traj["has_obs"]) & games.chance & (np.arange(T)[None] < games.length[:, None])).sum())
+        seen = int((np.asarray(traj["has_obs"]) & games.chance & played).sum())
         notes.append(f"chance plies are applied with apply_chance; the observation after one is the port's own step's at "
                      f"the chance node where one of {CHANCE_TRIES} keys drew the reference's outcome ({seen:,} of "
                      f"{n_chance:,} chance plies; the others' are compared at the next decision)")
+    return notes
+
+
+def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start,
+                       raise_inconclusive=True):
+    """`verify_port` against a `TurnBasedReference`: the reference plays `num_games` games with
+    random legal moves (and illegal ones where it defines them); the port replays every game in
+    one compiled call; every ply is compared exactly."""
+    explicit_chance, space_notes = _turn_based_spaces(port_env, env, params, ref)
+    cache_notes = []
+    cache_key = (ref.fingerprint(), seed, num_games, ILLEGAL_PROB) if reference_cache is not None else None
+    games = reference_cache.get(cache_key) if cache_key is not None else None
+    if games is not None:
+        cache_notes.append(f"games 0..{num_games - 1}")
+    else:
+        games = ref.play(seed, num_games, ILLEGAL_PROB)
+        if cache_key is not None:
+            reference_cache.put(cache_key, games)
+    G, T = len(games), games.plies
+    first, traj = _replay(env, params, games, seed, explicit_chance)
+    replay = _Replay(games, first, traj)  # every ply compared exactly
+    pending = _mover_and_mask(replay) + [_observations(replay, ref.observation_name), _ply_outcomes(replay)]
+    pending += _chance_and_returns(replay, explicit_chance)
+    level = alpha / len(pending)
+    certified = _games_detectable(G, power)
+    needed_games = games_needed(detect, power)
+    for p in pending:  # an exact comparison over G random games detects a fraction `certified` of them differing
+        p.effect = "games differing"
+        p.detectable = lambda level, c=certified: c
+        p.needed = lambda level, n=needed_games: (n, f"needs {n:,} games")
+    statistics = tuple(p.finish(level, detect) for p in pending)
+    failed = [s for s in statistics if s.p_value < level]
+    verdict = "fail" if failed else ("inconclusive" if certified > detect else "pass")
     mismatch = shortfall = None
     if failed:
-        s = min(failed, key=lambda s: first_at[s.name])  # the earliest difference: game, then ply
+        s = min(failed, key=lambda s: replay.first_at[s.name])  # the earliest difference: game, then ply
         others = [f.name for f in failed if f is not s]
         more = f" (also differing: {'; '.join(others)})" if others else ""
         mismatch = (s.name, f"exact lockstep: port {s.port}; reference {s.reference}{more}")
@@ -379,6 +395,6 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
     return conclude(
         ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("games", cache_notes),
         mismatch, shortfall, raise_inconclusive, verdict=verdict, tiers=("exact",), num_episodes=G, horizon=T,
-        states_checked=int((np.arange(T + 1)[None] <= games.length[:, None]).sum()),
-        episodes_needed=needed_games if verdict == "inconclusive" else None, notes=tuple(notes),
+        states_checked=int(replay.state_ok.sum()), episodes_needed=needed_games if verdict == "inconclusive" else None,
+        notes=tuple(_turn_based_notes(ref, games, traj, explicit_chance)),
     )

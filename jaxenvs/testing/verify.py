@@ -36,7 +36,7 @@ failed. The run reads as phases:
    *supporting*: they can fail the run but do not hold it up.
 
 A turn-based reference -- a `pettingzoo.AECEnv` or a `pyspiel.Game` -- takes another road
-(`_verify_turn_based`): the reference plays whole games with random legal moves (and illegal ones
+(`jaxenvs.testing.lockstep`): the reference plays whole games with random legal moves (and illegal ones
 where it defines them), the port replays them in one compiled call, and the mover, the legal-action
 mask, each agent's observation, rewards and flags (and, for OpenSpiel, the chance outcomes and
 their probabilities and the returns) are compared exactly at every ply: statistics of the exact
@@ -65,80 +65,26 @@ from jaxenvs.core import Environment
 from jaxenvs.testing.exact import replay_trajectories, state_template, step_from_states
 from jaxenvs.testing.from_state import from_state_statistic
 from jaxenvs.testing.lockstep import (
-    CHANCE_TRIES,
-    ILLEGAL_PROB,
-    games_needed,
-    is_aec_env,
-    is_openspiel_game,
-    verify_turn_based,
+    CHANCE_TRIES, ILLEGAL_PROB, games_needed, is_aec_env, is_openspiel_game, verify_turn_based,
 )
 from jaxenvs.testing.model import model_initial, model_transitions
-from jaxenvs.testing.reference import (
-    is_pgx_env,
-    GymReference,
-    ReferenceCache,
-    Side,
-    TransitionModel,
-)
+from jaxenvs.testing.reference import is_pgx_env, GymReference, ReferenceCache, Side, TransitionModel
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
-    ALPHA,
-    BUDGET_S,
-    CONTAINS,
-    DEFAULT_POLICIES,
-    DETECT,
-    FROM_STATE_DRAWS,
-    HORIZON,
-    MAX_DRAWS,
-    MAX_EPISODES,
-    MAX_FROM_STATES,
-    MAX_STATES,
-    PORT_CHUNK,
-    POWER,
-    RESAMPLES,
-    UserPolicy,
-    batched_policy_fn,
-    compiled,
-    default_policy,
-    flat,
-    is_parallel_env,
-    port_reset_fn,
-    port_rollout_fn,
-    rebuild_state,
-    ref_contains,
-    same_space,
-    time_limit,
-    to_python,
+    ALPHA, BUDGET_S, CONTAINS, DEFAULT_POLICIES, DETECT, FROM_STATE_DRAWS, HORIZON, MAX_DRAWS, MAX_EPISODES,
+    MAX_FROM_STATES, MAX_STATES, PORT_CHUNK, POWER, RESAMPLES, UserPolicy, batched_policy_fn, compiled, default_policy,
+    flat, is_parallel_env, port_reset_fn, port_rollout_fn, rebuild_state, ref_contains, same_space, time_limit, to_python,
 )
-from jaxenvs.testing.sample import (
-    episode_statistics,
-    initial_statistics,
-    transition_statistics,
-)
+from jaxenvs.testing.sample import episode_statistics, initial_statistics, transition_statistics
 from jaxenvs.testing.verdict import Pending, conclude
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
 _default_policy = default_policy  # the name tests/test_jax_config.py imports
 
 __all__ = [
-    "verify_port",
-    "PortMismatch",
-    "PortInconclusive",
-    "PortReport",
-    "Statistic",
-    "ReferenceCache",
-    "ALPHA",
-    "DETECT",
-    "POWER",
-    "MAX_EPISODES",
-    "BUDGET_S",
-    "MAX_DRAWS",
-    "HORIZON",
-    "MAX_STATES",
-    "RESAMPLES",
-    "ILLEGAL_PROB",
-    "CHANCE_TRIES",
-    "games_needed",
+    "verify_port", "PortMismatch", "PortInconclusive", "PortReport", "Statistic", "ReferenceCache", "ALPHA", "DETECT",
+    "POWER", "MAX_EPISODES", "BUDGET_S", "MAX_DRAWS", "HORIZON", "MAX_STATES", "RESAMPLES", "ILLEGAL_PROB",
+    "CHANCE_TRIES", "games_needed",
 ]
 
 
@@ -162,17 +108,399 @@ def _check_in_space(space, stacked_obs, lead: int, converted):
         raise PortMismatch("observation space", f"{what}: {how} = {bad} is not in the port's {space!r}")
 
 
-def _check_args(num_episodes, max_episodes, seed, alpha, detect, power):
-    for name, v, lo in (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)):
+def _check_args(env, reference, policy, reference_cache, ints, fractions, budget_s):
+    """Raise on a bad argument of `verify_port`, saying what was wrong and what is allowed."""
+    for name, v, lo in ints:
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
             raise ValueError(f"verify_port needs {name} as an int >= {lo}, got {v!r}")
+    (_, num_episodes, _), _, (_, max_episodes, _) = ints
     if max_episodes < num_episodes:
         raise ValueError(f"verify_port needs max_episodes >= num_episodes, got {max_episodes} < {num_episodes}")
-    for name, v in (("alpha", alpha), ("detect", detect), ("power", power)):
+    for name, v in fractions:
         if not isinstance(v, (float, int)) or isinstance(v, bool) or not 0 < v < 1:
             raise ValueError(f"verify_port needs {name} in (0, 1), got {v!r}")
+    (_, alpha), _, (_, power) = fractions
     if power <= alpha:
         raise ValueError(f"verify_port needs power > alpha, got power={power!r}, alpha={alpha!r}")
+    if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0 or budget_s != budget_s:
+        raise ValueError(f"verify_port needs budget_s as a number of seconds > 0, got {budget_s!r}")
+    if not isinstance(env, Environment):
+        raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
+    if not (callable(reference) or is_openspiel_game(reference) or is_pgx_env(reference)):
+        raise TypeError(
+            "verify_port needs reference as a zero-argument callable returning a gymnasium.Env, "
+            "pettingzoo.ParallelEnv or pettingzoo.AECEnv (e.g. lambda: gymnasium.make(...)), or a pyspiel.Game, "
+            f"got {type(reference).__name__}"
+        )
+    if reference_cache is not None and not isinstance(reference_cache, ReferenceCache):
+        raise TypeError(f"verify_port needs reference_cache as a ReferenceCache, got {type(reference_cache).__name__}")
+    if policy is not None and not callable(policy):
+        raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
+    if has_wrapper(strip_autoreset(env), AutoReset):
+        raise ValueError("verify_port needs AutoReset outermost (or absent): it checks episodes that end")
+
+
+def _turn_based_reference(reference, probe, given: dict):
+    """The lockstep reference of a turn-based `probe` (OpenSpiel, Pgx or AEC); raise when an
+    argument of the Gymnasium road (`given`) is set."""
+    from jaxenvs.testing.reference import AECReference, OpenSpielReference, PgxReference
+
+    unused = sorted(k for k, v in given.items() if v is not None)
+    if unused:
+        raise ValueError(f"verify_port: {', '.join(unused)} cannot be used with a turn-based reference (a "
+                         "pettingzoo.AECEnv, pyspiel.Game or Pgx env): its games are replayed move for move, actions and "
+                         "observations compared as they are")
+    if is_openspiel_game(probe):
+        return OpenSpielReference(probe)
+    return PgxReference(probe) if is_pgx_env(probe) else AECReference(reference, probe)
+
+
+def _check_spaces(env, params, probe, obs_to_jax, action_to_reference):
+    """Phase 1: the reference's agents and spaces against the port's; returns `(agents,
+    reference action space, notes)`."""
+    multi, num_agents = env.multi_agent, env.num_agents
+    if isinstance(probe, type) or not hasattr(probe, "reset"):
+        raise TypeError(f"verify_port: reference() returned {probe!r}, not an environment with reset and step")
+    ref_multi = is_parallel_env(probe)
+    if ref_multi != multi:
+        raise ValueError(
+            f"verify_port: the port has {num_agents} agent(s) but the reference is a "
+            f"{'pettingzoo ParallelEnv' if ref_multi else 'gymnasium.Env'}; a multi-agent port needs a ParallelEnv"
+        )
+    agents = list(probe.possible_agents) if multi else []
+    if multi and len(agents) != num_agents:
+        raise PortMismatch("agents", f"port has {num_agents} agents, reference {len(agents)} ({agents})")
+    ref_act_space = (probe.action_space(agents[0]) if multi else probe.action_space)
+    ref_obs_space = (probe.observation_space(agents[0]) if multi else probe.observation_space)
+    notes = []
+    for which, port_space, ref_space, converted in (
+        ("observation space", env.observation_space(params), ref_obs_space, obs_to_jax),
+        ("action space", env.action_space(params), ref_act_space, action_to_reference),
+    ):
+        if converted is not None:
+            notes.append(f"{which}: checked through the conversion on every sample")
+            continue
+        try:
+            ref_as_jax = spaces.from_gymnasium(ref_space)
+        except (TypeError, ImportError) as e:
+            raise PortMismatch(which, f"the reference's {ref_space!r} has no jaxenvs equivalent ({e}); pass a conversion") from e
+        if not same_space(port_space, ref_as_jax):
+            raise PortMismatch(which, f"port {port_space!r}, reference {ref_space!r}")
+        notes.append(f"{which}: {port_space!r} == reference {ref_space!r}")
+    return agents, ref_act_space, notes
+
+
+class _GymRun:
+    """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
+    policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
+
+    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect):
+        self.state_to_jax, self.obs_to_jax, self.action_to_reference = conversions
+        self.env, self.params, self.reference, self.seed = env, env.default_params, reference, seed
+        self.power, self.detect, self.reference_cache = power, detect, reference_cache
+        self.horizon = time_limit(env) or HORIZON
+        self.multi, num_agents = env.multi_agent, env.num_agents
+        self.stochastic = env.unwrapped.traits.chance != "deterministic"
+        self.agents, self.ref_act_space, self.space_notes = _check_spaces(
+            env, self.params, probe, self.obs_to_jax, self.action_to_reference)
+        self.obs_space, self.act_space = env.observation_space(self.params), env.action_space(self.params)
+        key = self.key = jax.random.key(seed)
+        pol = self.pol = (UserPolicy(policy) if policy is not None else DEFAULT_POLICIES.setdefault(
+            (repr(self.act_space), num_agents, self.multi), default_policy(self.act_space, num_agents, self.multi)))
+        self.rollout = compiled("rollout", port_rollout_fn, env, pol, self.horizon, False)
+        obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, self.params)))
+        obs_template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), obs0_aval)
+        self.act_template = np.zeros(jax.tree.leaves(act_aval)[0].shape, jax.tree.leaves(act_aval)[0].dtype)
+        self.obs_treedef, self.t_leaves = jax.tree.structure(obs_template), jax.tree.leaves(obs_template)
+        self.discrete_obs = all(x.dtype.kind in "iub" for x in self.t_leaves)
+        self.discrete_act = isinstance(self.act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
+        self.splits = np.cumsum([x.size for x in self.t_leaves])[:-1]
+        self.ref = GymReference(reference, probe, self.multi, self.convert_obs, self.convert_action, self.check_action)
+        self.policy_batch = batched_policy_fn(pol)
+        self.rng = np.random.default_rng([seed, 1])
+        self.shapes = (sum(x.size for x in self.t_leaves), self.act_template.size, num_agents if self.multi else 1)
+        self.cache_notes, self.initial_draws, self.recorded_eps = [], {}, 0
+
+    def port_episodes(self, start: int, count: int, chunk: int) -> Side:
+        """Episodes `start .. start + count - 1`, `chunk` at a time: one compiled shape serves
+        every round."""
+        parts = []
+        for lo in range(0, count, chunk):
+            m = min(chunk, count - lo)
+            obs0, (o, a, no, r, te, tr, al) = self.rollout(self.params, self.key, start + lo, chunk)
+            used = np.flatnonzero(np.asarray(al)[:m].any(axis=0))  # steps past every episode's end are not kept
+            t = int(used[-1]) + 1 if len(used) else 1
+            cut = lambda x: np.asarray(x)[:m, :t]  # noqa: E731
+            parts.append(Side(flat(jax.tree.map(lambda x: np.asarray(x)[:m], obs0), 1), flat(jax.tree.map(cut, o), 2),
+                              flat(jax.tree.map(cut, a), 2), flat(jax.tree.map(cut, no), 2),
+                              np.asarray(r, np.float64)[:m, :t].reshape(m, t, -1), cut(te), cut(tr), cut(al)))
+        return parts[0] if len(parts) == 1 else Side.concat(parts)
+
+    def convert_obs(self, o) -> np.ndarray:
+        """A reference observation as the port's, flattened to float64[D]."""
+        if self.obs_to_jax is not None:
+            o = self.obs_to_jax(o)
+        elif self.multi:
+            o = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[a] for a in self.agents])
+        leaves, treedef = jax.tree.flatten(o)
+        if treedef != self.obs_treedef:
+            raise PortMismatch("observation structure",
+                               f"port observations are {self.obs_treedef}, the reference's (converted) {treedef}")
+        flat = []
+        for x, tl in zip(leaves, self.t_leaves):
+            x = np.asarray(x, tl.dtype)
+            if x.shape != tl.shape:
+                raise PortMismatch("observation structure", f"port observation leaf of shape {tl.shape}, reference {x.shape}")
+            flat.append(x.ravel())
+        return np.concatenate(flat).astype(np.float64)
+
+    def unflatten(self, rows: np.ndarray):
+        parts = np.split(rows, self.splits, axis=1)
+        return jax.tree.unflatten(self.obs_treedef, [p.reshape((len(rows),) + tl.shape).astype(tl.dtype)
+                                                     for p, tl in zip(parts, self.t_leaves)])
+
+    def convert_action(self, a):
+        if self.action_to_reference is not None:
+            return self.action_to_reference(a)
+        return {ag: to_python(a[i]) for i, ag in enumerate(self.agents)} if self.multi else to_python(a)
+
+    def check_action(self, a, a_ref):
+        if self.action_to_reference is not None and not ref_contains(self.ref_act_space, a_ref, self.agents):
+            raise PortMismatch("action space",
+                               f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {self.ref_act_space!r}")
+
+    def act(self, t, rows, start, count):
+        return np.asarray(jax.tree.leaves(self.policy_batch(self.key, t, self.unflatten(rows), start, count))[0])
+
+    def reference_episodes(self, start: int, stop: int, wanted: dict, resamples: int):
+        """The reference's episodes `start .. stop - 1` and its states at the `wanted` steps (from
+        the ReferenceCache when it holds them)."""
+        cache, cache_key = self.reference_cache, None
+        if cache is not None:
+            cache_key = (self.reference, self.ref.fingerprint(), self.state_to_jax, self.obs_to_jax,
+                         self.action_to_reference, self.pol, self.seed, self.horizon, start, stop, resamples,
+                         tuple(sorted((k, tuple(sorted(v))) for k, v in wanted.items())))
+            hit = cache.get(cache_key)
+            if hit is not None:
+                self.cache_notes.append(f"episodes {start}..{stop - 1}")
+                return hit
+        out = self.ref.run(self.seed, start, stop, self.horizon, self.act, self.shapes, wanted, self.state_to_jax,
+                           resamples, self.rng)
+        if cache_key is not None:
+            cache.put(cache_key, out)
+        return out
+
+    def wanted_for(self, start: int, stop: int, have: int) -> dict:
+        """Every step of episodes `start .. stop - 1` (the from-state tier), up to MAX_FROM_STATES."""
+        room = MAX_FROM_STATES - have
+        if room <= 0:
+            return {}
+        per = max(1, room // max(stop - start, 1))
+        return {i: set(range(min(self.horizon, per))) for i in range(start, stop)}
+
+    def first_wanted(self, num_episodes: int) -> dict:
+        """Which reference steps of the first round `state_to_jax` maps: every step (the from-state
+        tier), or t = 0 of every episode (deterministic: each trajectory is replayed) and 4 random
+        steps among the first 64 of each of the first 128 episodes."""
+        if self.state_to_jax is None:
+            return {}
+        rebuild_state(self.env, state_template(self.env, self.params), 0)  # refuse other wrappers early
+        if self.stochastic:
+            return self.wanted_for(0, num_episodes, 0)
+        wanted, pick, budget = {}, np.random.default_rng([self.seed, 2]), MAX_STATES
+        for i in range(num_episodes):
+            wanted[i] = {0}
+            if i < 128 and budget > 0:
+                extra = sorted(set(pick.integers(1, max(min(self.horizon, 64), 2), size=4).tolist()))[:budget]
+                budget -= len(extra)
+                wanted[i] |= set(extra)
+        return wanted
+
+    def from_state_stat(self, recorded) -> Pending:
+        per_episode = len(recorded) / max(self.recorded_eps, 1)
+        p = from_state_statistic(self.env, self.params, recorded, self.key, self.discrete_obs, self.power, self.detect,
+                                 self.seed, per_episode)
+        p.required = not (self.discrete_obs and self.discrete_act) and not self.model_ok
+        return p
+
+    def more_initial(self, n: int):
+        """`n` initial observations per side (the episodes' first, then extra resets)."""
+        if n not in self.initial_draws:
+            reset_fn, size = compiled("reset", port_reset_fn, self.env), 1 << 14  # one compiled shape
+            p0 = np.concatenate([flat(reset_fn(self.params, self.key, lo, size), 1) for lo in range(0, n, size)])[:n]
+            have = min(n, len(self.ref_side))
+            r0 = self.ref_side.obs0[:have]
+            if n > have:
+                r0 = np.concatenate([r0, self.ref.initial_observations(self.seed, have, n)])
+            self.initial_draws[n] = (p0, r0)
+        return self.initial_draws[n]
+
+    def sample_tier(self) -> list[Pending]:
+        out = []
+        if not self.initial_exact:
+            out += initial_statistics(self.port_side.obs0, self.ref_side.obs0, self.discrete_obs, self.power,
+                                      self.detect, self.more_initial)
+        out += episode_statistics(self.port_side, self.ref_side, self.power, self.detect)
+        if self.discrete_obs and self.discrete_act:
+            out += transition_statistics(self.port_side, self.ref_side, self.power, self.detect)
+        for s in out:  # what a stronger tier covers only supports the verdict
+            if (s.kind == "transition" and self.transitions_exact) or (s.kind == "episode" and self.transitions_certified):
+                s.required = False
+        return out
+
+    def first_round(self, num_episodes: int, transition_probs) -> list[Pending]:
+        """The first `num_episodes` episodes a side and every tier's statistics over them."""
+        self.port_chunk = min(PORT_CHUNK, num_episodes)
+        self.port_side = self.port_episodes(0, num_episodes, self.port_chunk)
+        t_ref = time.perf_counter()
+        self.ref_side, self.recorded = self.reference_episodes(0, num_episodes, self.first_wanted(num_episodes), RESAMPLES)
+        self.t_ref, self.recorded_eps = time.perf_counter() - t_ref, num_episodes
+        _check_in_space(self.obs_space, self.unflatten(np.concatenate([self.ref_side.obs0, _last_obs(self.ref_side)])),
+                        1 if self.multi else 0, self.obs_to_jax)
+        if transition_probs is not None:
+            if not (callable(transition_probs) or isinstance(transition_probs, dict)):
+                raise TypeError(
+                    "verify_port needs transition_probs as {obs: {action: [(prob, next_obs, reward, terminated), ...]}} "
+                    f"or a callable (obs, action) -> such a list, got {type(transition_probs).__name__}"
+                )
+            model = TransitionModel(transition_probs, None, "transition_probs")
+        else:
+            model = self.ref.transition_model()
+        self.model_ok = (model is not None and not self.multi and isinstance(self.obs_space, spaces.Discrete)
+                         and isinstance(self.act_space, spaces.Discrete) and self.obs_to_jax is None)
+        if transition_probs is not None and not self.model_ok:
+            raise ValueError("verify_port: transition_probs needs a single-agent port with Discrete observations and "
+                             "actions (and no obs_to_jax)")
+        return self._stronger_tiers(model, num_episodes) + self.sample_tier()
+
+    def _stronger_tiers(self, model, num_episodes: int) -> list[Pending]:
+        """The exact, from-state and model tiers' statistics (those that apply)."""
+        env, params, key, recorded, power, detect = self.env, self.params, self.key, self.recorded, self.power, self.detect
+        out: list[Pending] = []
+        if recorded and not self.stochastic:
+            out.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, False, power,
+                                        detect))
+            starts = {i: core for i, t, core, _, _ in recorded if t == 0}
+            out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template))
+        if recorded and self.stochastic and not self.model_ok:
+            out.append(self.from_state_stat(recorded))
+        if self.model_ok:
+            if model.initial is not None:
+                out.append(model_initial(env, params, key, model, power, detect))
+            out.append(model_transitions(env, params, self.pol, self.horizon, key, model, int(self.act_space.n),
+                                         num_episodes, power, detect))
+        self.from_states = self.stochastic and self.state_to_jax is not None and not self.model_ok
+        self.transitions_exact = bool((not self.stochastic and recorded) or self.model_ok)
+        # what certifies the transitions (exactly, by model, from reference states or pooled over strata)
+        self.transitions_certified = self.transitions_exact or self.from_states or (self.discrete_obs and self.discrete_act)
+        self.initial_exact = self.model_ok and model.initial is not None
+        return out
+
+    def more_episodes(self, episodes: int, new: int, pending: list[Pending]) -> list[Pending]:
+        """Run episodes `episodes .. new - 1` on both sides and recompute the sampled tiers."""
+        self.port_side = Side.concat([self.port_side, self.port_episodes(episodes, new - episodes, self.port_chunk)])
+        extra_wanted = self.wanted_for(episodes, new, len(self.recorded)) if self.from_states else {}
+        more_ref, more_rec = self.reference_episodes(episodes, new, extra_wanted, 1)
+        self.ref_side = Side.concat([self.ref_side, more_ref])
+        if more_rec:
+            self.recorded, self.recorded_eps = self.recorded + more_rec, new
+        fresh = self.sample_tier() + ([self.from_state_stat(self.recorded)] if more_rec else [])
+        by_name = {p.name: p for p in fresh}
+        return [by_name.get(p.name, p) if p.tier in ("sample", "from-state") else p for p in pending]
+
+
+def _top_up(pending: list[Pending], level: float, detect: float, kinds=None) -> list[Pending]:
+    """Each required statistic short of `detect` that can draw more samples (of `kinds`), topped up."""
+    return [p.top_up(level) if (p.top_up and (kinds is None or p.kind in kinds) and p.required
+                                and p.detectable(level) > detect) else p for p in pending]
+
+
+def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, deadline, budget_s):
+    """Phase 5's sampling: more episodes in rounds while a required statistic falls short of
+    `detect`, within `max_episodes` and the budget. A fixed plan of at most `rounds` looks at the
+    data (each round grows the episodes by a quarter at least): each statistic is judged at
+    alpha / (m * rounds) (Bonferroni over the statistics and the rounds), so however the budget
+    ends a faithful port fails with probability at most alpha. Returns `(pending, level, rounds,
+    episodes, seconds per episode, why it stopped)`."""
+    rounds = 2 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
+    level = alpha / (len(pending) * rounds)
+    episodes, used_rounds, stop_reason = num_episodes, 1, None
+    if not any(p.p_value < level for p in pending):  # a failure needs no more samples
+        pending = _top_up(pending, level, detect)
+    # the next rounds' cost per episode: the reference's (the port's first call compiled; later
+    # calls reuse it), with a margin for the port and the statistics; each round re-measures it
+    per_episode_s = 1.5 * run.t_ref / num_episodes
+    while True:
+        short = [p for p in pending if p.required and p.detectable(level) > detect]
+        if any(p.p_value < level for p in pending) or not short:
+            break
+        needs = [p.needed(level)[0] for p in short]
+        if any(n is None for n in needs):
+            stop_reason = "a statistic short of detect cannot be helped by more episodes"
+            break
+        if episodes >= max_episodes or used_rounds >= rounds:
+            stop_reason = f"max_episodes={max_episodes:,} reached" if episodes >= max_episodes else f"{rounds} rounds used"
+            break
+        target = max(int(max(needs) * 1.2), 2 * episodes)  # a margin: the estimate scales the current sample
+        new = episodes
+        while new < target:
+            new *= 2
+        affordable = episodes + int(max(deadline - time.perf_counter(), 0.0) / max(per_episode_s, 1e-9) * 0.9)
+        new = min(new, max_episodes, affordable)
+        if new < episodes * 5 // 4:
+            stop_reason = f"the budget ({budget_s:g} s) ends"
+            break
+        t_round = time.perf_counter()
+        pending = run.more_episodes(episodes, new, pending)
+        per_episode_s = (time.perf_counter() - t_round) / (new - episodes)  # the last round's rate (compiled)
+        episodes, used_rounds = new, used_rounds + 1
+        pending = _top_up(pending, level, detect, ("initial",))
+    return pending, level, rounds, episodes, per_episode_s, stop_reason
+
+
+def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, alpha, detect, max_episodes,
+             t_start):
+    """Phase 5's verdict: fail on any rejection, inconclusive while a required statistic falls short
+    of `detect`, pass otherwise; returns `(mismatch, shortfall, the report's fields)` for `conclude`,
+    its notes the budget that would certify `detect` and what each tier assumes."""
+    statistics = tuple(p.finish(level, detect) for p in pending)
+    failed = [s for s in statistics if s.p_value < level]
+    short = [s for s in statistics if s.required and s.detectable > detect]
+    verdict = "fail" if failed else ("inconclusive" if short else "pass")
+    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
+    episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
+    budget_needed, notes = None, []
+    if episodes_needed:
+        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
+        notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} s "
+                     f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} ms each on this machine)"
+                     + (f"; stopped: {stop_reason}" if stop_reason else ""))
+    if run.from_states:
+        required = any(p.tier == "from-state" and p.required for p in pending)
+        notes.append(f"from-state tier: the reference's outcome at each of {len(run.recorded):,} reference states ranked "
+                     f"among {FROM_STATE_DRAWS} port draws there" + ("" if required else " (supporting)"))
+    if run.discrete_obs and run.discrete_act and not run.transitions_exact:
+        notes.append("transitions pooled over (observation, action) strata from each episode's first visit to each: "
+                     "episodes are independent, steps within one need not be (the observation need not be the state)")
+    if run.model_ok:
+        notes.append("the model tier steps the port from its own states at each observation: it assumes the "
+                     "observation is the whole state, as in the reference's table")
+    mismatch = shortfall = None
+    if failed:
+        s = min(failed, key=lambda s: s.p_value)
+        mismatch = (s.name, f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x "
+                            f"{rounds}); port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}")
+    elif short:
+        lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > detect={detect:g}; {s.needed}" for s in short]
+        more = f"; about {episodes_needed:,} episodes would do (max_episodes={max_episodes:,})" if episodes_needed else ""
+        shortfall = (f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but " + "; ".join(lines)
+                     + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact tier, or accept a "
+                     "larger detect.")
+    return mismatch, shortfall, dict(
+        statistics=statistics, verdict=verdict, num_episodes=episodes, horizon=run.horizon,
+        tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
+        states_checked=len(run.recorded), budget_needed_s=budget_needed, episodes_needed=episodes_needed,
+        notes=tuple(notes))
 
 
 def verify_port(
@@ -248,378 +576,28 @@ def verify_port(
     always runs afresh.
     """
     t_start = time.perf_counter()
-    _check_args(num_episodes, max_episodes, seed, alpha, detect, power)
-    if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0 or budget_s != budget_s:
-        raise ValueError(f"verify_port needs budget_s as a number of seconds > 0, got {budget_s!r}")
-    budget_s = float(budget_s)
-    if not isinstance(env, Environment):
-        raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
-    if not (callable(reference) or is_openspiel_game(reference) or is_pgx_env(reference)):
-        raise TypeError(
-            "verify_port needs reference as a zero-argument callable returning a gymnasium.Env, "
-            "pettingzoo.ParallelEnv or pettingzoo.AECEnv (e.g. lambda: gymnasium.make(...)), or a pyspiel.Game, "
-            f"got {type(reference).__name__}"
-        )
-    if reference_cache is not None and not isinstance(reference_cache, ReferenceCache):
-        raise TypeError(f"verify_port needs reference_cache as a ReferenceCache, got {type(reference_cache).__name__}")
-    if policy is not None and not callable(policy):
-        raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
-    port_env = env
-    env = strip_autoreset(env)
-    if has_wrapper(env, AutoReset):
-        raise ValueError("verify_port needs AutoReset outermost (or absent): it checks episodes that end")
+    _check_args(env, reference, policy, reference_cache,
+                (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)),
+                (("alpha", alpha), ("detect", detect), ("power", power)), budget_s)
+    port_env, env = env, strip_autoreset(env)
     num_episodes, max_episodes, seed = int(num_episodes), int(max_episodes), int(seed)
-    alpha, detect, power = float(alpha), float(detect), float(power)
-    params = env.default_params
-    horizon = time_limit(env) or HORIZON
-    multi, num_agents = env.multi_agent, env.num_agents
-    lead = 1 if multi else 0  # agent axis of observations and actions
-    stochastic = env.unwrapped.traits.chance != "deterministic"
-
-    # ---- 1. spaces ----------------------------------------------------------------------------
+    alpha, detect, power, budget_s = float(alpha), float(detect), float(power), float(budget_s)
     probe = reference if (is_openspiel_game(reference) or is_pgx_env(reference)) else reference()
     if is_openspiel_game(probe) or is_aec_env(probe) or is_pgx_env(probe):
-        from jaxenvs.testing.reference import AECReference, OpenSpielReference, PgxReference
-
-        given = {"state_to_jax": state_to_jax, "obs_to_jax": obs_to_jax, "action_to_reference": action_to_reference,
-                 "policy": policy, "transition_probs": transition_probs}
-        unused = sorted(k for k, v in given.items() if v is not None)
-        if unused:
-            raise ValueError(f"verify_port: {', '.join(unused)} cannot be used with a turn-based reference (a "
-                             "pettingzoo.AECEnv, pyspiel.Game or Pgx env): its games are replayed move for move, actions and "
-                             "observations compared as they are")
-        if is_openspiel_game(probe):
-            ref = OpenSpielReference(probe)
-        elif is_pgx_env(probe):
-            ref = PgxReference(probe)
-        else:
-            ref = AECReference(reference, probe)
-        return verify_turn_based(port_env, env, params, ref, num_episodes, seed, alpha, detect, power,
+        ref = _turn_based_reference(reference, probe, {
+            "state_to_jax": state_to_jax, "obs_to_jax": obs_to_jax, "action_to_reference": action_to_reference,
+            "policy": policy, "transition_probs": transition_probs})
+        return verify_turn_based(port_env, env, env.default_params, ref, num_episodes, seed, alpha, detect, power,
                                   reference_cache, t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
-    if isinstance(probe, type) or not hasattr(probe, "reset"):
-        raise TypeError(f"verify_port: reference() returned {probe!r}, not an environment with reset and step")
-    ref_multi = is_parallel_env(probe)
-    if ref_multi != multi:
-        raise ValueError(
-            f"verify_port: the port has {num_agents} agent(s) but the reference is a "
-            f"{'pettingzoo ParallelEnv' if ref_multi else 'gymnasium.Env'}; a multi-agent port needs a ParallelEnv"
-        )
-    agents = list(probe.possible_agents) if multi else []
-    if multi and len(agents) != num_agents:
-        raise PortMismatch("agents", f"port has {num_agents} agents, reference {len(agents)} ({agents})")
-    obs_space, act_space = env.observation_space(params), env.action_space(params)
-    ref_act_space = (probe.action_space(agents[0]) if multi else probe.action_space)
-    ref_obs_space = (probe.observation_space(agents[0]) if multi else probe.observation_space)
-    space_notes = []
-    for which, port_space, ref_space, converted in (
-        ("observation space", obs_space, ref_obs_space, obs_to_jax),
-        ("action space", act_space, ref_act_space, action_to_reference),
-    ):
-        if converted is not None:
-            space_notes.append(f"{which}: checked through the conversion on every sample")
-            continue
-        try:
-            ref_as_jax = spaces.from_gymnasium(ref_space)
-        except (TypeError, ImportError) as e:
-            raise PortMismatch(which, f"the reference's {ref_space!r} has no jaxenvs equivalent ({e}); pass a conversion") from e
-        if not same_space(port_space, ref_as_jax):
-            raise PortMismatch(which, f"port {port_space!r}, reference {ref_space!r}")
-        space_notes.append(f"{which}: {port_space!r} == reference {ref_space!r}")
-
-    # ---- 2. the port's run --------------------------------------------------------------------
-    key = jax.random.key(seed)
-    if policy is None:
-        pol = DEFAULT_POLICIES.setdefault((repr(act_space), num_agents, multi), default_policy(act_space, num_agents, multi))
-    else:
-        pol = UserPolicy(policy)
-    rollout = compiled("rollout", port_rollout_fn, env, pol, horizon, False)
-
-    port_chunk = min(PORT_CHUNK, num_episodes)
-
-    def port_episodes(start: int, count: int) -> Side:
-        """Episodes `start .. start + count - 1`, `port_chunk` at a time: one compiled shape
-        serves every round."""
-        parts = []
-        for lo in range(0, count, port_chunk):
-            m = min(port_chunk, count - lo)
-            obs0, (o, a, no, r, te, tr, al) = rollout(params, key, start + lo, port_chunk)
-            used = np.flatnonzero(np.asarray(al)[:m].any(axis=0))  # steps past every episode's end are not kept
-            t = int(used[-1]) + 1 if len(used) else 1
-            cut = lambda x: np.asarray(x)[:m, :t]  # noqa: E731
-            parts.append(Side(flat(jax.tree.map(lambda x: np.asarray(x)[:m], obs0), 1), flat(jax.tree.map(cut, o), 2),
-                              flat(jax.tree.map(cut, a), 2), flat(jax.tree.map(cut, no), 2),
-                              np.asarray(r, np.float64)[:m, :t].reshape(m, t, -1), cut(te), cut(tr), cut(al)))
-        return parts[0] if len(parts) == 1 else Side.concat(parts)
-
-    obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, params)))
-    obs_template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), obs0_aval)
-    act_template = np.zeros(jax.tree.leaves(act_aval)[0].shape, jax.tree.leaves(act_aval)[0].dtype)
-    obs_treedef, t_leaves = jax.tree.structure(obs_template), jax.tree.leaves(obs_template)
-    discrete_obs = all(x.dtype.kind in "iub" for x in t_leaves)
-    discrete_act = isinstance(act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
-    obs_dim = sum(x.size for x in t_leaves)
-    splits = np.cumsum([x.size for x in t_leaves])[:-1]
-
-    # ---- 3. the reference's run ---------------------------------------------------------------
-    def convert_obs(o) -> np.ndarray:
-        """A reference observation as the port's, flattened to float64[D]."""
-        if obs_to_jax is not None:
-            o = obs_to_jax(o)
-        elif multi:
-            o = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *[o[a] for a in agents])
-        leaves, treedef = jax.tree.flatten(o)
-        if treedef != obs_treedef:
-            raise PortMismatch("observation structure", f"port observations are {obs_treedef}, the reference's (converted) {treedef}")
-        flat = []
-        for x, tl in zip(leaves, t_leaves):
-            x = np.asarray(x, tl.dtype)
-            if x.shape != tl.shape:
-                raise PortMismatch("observation structure", f"port observation leaf of shape {tl.shape}, reference {x.shape}")
-            flat.append(x.ravel())
-        return np.concatenate(flat).astype(np.float64)
-
-    def unflatten(rows: np.ndarray):
-        parts = np.split(rows, splits, axis=1)
-        return jax.tree.unflatten(obs_treedef, [p.reshape((len(rows),) + tl.shape).astype(tl.dtype) for p, tl in zip(parts, t_leaves)])
-
-    def convert_action(a):
-        if action_to_reference is not None:
-            return action_to_reference(a)
-        if multi:
-            return {ag: to_python(a[i]) for i, ag in enumerate(agents)}
-        return to_python(a)
-
-    def check_action(a, a_ref):
-        if action_to_reference is not None and not ref_contains(ref_act_space, a_ref, agents):
-            raise PortMismatch("action space", f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {ref_act_space!r}")
-
-    ref = GymReference(reference, probe, multi, convert_obs, convert_action, check_action)
-    policy_batch = batched_policy_fn(pol)
-
-    def act(t, rows, start, count):
-        return np.asarray(jax.tree.leaves(policy_batch(key, t, unflatten(rows), start, count))[0])
-
-    rng = np.random.default_rng([seed, 1])
-    shapes = (obs_dim, act_template.size, num_agents if multi else 1)
-    cache_notes = []
-
-    def reference_episodes(start: int, stop: int, wanted: dict, resamples: int):
-        cache_key = None
-        if reference_cache is not None:
-            cache_key = (reference, ref.fingerprint(), state_to_jax, obs_to_jax, action_to_reference, pol, seed, horizon,
-                         start, stop, resamples, tuple(sorted((k, tuple(sorted(v))) for k, v in wanted.items())))
-            hit = reference_cache.get(cache_key)
-            if hit is not None:
-                cache_notes.append(f"episodes {start}..{stop - 1}")
-                return hit
-        out = ref.run(seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng)
-        if cache_key is not None:
-            reference_cache.put(cache_key, out)
-        return out
-
-    # which reference steps state_to_jax maps: t = 0 of every episode of the first round
-    # (deterministic: each trajectory is replayed), and 4 random steps among the first 64 of
-    # each of the first 128 episodes
-    wanted: dict[int, set] = {}
-    from_states = stochastic and state_to_jax is not None
-
-    def wanted_for(start: int, stop: int, have: int) -> dict:
-        """Every step of episodes `start .. stop - 1` (the from-state tier), up to MAX_FROM_STATES."""
-        room = MAX_FROM_STATES - have
-        if room <= 0:
-            return {}
-        per = max(1, room // max(stop - start, 1))
-        return {i: set(range(min(horizon, per))) for i in range(start, stop)}
-
-    if state_to_jax is not None:
-        rebuild_state(env, state_template(env, params), 0)  # refuse other wrappers early
-        if from_states:
-            wanted = wanted_for(0, num_episodes, 0)
-        else:
-            pick, budget = np.random.default_rng([seed, 2]), MAX_STATES
-            for i in range(num_episodes):
-                steps = {0}
-                if i < 128 and budget > 0:
-                    extra = sorted(set(pick.integers(1, max(min(horizon, 64), 2), size=4).tolist()))[:budget]
-                    budget -= len(extra)
-                    steps |= set(extra)
-                wanted[i] = steps
-    resamples = RESAMPLES
-    t_round = time.perf_counter()
-
-    port_side = port_episodes(0, num_episodes)
-    t_ref = time.perf_counter()
-    ref_side, recorded = reference_episodes(0, num_episodes, wanted, resamples)
-    t_ref = time.perf_counter() - t_ref
-    _check_in_space(obs_space, unflatten(np.concatenate([ref_side.obs0, _last_obs(ref_side)])), lead, obs_to_jax)
-
-    # ---- 4. comparison ------------------------------------------------------------------------
-    model = None
-    if transition_probs is not None:
-        if not (callable(transition_probs) or isinstance(transition_probs, dict)):
-            raise TypeError(
-                "verify_port needs transition_probs as {obs: {action: [(prob, next_obs, reward, terminated), ...]}} "
-                f"or a callable (obs, action) -> such a list, got {type(transition_probs).__name__}"
-            )
-        model = TransitionModel(transition_probs, None, "transition_probs")
-    else:
-        model = ref.transition_model()
-    model_ok = (model is not None and not multi and isinstance(obs_space, spaces.Discrete)
-                and isinstance(act_space, spaces.Discrete) and obs_to_jax is None)
-    if transition_probs is not None and not model_ok:
-        raise ValueError("verify_port: transition_probs needs a single-agent port with Discrete observations and actions "
-                         "(and no obs_to_jax)")
-    exact: list[Pending] = []
-    recorded_eps = num_episodes
-
-    def from_state_stat(recorded) -> Pending:
-        per_episode = len(recorded) / max(recorded_eps, 1)
-        p = from_state_statistic(env, params, recorded, key, discrete_obs, power, detect, seed, per_episode)
-        p.required = not (discrete_obs and discrete_act) and not model_ok
-        return p
-
-    if recorded and not stochastic:
-        exact.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, stochastic,
-                                       power, detect))
-        starts = {i: core for i, t, core, _, _ in recorded if t == 0}
-        exact.append(replay_trajectories(env, params, horizon, ref_side, starts, act_template))
-    modelled: list[Pending] = []
-    if model_ok:
-        if model.initial is not None:
-            modelled.append(model_initial(env, params, key, model, power, detect))
-        modelled.append(model_transitions(env, params, pol, horizon, key, model, int(act_space.n), num_episodes, power,
-                                           detect))
-
-    transitions_exact = (not stochastic and recorded) or model_ok
-    if recorded and stochastic and not model_ok:
-        exact.append(from_state_stat(recorded))
-    # what certifies the transitions (exactly, by model, from reference states or pooled over strata)
-    transitions_certified = transitions_exact or (from_states and not model_ok) or (discrete_obs and discrete_act)
-    initial_exact = model_ok and model.initial is not None
-
-    initial_draws: dict = {}
-
-    def more_initial(n: int):
-        """`n` initial observations per side (the episodes' first, then extra resets)."""
-        if n not in initial_draws:
-            reset_fn, size = compiled("reset", port_reset_fn, env), 1 << 14  # one compiled shape
-            p0 = np.concatenate([flat(reset_fn(params, key, lo, size), 1) for lo in range(0, n, size)])[:n]
-            have = min(n, len(ref_side))
-            r0 = ref_side.obs0[:have]
-            if n > have:
-                r0 = np.concatenate([r0, ref.initial_observations(seed, have, n)])
-            initial_draws[n] = (p0, r0)
-        return initial_draws[n]
-
-    def sample_tier(port_side: Side, ref_side: Side) -> list[Pending]:
-        out = []
-        if not initial_exact:
-            out += initial_statistics(port_side.obs0, ref_side.obs0, discrete_obs, power, detect, more_initial)
-        out += episode_statistics(port_side, ref_side, power, detect)
-        if discrete_obs and discrete_act:
-            out += transition_statistics(port_side, ref_side, power, detect)
-        for s in out:  # what a stronger tier covers only supports the verdict
-            if s.kind == "transition" and transitions_exact:
-                s.required = False
-            if s.kind == "episode" and transitions_certified:
-                s.required = False
-        return out
-
-    pending = exact + modelled + sample_tier(port_side, ref_side)
-    # a fixed plan of at most `rounds` looks at the data (each round grows the episodes by a
-    # quarter at least): each statistic is judged at alpha / (m * rounds) (Bonferroni over the
-    # statistics and the rounds), so however the budget ends a faithful port fails with
-    # probability at most alpha
-    rounds = 2 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
-    level = alpha / (len(pending) * rounds)
-    episodes, notes, used_rounds = num_episodes, [], 1
-    deadline = t_start + budget_s
-    if not any(p.p_value < level for p in pending):  # a failure needs no more samples
-        pending = [p.top_up(level) if (p.top_up and p.required and p.detectable(level) > detect) else p for p in pending]
-    # the next rounds' cost per episode: the reference's (the port's first call compiled; later
-    # calls reuse it), with a margin for the port and the statistics; each round re-measures it
-    per_episode_s = 1.5 * t_ref / num_episodes
-    stop_reason = None
-    while True:
-        failed = any(p.p_value < level for p in pending)
-        short = [p for p in pending if p.required and p.detectable(level) > detect]
-        if failed or not short:
-            break
-        needs = [p.needed(level)[0] for p in short]
-        if any(n is None for n in needs):
-            stop_reason = "a statistic short of detect cannot be helped by more episodes"
-            break
-        if episodes >= max_episodes or used_rounds >= rounds:
-            stop_reason = f"max_episodes={max_episodes:,} reached" if episodes >= max_episodes else f"{rounds} rounds used"
-            break
-        target = max(int(max(needs) * 1.2), 2 * episodes)  # a margin: the estimate scales the current sample
-        new = episodes
-        while new < target:
-            new *= 2
-        affordable = episodes + int(max(deadline - time.perf_counter(), 0.0) / max(per_episode_s, 1e-9) * 0.9)
-        new = min(new, max_episodes, affordable)
-        if new < episodes * 5 // 4:
-            stop_reason = f"the budget ({budget_s:g} s) ends"
-            break
-        t_round = time.perf_counter()
-        port_side = Side.concat([port_side, port_episodes(episodes, new - episodes)])
-        extra_wanted = wanted_for(episodes, new, len(recorded)) if from_states and not model_ok else {}
-        more_ref, more_rec = reference_episodes(episodes, new, extra_wanted, 1)
-        ref_side = Side.concat([ref_side, more_ref])
-        if more_rec:
-            recorded = recorded + more_rec
-            recorded_eps = new
-        per_episode_s = (time.perf_counter() - t_round) / (new - episodes)  # the last round's rate (compiled)
-        episodes, used_rounds = new, used_rounds + 1
-        fresh = sample_tier(port_side, ref_side)
-        if more_rec:
-            fresh.append(from_state_stat(recorded))
-        by_name = {p.name: p for p in fresh}
-        pending = [by_name.get(p.name, p) if p.tier in ("sample", "from-state") else p for p in pending]
-        pending = [p.top_up(level) if (p.top_up and p.kind == "initial" and p.required and p.detectable(level) > detect)
-                   else p for p in pending]
-
-    statistics = tuple(p.finish(level, detect) for p in pending)
-    failed = [s for s in statistics if s.p_value < level]
-    short = [s for s in statistics if s.required and s.detectable > detect]
-    verdict = "fail" if failed else ("inconclusive" if short else "pass")
-    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
-    episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
-    budget_needed = None
-    if episodes_needed:
-        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
-        notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} s "
-                     f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} ms each on this machine)"
-                     + (f"; stopped: {stop_reason}" if stop_reason else ""))
-    if from_states and not model_ok:
-        notes.append(f"from-state tier: the reference's outcome at each of {len(recorded):,} reference states ranked "
-                     f"among {FROM_STATE_DRAWS} port draws there" + ("" if any(p.tier == "from-state" and p.required
-                                                                            for p in pending) else " (supporting)"))
-    if discrete_obs and discrete_act and not transitions_exact:
-        notes.append("transitions pooled over (observation, action) strata from each episode's first visit to each: "
-                     "episodes are independent, steps within one need not be (the observation need not be the state)")
-    if model_ok:
-        notes.append("the model tier steps the port from its own states at each observation: it assumes the "
-                     "observation is the whole state, as in the reference's table")
-    mismatch = shortfall = None
-    if failed:
-        s = min(failed, key=lambda s: s.p_value)
-        mismatch = (s.name, f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x "
-                            f"{rounds}); port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}")
-    elif short:
-        lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > detect={detect:g}; {s.needed}" for s in short]
-        more = f"; about {episodes_needed:,} episodes would do (max_episodes={max_episodes:,})" if episodes_needed else ""
-        shortfall = (f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but " + "; ".join(lines)
-                     + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact tier, or accept a "
-                     "larger detect.")
-    return conclude(
-        ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("rollouts", cache_notes),
-        mismatch, shortfall, raise_inconclusive, verdict=verdict,
-        tiers=tuple(t for t in ("exact", "model", "from-state", "sample") if any(s.tier == t for s in statistics)),
-        num_episodes=episodes, horizon=horizon, states_checked=len(recorded), budget_s=budget_s,
-        budget_needed_s=budget_needed, episodes_needed=episodes_needed, notes=tuple(notes),
-    )
+    run = _GymRun(env, reference, probe, seed, policy, (state_to_jax, obs_to_jax, action_to_reference), reference_cache,
+                  power, detect)
+    pending = run.first_round(num_episodes, transition_probs)
+    pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, alpha, detect, t_start + budget_s, budget_s)
+    mismatch, shortfall, fields = _verdict(run, pending, level, *rest, alpha, detect, max_episodes, t_start)
+    return conclude(run.ref, port_env, env, seed, alpha, detect, power, level, run.space_notes, fields.pop("statistics"),
+                    t_start, ("rollouts", run.cache_notes), mismatch, shortfall, raise_inconclusive, budget_s=budget_s,
+                    **fields)
 
 
 def _last_obs(side: Side) -> np.ndarray:
