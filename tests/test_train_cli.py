@@ -82,7 +82,8 @@ def test_cli_writes_the_run_directory(run_dir):
     assert list(cache.iterdir())  # the persistent compilation cache was written
     timings = json.loads((run_dir / "timings.json").read_text())  # what .ci/run prints
     assert {"init", "train", "evaluate", "gif"} <= set(timings["phases_s"]) and timings["wall_s"] > 0
-    assert timings["jax"]["counts"]["compile"] >= 3 and timings["jax"]["counts"]["cache_misses"] >= 1
+    counts = timings["jax"]["counts"]  # the session's cache may already hold these programs (another test's run)
+    assert counts["compile"] >= 3 and counts["cache_hits"] + counts["cache_misses"] >= counts["compile"]
 
 
 def test_learning_curve_panels_hold_the_progress_measures(run_dir):
