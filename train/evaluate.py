@@ -31,6 +31,7 @@ import sys
 import jax
 import numpy as np
 
+from jaxenvs._cache import keep_store_for
 from . import evaluations, tuned
 from .episodes import BLOCK, NUM_EPISODES, first_episodes
 from .xla import enable_compilation_cache
@@ -314,8 +315,6 @@ def main(argv=None) -> int:
         trainer, runner, _ = load_run(args.run_dir)
     except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
         parser.error(e.args[0] if isinstance(e, KeyError) and e.args else str(e))  # not a run, a corrupt checkpoint: exit 2
-    from jaxenvs._cache import keep_store_for
-
     keep_store_for(trainer.env)  # an environment defined outside the package: no stored programs
     if args.search is None:
         from .policy import run_search
