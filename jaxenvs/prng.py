@@ -78,15 +78,22 @@ def _counters(shape):
     return jnp.zeros(shape, jnp.uint32), lo
 
 
+def _hash_inputs(key, shape):
+    """``(k1, k2, x1, x2)`` for `threefry2x32` when ONE key of the fused form draws ``shape``
+    values, else None (the caller goes to ``jax.random``)."""
+    data = _threefry_data(key)
+    counters = None if data is None or jnp.ndim(data) != 1 else _counters(shape)
+    return None if counters is None else (data[0], data[1], *counters)
+
+
 def bits(key: jax.Array, shape: tuple[int, ...] = ()) -> jax.Array:
     """``jax.random.bits(key, shape, jnp.uint32)``: uint32 random bits of ``shape`` from ONE key
     (vmap it over a batch of keys), the same values, computed in a form XLA fuses."""
     shape = tuple(shape)
-    data = _threefry_data(key)
-    counters = None if data is None or jnp.ndim(data) != 1 else _counters(shape)
-    if counters is None:
+    inputs = _hash_inputs(key, shape)
+    if inputs is None:
         return jax.random.bits(key, shape, jnp.uint32)
-    b1, b2 = threefry2x32(data[0], data[1], *counters)
+    b1, b2 = threefry2x32(*inputs)
     # computed once, then read: without the barrier XLA may fuse the hash into each consumer and
     # recompute it per element read (a key split feeding a draw ran 10x slower that way)
     return jax.lax.optimization_barrier(b1 ^ b2)
@@ -96,11 +103,10 @@ def split(key: jax.Array, num: int | tuple[int, ...] = 2) -> jax.Array:
     """``jax.random.split(key, num)``: ``num`` (an int or a shape) new keys from ONE key, the same
     keys, computed in a form XLA fuses. A raw ``PRNGKey`` gives raw keys, a typed key typed ones."""
     shape = (num,) if isinstance(num, (int, np.integer)) else tuple(num)
-    data = _threefry_data(key)
-    counters = None if data is None or jnp.ndim(data) != 1 else _counters(shape)
-    if counters is None:
+    inputs = _hash_inputs(key, shape)
+    if inputs is None:
         return jax.random.split(key, num)
-    k1, k2 = threefry2x32(data[0], data[1], *counters)
+    k1, k2 = threefry2x32(*inputs)
     new = jax.lax.optimization_barrier(jnp.stack([k1, k2], axis=-1))
     if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return jax.random.wrap_key_data(new, impl=jax.random.key_impl(key))
