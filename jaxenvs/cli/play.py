@@ -214,7 +214,7 @@ def _policy(args):
         label = "random policy"
     else:
         env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search)
-        args.search = int(getattr(policy, "search", 0) or 0)  # the run's own play_search when --search is not given
+        args.search = policy.search  # the run's own play_search when --search is not given
         if args.env_id is not None and spec_id(args.env_id) != spec_id(env_id):
             raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
         # no auto-reset: each of the N parallel envs plays its first episode, and the state the
