@@ -187,6 +187,34 @@ def test_next_values_are_the_critic_of_final_obs_wherever_gae_bootstraps():
     np.testing.assert_allclose(np.asarray(fast)[used], np.asarray(direct)[used], rtol=1e-6, atol=1e-6)
 
 
+def test_the_gpu_paths_of_the_shuffle_and_the_bootstrap_values_give_the_cpu_paths_values(monkeypatch):
+    """On a GPU or TPU the minibatch shuffle is ``jax.random.permutation`` itself and the values of
+    truncated steps come from a select instead of a ``lax.cond`` (XLA reads a cond's predicate on the
+    host there): traced here with the backend's name patched (fresh functions, so JAX's trace cache
+    cannot hand back the CPU trace), both give the CPU path's values
+    exactly, with and without truncations before the last step."""
+    from jaxenvs.train.permutation import minibatch_permutation
+
+    trainer = make_trainer(get_config("PointEnv-v0", env_kwargs={"max_episode_steps": 5}, num_envs=4, num_steps=16))
+    runner = trainer.init(jax.random.key(0))
+    _, (traj, _) = trainer._rollout(runner, trainer.config.hparams())
+    none_early = traj._replace(truncated=jnp.zeros_like(traj.truncated).at[-1].set(traj.truncated[-1]))
+    assert bool(traj.truncated[:-1].any())
+    next_values = jax.jit(trainer._next_values)
+    cpu = [next_values(runner.params, t) for t in (traj, none_early)]
+    cpu_perm = [minibatch_permutation(jax.random.key(s), 1024) for s in range(2)]
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    gpu = [jax.jit(lambda p, t: trainer._next_values(p, t))(runner.params, t) for t in (traj, none_early)]
+    for a, b in zip(cpu, gpu):
+        np.testing.assert_array_equal(a, b)
+    for s, p in enumerate(cpu_perm):
+        np.testing.assert_array_equal(minibatch_permutation(jax.random.key(s), 1024), p)
+    conds = lambda: str(jax.make_jaxpr(lambda p, t: trainer._next_values(p, t))(runner.params, traj)).count("cond[")  # noqa: E731
+    on_gpu = conds()
+    monkeypatch.undo()
+    assert conds() == on_gpu + 1  # the CPU path's one lax.cond is gone
+
+
 def test_an_evaluation_of_several_blocks_is_the_blocks_of_the_progress_program(grid):
     """1000 episodes run as 5 calls of the 200-episode program (one compiled program for progress
     and final evaluations), block i from split(key, 5)[i], joined along the episode axis."""

@@ -330,7 +330,9 @@ class Trainer:
         rollout already holds (``traj.value[t + 1]``); the last step's comes from one pass over
         ``final_obs[T - 1]``. Only when some step before the last was truncated does the full pass
         over ``final_obs`` run (``lax.cond``), and its values are taken on the truncated steps.
-        Terminated steps get a value too (they bootstrap from 0 whatever it is)."""
+        Terminated steps get a value too (they bootstrap from 0 whatever it is). On a GPU or TPU the
+        full pass always runs and a select picks the same values: XLA reads a ``lax.cond``'s
+        predicate back on the host there, a wait each update that costs more than the pass."""
         _, last = self.network.apply(params, traj.final_obs[-1])
         shifted = jnp.concatenate([traj.value[1:], last[None]], axis=0)
 
@@ -338,7 +340,10 @@ class Trainer:
             _, values = self.network.apply(params, traj.final_obs)
             return jnp.where(traj.truncated, values, shifted)
 
-        return jax.lax.cond(traj.truncated[:-1].any(), with_truncations, lambda _: shifted, None)
+        early = traj.truncated[:-1].any()
+        if jax.default_backend() != "cpu":
+            return jnp.where(early, with_truncations(None), shifted)
+        return jax.lax.cond(early, with_truncations, lambda _: shifted, None)
 
     def advantages(self, traj: Transition, next_values, hp):
         """``(advantages, value targets)`` [T, B]: `train.gae.gae`, or in turn-based games

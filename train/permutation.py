@@ -6,7 +6,10 @@ uint32 arrays, which XLA:CPU runs several times faster than its key-value sort. 
 2-core x86_64 CPU (jitted, median of 7 rounds of 200 calls): 1.4x at 1024 indices (GridWorld's
 tuned batch), 1.9x at 2048 (PointEnv's), 2.7x at 16384; with 4 shuffles per update that is about
 3% of a GridWorld PPO update and 10% of a PointEnv one. The gain is CPU-specific; on other
-backends the result is the same.
+backends the result is the same, and there `jax.random.permutation` itself runs: its one key-value
+sort per round beats the two sorts and the ``searchsorted`` here, whose loop of ``log2(n)`` steps a GPU
+runs as a while loop with its condition read back on the host (an NVIDIA H200 ran a GridWorld PPO
+update's optimisation at 0.47-0.75x of rejax's with them; benchmarks/results/gpu_h200/).
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
 
     JAX shuffles with ``ceil(3 ln n / ln(2**32 - 1))`` rounds of stable sorts by fresh random
     uint32 keys (``jax._src.random._shuffle``); this repeats those rounds with the same keys and
-    does each sort with `_stable_argsort_uint32`. Sizes above ``2**16`` use
-    ``jax.random.permutation`` itself.
+    does each sort with `_stable_argsort_uint32`. Sizes above ``2**16``, and any backend but the
+    CPU (JAX's default backend), use ``jax.random.permutation`` itself.
     """
-    if n > 2**16:
+    if n > 2**16 or jax.default_backend() != "cpu":
         return jax.random.permutation(key, n)
     num_rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     perm = jnp.arange(n)
