@@ -15,6 +15,10 @@ as ``benchmarks/train_speed.py`` sets them up. Each side gets four jitted progra
 
 GAE's share is ``rollout+gae - rollout``, the optimisation's (and metrics') ``update - rollout+gae``.
 
+rejax runs twice: as shipped (elementwise gradient clipping, a constant learning rate) and with
+jaxenvs' optimizer (global-norm clipping and the config's learning-rate decay,
+`rejax_peer.with_optimizer`), so that the second ratio compares the same work per gradient step.
+
     python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 32
     python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 1024 --updates 4
     python benchmarks/ppo_phases.py --env gymnax/CartPole-v1
@@ -40,6 +44,9 @@ from jaxenvs.train.configs import get_config  # noqa: E402
 from jaxenvs.train.trainers import make_trainer  # noqa: E402
 
 
+SAME = "rejax, jaxenvs' optimizer"  # rejax_peer.with_optimizer: the same work per gradient step
+
+
 def jaxenvs_programs(cfg, updates: int):
     trainer = make_trainer(cfg)
     hp = cfg.hparams()
@@ -62,11 +69,13 @@ def jaxenvs_programs(cfg, updates: int):
     return progs, runner
 
 
-def rejax_programs(cfg, updates: int):
-    from rejax_peer import rejax_ppo
+def rejax_programs(cfg, updates: int, same_optimizer: bool = False):
+    from rejax_peer import rejax_ppo, with_optimizer
 
     algo = rejax_ppo(cfg, updates * cfg.steps_per_update)
     ts = algo.init_state(jax.random.key(0))
+    if same_optimizer:
+        ts = with_optimizer(ts, cfg)
 
     def rollout(ts, _):
         ts, traj = algo.collect_trajectories(ts)
@@ -100,7 +109,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     cfg = get_config(args.env) if args.num_envs is None else get_config(args.env, num_envs=args.num_envs)
     load0 = os.getloadavg()
-    sides = {"jaxenvs": jaxenvs_programs(cfg, args.updates), "rejax": rejax_programs(cfg, args.updates)}
+    sides = {"jaxenvs": jaxenvs_programs(cfg, args.updates), "rejax": rejax_programs(cfg, args.updates),
+             SAME: rejax_programs(cfg, args.updates, same_optimizer=True)}
     for progs, state in sides.values():  # compile
         for f in progs.values():
             jax.block_until_ready(f(state))
@@ -118,22 +128,28 @@ def main(argv=None):
         m["optimise+metrics"] = m["update"] - m["rollout+gae"]
         m["chunk_steps_per_sec"] = args.updates * cfg.steps_per_update / m["chunk"]
     paired = [r / j for j, r in zip(times["jaxenvs"]["chunk"], times["rejax"]["chunk"])]
+    paired_same = [r / j for j, r in zip(times["jaxenvs"]["chunk"], times[SAME]["chunk"])]
     print(f"{cfg.env_id}, num_envs={cfg.num_envs}, num_steps={cfg.num_steps}, epochs={cfg.update_epochs}, "
           f"minibatches={cfg.num_minibatches}; {args.repeats} rounds; load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}")
-    print(f"  {'ms (median)':<18}{'jaxenvs':>10}{'rejax':>10}{'rejax/jaxenvs':>15}")
+    print(f"  {'ms (median)':<18}{'jaxenvs':>10}{'rejax':>10}{'rejax/jaxenvs':>15}{'rejax, same opt.':>18}{'ratio':>8}")
     for k in ("rollout", "gae", "optimise+metrics", "update", "chunk"):
-        j, r = med["jaxenvs"][k] * 1e3, med["rejax"][k] * 1e3
-        print(f"  {k:<18}{j:>10.2f}{r:>10.2f}{(r / j if j > 0 else float('nan')):>15.2f}")
-    ratio = float(np.median(paired))
+        j, r, q = med["jaxenvs"][k] * 1e3, med["rejax"][k] * 1e3, med[SAME][k] * 1e3
+        print(f"  {k:<18}{j:>10.2f}{r:>10.2f}{(r / j if j > 0 else float('nan')):>15.2f}{q:>18.2f}"
+              f"{(q / j if j > 0 else float('nan')):>8.2f}")
+    ratio, ratio_same = float(np.median(paired)), float(np.median(paired_same))
     print(f"  chunk env-steps/s: jaxenvs {med['jaxenvs']['chunk_steps_per_sec']:,.0f}, rejax "
           f"{med['rejax']['chunk_steps_per_sec']:,.0f}; paired ratio jaxenvs/rejax median {ratio:.2f}x "
           f"(min {min(paired):.2f}, max {max(paired):.2f})")
+    print(f"  rejax with jaxenvs' optimizer {med[SAME]['chunk_steps_per_sec']:,.0f}; paired ratio median "
+          f"{ratio_same:.2f}x (min {min(paired_same):.2f}, max {max(paired_same):.2f})")
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump({"env": cfg.env_id, "num_envs": cfg.num_envs, "updates": args.updates, "repeats": args.repeats,
                        "load_avg_start": load0, "load_avg_end": os.getloadavg(), "median_s": med,
-                       "paired_ratio_median": ratio, "paired_ratios": paired, "jax": jax.__version__}, f, indent=1)
+                       "paired_ratio_median": ratio, "paired_ratios": paired,
+                       "paired_ratio_median_same_optimizer": ratio_same, "paired_ratios_same_optimizer": paired_same,
+                       "jax": jax.__version__}, f, indent=1)
     return ratio
 
 
