@@ -94,6 +94,47 @@ def test_connect_four_values_equal_a_host_negamax():
     assert checked > 30 and decided > 5  # random games reach positions with wins and losses in sight
 
 
+def _random_positions(env, num_games: int, seed: int = 1):
+    """The mover's observations of ``num_games`` random-legal games of ``env`` (every ply)."""
+    def game(key):
+        obs, state = env.reset_env(key, env.default_params)
+
+        def ply(carry, k):
+            obs, state = carry
+            p = state.current_player
+            o = jax.tree.map(lambda x: x[p], obs)
+            joint = jnp.zeros(2, jnp.int32).at[p].set(random_legal(k, o))
+            obs2, state2, _, _, _, _ = env.step_env(k, state, joint, env.default_params)
+            keep = lambda new, old: jnp.where(state.terminated, old, new)  # noqa: E731
+            return (jax.tree.map(keep, obs2, obs), jax.tree.map(keep, state2, state)), o
+
+        return jax.lax.scan(ply, (obs, state), jax.random.split(key, 42))[1]
+
+    o = jax.jit(jax.vmap(game))(jax.random.split(jax.random.key(seed), num_games))
+    o = jax.tree.map(lambda x: np.asarray(x).reshape((-1,) + x.shape[2:]), o)
+    live = o["action_mask"].any(-1)
+    return jax.tree.map(lambda x: x[live], o)
+
+
+def test_connect_four_declared_lookahead_equals_the_generic_one():
+    from jaxenvs.games import connect_four as c4
+
+    env = jaxenvs.make("ConnectFour-v0", autoreset=False).unwrapped
+    assert env.LOOKAHEAD == "jaxenvs.games.connect_four:lookahead_values"
+    obs = _random_positions(env, 12)
+    legal = obs["action_mask"] != 0
+    assert len(legal) > 200
+    for depth in (1, 2, 4):
+        generic = jax.jit(jax.vmap(lambda o: lookahead_values(env, env.state_from_observation(o), depth)))(obs)
+        fast = jax.jit(jax.vmap(lambda o: c4.lookahead_values(o, depth)))(obs)
+        np.testing.assert_array_equal(np.where(legal, np.asarray(fast), 9), np.where(legal, np.asarray(generic), 9))
+        assert np.all(np.isneginf(np.asarray(fast)[~legal]))
+        # positions with a decided move: wins and losses in sight
+        assert np.sum(np.any(np.isfinite(np.asarray(fast)) & (np.asarray(fast) != 0), -1)) > 20
+    with pytest.raises(ValueError, match="depth must be a positive int"):
+        c4.lookahead_values(jax.tree.map(lambda x: x[0], obs), 0)
+
+
 def _c4(mine, theirs):
     b = np.zeros((6, 7, 2), np.int32)
     for r, c in mine:
@@ -124,6 +165,16 @@ def test_guard_takes_wins_avoids_losses_and_leaves_the_rest_to_the_policy():
     batch = jax.tree.map(lambda *xs: np.stack(xs), win, block, quiet)
     moves = jax.jit(jax.vmap(lookahead_policy(env, leftmost, 2)))(jax.random.split(key, 3), batch)
     assert np.asarray(moves).tolist() == [3, 6, 0]
+
+
+def test_guard_on_the_generic_search_tic_tac_toe():
+    env = jaxenvs.make("TicTacToe-v0", autoreset=False)
+    assert getattr(env.unwrapped, "LOOKAHEAD", None) is None  # the generic look-ahead over step_env
+    first_free = lambda key, obs: jnp.argmax(jnp.asarray(obs["action_mask"]) != 0).astype(jnp.int32)  # noqa: E731
+    guarded = jax.jit(lookahead_policy(env, first_free, 2))
+    # X (cells 0, 8) to move against O (3, 4): O threatens 3-4-5, only cell 5 avoids the loss
+    obs = _ttt_obs(3**0 * 1 + 3**8 * 1 + 3**3 * 2 + 3**4 * 2)
+    assert int(first_free(jax.random.key(0), obs)) == 1 and int(guarded(jax.random.key(0), obs)) == 5
 
 
 def test_bad_depths_and_games_it_cannot_play():

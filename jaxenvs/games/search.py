@@ -29,11 +29,15 @@ network). ``lookahead_policy(env, policy, depth)`` keeps only the moves of the b
 the observation's action mask and lets ``policy`` (the network's greedy move, or its tree search)
 choose among them: a tactical guard that takes a forced win and avoids a forced loss seen within
 ``depth`` plies, and leaves every other choice to the network. It costs ``n_actions ** depth``
-steps per move (Connect Four at depth 4: 2401).
+steps per move (Connect Four at depth 4: 2401). A game class may declare a faster function with
+the same values as ``LOOKAHEAD = "module:function"`` (``function(obs, depth) -> float32[n]``, on
+one agent's observation), which `lookahead_policy` then uses: `ConnectFour` does
+(`jaxenvs.games.connect_four.lookahead_values`, about 40x faster at depth 4).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import jax
@@ -175,8 +179,8 @@ def lookahead_values(env, state, depth: int, params=None) -> jax.Array:
 
 def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable:
     """``policy(key, obs) -> int32 action`` on ONE agent's observation: ``policy`` choosing among
-    the legal moves of the best `lookahead_values` over ``depth`` plies only (the observation's
-    action mask narrowed to them): it takes a win it sees within ``depth`` plies and avoids a loss
+    the legal moves of the best `lookahead_values` (or the game's ``LOOKAHEAD``) over ``depth``
+    plies only (the observation's action mask narrowed to them): it takes a win it sees within ``depth`` plies and avoids a loss
     it sees, and plays ``policy``'s move otherwise. ``depth = 0`` returns ``policy`` unchanged.
     ValueError for a game the look-ahead cannot play (`supports_search`) or a negative ``depth``."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
@@ -186,11 +190,20 @@ def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable
     base = getattr(env, "unwrapped", env)
     _check_searchable(base)
     env_params = base.default_params if params is None else params
+    declared = getattr(type(base), "LOOKAHEAD", None)
+    if declared is not None:
+        module, _, attr = declared.partition(":")
+        fast = getattr(importlib.import_module(module), attr)
+
+        def values_of(obs):
+            return fast(obs, depth)
+    else:
+        def values_of(obs):
+            return lookahead_values(base, base.state_from_observation(obs, env_params), depth, env_params)
 
     def guarded(key, obs):
         mask = jnp.asarray(obs["action_mask"])
-        state = base.state_from_observation(obs, env_params)
-        values = jnp.where(mask != 0, lookahead_values(base, state, depth, env_params), -jnp.inf)
+        values = jnp.where(mask != 0, values_of(obs), -jnp.inf)
         keep = (mask != 0) & (values >= jnp.max(values))
         return policy(key, dict(obs, action_mask=keep.astype(mask.dtype)))
 
