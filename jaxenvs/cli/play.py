@@ -223,6 +223,8 @@ def _policy(args):
         label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
         if args.search:
             label += f" with {args.search} simulations of tree search per move"
+        if getattr(policy, "lookahead", 0):
+            label += f", {policy.lookahead} plies of exact look-ahead"
     return env, policy, label
 
 

@@ -20,7 +20,8 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
     run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move, None:
-    the run's own ``play_search``; ``policy.search`` says how many it plays with).
+    the run's own ``play_search``; ``policy.search`` says how many it plays with; ``policy.lookahead``
+    the plies of exact look-ahead, the run's own ``play_lookahead``).
     In a multi-agent environment every agent plays it from its own observation row, and
     ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
     module from the current directory, as ``check`` does.
@@ -69,6 +70,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
 
     policy.agent = agent
     policy.search = agent.search
+    policy.lookahead = agent.lookahead
     return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 
