@@ -72,6 +72,7 @@ def _seat_metric_doc(name: str, who: str, games: int = NUM_EPISODES, player: str
 
 SEARCH_GAMES = 200  # games per seat of the searched rows of an evaluation (`train.evaluations`)
 _SEARCHED = "the greedy policy with the run's play_search simulations of tree search per move"
+_PLAYED = "the greedy policy (with the run's play_lookahead)"
 
 
 TRAINING_GAME_METRICS = {
@@ -252,25 +253,35 @@ ENTRIES: dict[str, TunedEnv] = {
         #   45.5 s, 22%), 2:31 with a warm one (8%), load 6-7. With 64 simulations of search (100 games per
         #   seat, `benchmarks/game_strength.py`): heuristic 0.96 / 0.92, both orders 1.0 / 1.0, soft 0.86 /
         #   0.61, no-blunder 0.92 / 0.67: no play_search by default.
-        training=dict(ppo=dict(total_timesteps=3_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
-                               hidden_sizes=(128, 128), random_opponents=1.0,
-                               training_opponents=("heuristic,heuristic-left,heuristic-right,heuristic-soft,no-blunder,"
-                                                   "heuristic-noisy,win-block,random"))),
+        training=dict(ppo=dict(total_timesteps=8_000_000, num_envs=32, num_steps=128, lr=1e-3, ent_coef=0.01,
+                               hidden_sizes=(128, 128), random_opponents=1.0, play_lookahead=4,
+                               training_opponents=("heuristic-soft,no-blunder,heuristic,heuristic-left,heuristic-right,"
+                                                   "heuristic-noisy,heuristic-soft,no-blunder,heuristic,heuristic-left,"
+                                                   "heuristic-right,random,heuristic-soft,no-blunder,heuristic-noisy,"
+                                                   "win-block"))),
         evaluate="connect_four",
-        judged="greedy policy; the rows *_search: with the run's play_search simulations of tree search per move",
-        solved_when=("win_vs_heuristic, win_vs_heuristic_left and win_vs_heuristic_right >= 0.9 as first mover (seat0) "
-                     "and >= 0.75 as second (seat1), their *_search rows instead for a run with play_search; "
-                     "win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
+        judged=("greedy policy among the moves its play_lookahead plies of exact look-ahead score best; the rows *_search: "
+                "with the run's play_search simulations of tree search per move"),
+        solved_when=("win_vs_heuristic, win_vs_heuristic_left, win_vs_heuristic_right, win_vs_heuristic_soft and "
+                     "win_vs_no_blunder >= 0.9 as first mover (seat0) and >= 0.75 as second (seat1), their *_search rows "
+                     "instead for a run with play_search; win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
         progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
-        metrics=_seat_metric_doc("random", "random-legal play")
-        | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)")
-        | _seat_metric_doc("heuristic_left", "heuristic-left (the heuristic's candidates in the order 3 2 4 1 5 0 6)")
-        | _seat_metric_doc("heuristic_right", "heuristic-right (the heuristic's candidates in the order 3 4 2 5 1 6 0)")
-        | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)")
-        | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)")
+        metrics=_seat_metric_doc("random", "random-legal play", player=_PLAYED)
+        | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)", player=_PLAYED)
+        | _seat_metric_doc("heuristic_left", "heuristic-left (the heuristic's candidates in the order 3 2 4 1 5 0 6)",
+                           player=_PLAYED)
+        | _seat_metric_doc("heuristic_right", "heuristic-right (the heuristic's candidates in the order 3 4 2 5 1 6 0)",
+                           player=_PLAYED)
+        | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)",
+                           player=_PLAYED)
+        | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)",
+                           player=_PLAYED)
         | _seat_metric_doc("heuristic_search", "the heuristic", SEARCH_GAMES, _SEARCHED)
         | _seat_metric_doc("heuristic_left_search", "heuristic-left", SEARCH_GAMES, _SEARCHED)
         | _seat_metric_doc("heuristic_right_search", "heuristic-right", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("heuristic_soft_search", "heuristic-soft", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("no_blunder_search", "no-blunder", SEARCH_GAMES, _SEARCHED)
+        | {"lookahead": Metric("plies of exact look-ahead the policy plays with (the run's play_lookahead)")}
         | {"search": Metric("simulations of tree search per move of the searched rows (the run's play_search)")}
         | TRAINING_GAME_METRICS,
         curves=("illegal_rate", "win_seat0", "win_seat1"),
