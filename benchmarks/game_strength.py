@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     limit = trainer.max_plies
     from jaxenvs.train.policy import run_lookahead
 
-    lookaheads = [run_lookahead(trainer.config)] if args.lookahead is None else [int(x) for x in args.lookahead.split(",")]
+    own = [run_lookahead(trainer.config)]
+    lookaheads = own if args.lookahead is None else [int(x) for x in args.lookahead.split(",")]
     for lookahead, search, n in ((d, s, n) for d in lookaheads for s, n in zip(searches, games)):
         for name in args.opponents.split(","):
             for seed in range(meta["run"].num_seeds):

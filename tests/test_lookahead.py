@@ -177,6 +177,19 @@ def test_guard_on_the_generic_search_tic_tac_toe():
     assert int(first_free(jax.random.key(0), obs)) == 1 and int(guarded(jax.random.key(0), obs)) == 5
 
 
+def test_guard_around_tree_search_searches_among_the_moves_it_keeps():
+    pytest.importorskip("mctx")
+    from jaxenvs.games.search import search_policy
+
+    env = jaxenvs.make("ConnectFour-v0", autoreset=False)
+    # a network that wants column 0 only: 4 simulations alone follow it, the guard leaves it the block only
+    wants_left = lambda obs: (jnp.asarray([9.0, 0, 0, 0, 0, 0, 0]), jnp.zeros(()))  # noqa: E731
+    block = _c4(mine=[(5, 2), (4, 2)], theirs=[(5, 3), (5, 4), (5, 5)])
+    searching = search_policy(env, wants_left, 2)
+    assert int(jax.jit(searching)(jax.random.key(0), block)) == 0
+    assert int(jax.jit(lookahead_policy(env, searching, 2))(jax.random.key(0), block)) == 6
+
+
 def test_bad_depths_and_games_it_cannot_play():
     env = jaxenvs.make("ConnectFour-v0", autoreset=False)
     for bad in (-1, 1.5, True, "2"):

@@ -14,8 +14,9 @@ error (e.g. a directory that is not a run). For a two-player zero-sum game,
 greedy policy in each seat against a named opponent of the game (`jaxenvs.games.make_opponent`:
 ``random`` (legal), ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's
 win / block / no blunder / centre player), ``win-block``) or the greedy policy of another run
-directory; ``--search N`` lets the policy search N simulations per move. A two-player game without an entry of its
-own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
+directory; ``--search N`` lets the policy search N simulations per move, ``--lookahead N`` choose
+among the moves N plies of exact look-ahead score best (both default to the run's own). A
+two-player game without an entry of its own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
 not by its mean return (0 in self-play of a zero-sum game). `progress_metrics` gives the metrics
 ``jaxenvs-train`` follows after every chunk of training (on `PROGRESS_EPISODES` episodes per seed)
 in its progress line and learning curve.
@@ -236,8 +237,8 @@ def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key,
                       search: int = 0, lookahead: int | None = None) -> dict:
     """``{label: [{"seat0": stats, "seat1": stats} per seed]}``: the greedy policy of every seed of
     ``params`` (leading seed axis; with ``search`` simulations of tree search per move when > 0 and
-    ``lookahead`` plies of exact look-ahead, None: the run's ``play_lookahead``) against each ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per
-    opponent)."""
+    ``lookahead`` plies of exact look-ahead, None: the run's ``play_lookahead``) against each
+    ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per opponent)."""
     from .policy import versus
 
     num_seeds = jax.tree.leaves(params)[0].shape[0]
@@ -347,8 +348,8 @@ def main(argv=None) -> int:
             from jaxenvs.games.search import supports_search
 
             if wanted and not supports_search(env):
-                return _usage_error(f"{flag}: look-ahead and tree search play TicTacToe-v0 and ConnectFour-v0 (two-player games of "
-                                    f"perfect information), not {trainer.config.env_id}")
+                return _usage_error(f"{flag}: look-ahead and tree search play TicTacToe-v0 and ConnectFour-v0 "
+                                    f"(two-player games of perfect information), not {trainer.config.env_id}")
         for spec in args.opponent:
             try:
                 opponents.append(make_opponent(spec, env))
@@ -367,7 +368,8 @@ def main(argv=None) -> int:
     else:
         print(format_table(result))
         if opponents:
-            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games, args.search, args.lookahead))
+            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games, args.search,
+                                      args.lookahead))
     return 0 if result["solved"] in (True, None) else 1
 
 

@@ -96,7 +96,8 @@ def run_lookahead(config) -> int:
 
 def _check_lookahead(lookahead) -> int:
     if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 0:
-        raise ValueError(f"lookahead must be a non-negative int (plies of exact look-ahead; 0 = none), got {lookahead!r}")
+        raise ValueError(f"lookahead must be a non-negative int (plies of exact look-ahead; 0 = none), "
+                         f"got {lookahead!r}")
     return int(lookahead)
 
 
@@ -206,8 +207,8 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
         env = eval_env(trainer)
 
         def run(params, key):
-            return seat_games(env, make_policy(trainer, params, greedy, search, lookahead), opponent, key, num_games, None,
-                              max_plies)
+            return seat_games(env, make_policy(trainer, params, greedy, search, lookahead), opponent, key, num_games,
+                              None, max_plies)
 
         _VERSUS[cache_key] = (trainer, jax.jit(run))
     return _VERSUS[cache_key][1]
@@ -223,7 +224,8 @@ def versus(trainer, params, opponent: Callable, key, num_games: int = 1000, gree
     from jaxenvs.games import seat_stats
 
     lookahead = None if lookahead is None else _check_lookahead(lookahead)
-    program = _versus_program(trainer, opponent, int(num_games), int(max_plies), greedy, _check_search(search), lookahead)
+    program = _versus_program(trainer, opponent, int(num_games), int(max_plies), greedy, _check_search(search),
+                              lookahead)
     first, second = jax.device_get(program(params, key))
     game = trainer.config.env_id
     return {"seat0": seat_stats(first, 0, game, max_plies), "seat1": seat_stats(second, 1, game, max_plies)}

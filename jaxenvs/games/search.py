@@ -180,8 +180,8 @@ def lookahead_values(env, state, depth: int, params=None) -> jax.Array:
 def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable:
     """``policy(key, obs) -> int32 action`` on ONE agent's observation: ``policy`` choosing among
     the legal moves of the best `lookahead_values` (or the game's ``LOOKAHEAD``) over ``depth``
-    plies only (the observation's action mask narrowed to them): it takes a win it sees within ``depth`` plies and avoids a loss
-    it sees, and plays ``policy``'s move otherwise. ``depth = 0`` returns ``policy`` unchanged.
+    plies only (the observation's action mask narrowed to them): it takes a win it sees within
+    ``depth`` plies and avoids a loss it sees, and plays ``policy``'s move otherwise. ``depth = 0`` returns ``policy`` unchanged.
     ValueError for a game the look-ahead cannot play (`supports_search`) or a negative ``depth``."""
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"depth must be a non-negative int (plies of look-ahead; 0 = none), got {depth!r}")
