@@ -235,7 +235,7 @@ def _policy(args):
         if args.search:
             label += f" with {args.search} simulations of tree search per move"
         if getattr(policy, "lookahead", 0):
-            label += f", {policy.lookahead} plies of exact look-ahead"
+            label += f"{' and' if args.search else ' with'} {policy.lookahead} plies of exact look-ahead"
     return env, policy, label
 
 
