@@ -180,6 +180,36 @@ def test_a_run_plays_with_its_own_play_search(run_dir, tmp_path):
     assert load_policy(searching, search=0).search == 0 and load_policy(searching, search=3).search == 3
 
 
+def test_a_run_plays_with_its_own_play_lookahead(run_dir, tmp_path):
+    """A run whose config records play_lookahead N: load_policy(run) plays among the moves N plies of
+    exact look-ahead score best (it takes the win it sees, which the untrained network does not),
+    lookahead=0 plays the network alone, lookahead=M overrides; bad values are clear errors."""
+    from jaxenvs.train import load_policy
+    from jaxenvs.train.configs import get_config
+
+    plain = load_policy(run_dir)
+    assert plain.lookahead == 0
+    config = get_config("TicTacToe-v0", total_timesteps=64, num_envs=4, num_steps=16, hidden_sizes=(16,),
+                        update_epochs=1, num_minibatches=1, play_lookahead=2)
+    looking = tiny_run_dir(tmp_path, "TicTacToe-v0-lookahead", config)
+    guarded = load_policy(looking)
+    assert guarded.lookahead == 2
+    assert load_policy(looking, lookahead=0).lookahead == 0 and load_policy(looking, lookahead=3).lookahead == 3
+    network = load_policy(looking, lookahead=0)
+    # positions where the mover (X, to move) wins at once in one cell: the guard always takes it
+    planes = np.zeros((3, 9, 2), np.int32)
+    for i, (mine, theirs, win) in enumerate([([0, 1], [3, 4], 2), ([0, 4], [1, 2], 8), ([2, 4], [0, 1], 6)]):
+        planes[i, mine, 0] = 1
+        planes[i, theirs, 1] = 1
+    batch = {"observation": planes.reshape(3, 3, 3, 2), "action_mask": (planes.sum(-1) == 0).astype(np.uint8)}
+    keys = jax.random.split(jax.random.key(0), 3)
+    assert np.asarray(jax.jit(jax.vmap(guarded))(keys, batch)).tolist() == [2, 8, 6]
+    assert np.asarray(jax.jit(jax.vmap(network))(keys, batch)).tolist() != [2, 8, 6]  # the network alone misses one
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="lookahead must be a non-negative int"):
+            load_policy(looking, lookahead=bad)
+
+
 def test_opponents_by_name_and_their_mistakes(run_dir):
     from jaxenvs.games import OpponentError, make_opponent, random_legal
     from jaxenvs.games.tic_tac_toe import perfect
@@ -264,6 +294,13 @@ def test_command_line_opponent_mistakes_are_one_line(run_dir, capsys):
     assert "--seat is the policy's seat against an --opponent" in capsys.readouterr().err
     assert jaxenvs_main(["play", str(run_dir), "--opponent", "random", "--seat", "2"]) == 2
     assert "--seat: expected 0 or 1, got '2'" in capsys.readouterr().err
+    assert jaxenvs_main(["play", "TicTacToe-v0", "--lookahead", "2"]) == 2
+    assert "--lookahead N is for a trained policy" in capsys.readouterr().err
+    for args, says in ((["--lookahead", "-1", "--opponent", "random"], "--lookahead -1: must be a non-negative integer"),
+                       (["--lookahead", "2"], "give --opponent too")):
+        with pytest.raises(SystemExit) as exit_:
+            evaluate_main([str(run_dir), *args])
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_play_against_an_opponent_replays_whose_move_and_the_result(run_dir, tmp_path, monkeypatch, capsys):
@@ -390,8 +427,9 @@ def test_the_evaluation_header_says_what_it_counted():
     assert header("KuhnPoker-v0", {"exploitability": 0.05}) == (
         "evaluation: KuhnPoker-v0, exact (enumerated, no episodes played), stochastic policy (1 seed)")
     assert header("ConnectFour-v0", {"win_vs_random_seat0": 1.0}) == (
-        "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy; the rows *_search: with the run's "
-        "play_search simulations of tree search per move (1 seed)")
+        "evaluation: ConnectFour-v0, 1000 games per seat per seed, greedy policy among the moves its play_lookahead "
+        "plies of exact look-ahead score best; the rows *_search: with the run's play_search simulations of tree search "
+        "per move (1 seed)")
     assert header("TicTacToe-v0", {"win_vs_random_seat0": 1.0}) == (
         "evaluation: TicTacToe-v0, 1000 games per seat per seed, greedy policy (1 seed)")
 
@@ -418,9 +456,10 @@ def test_the_evaluation_table_says_each_meaning_once():
 
 def test_connect_four_evaluation_judges_the_policy_as_played(monkeypatch):
     """The ConnectFour evaluation's rows and verdict, with the games replaced by fixed results: the
-    progress evaluation plays greedily against random and the heuristic; the full one adds the
-    heuristic's orders, heuristic-soft and no-blunder (no bar), and, for a run with play_search, the
-    searched rows against the heuristic and its orders, which then decide the verdict."""
+    progress evaluation plays the network alone against random and the heuristic; the full one (the
+    run's look-ahead) adds the heuristic's
+    orders, heuristic-soft and no-blunder (all five with the bar), and, for a run with play_search,
+    the searched rows against the five, which then decide the verdict."""
     from types import SimpleNamespace
 
     from jaxenvs.games import connect_four as c4
@@ -429,10 +468,11 @@ def test_connect_four_evaluation_judges_the_policy_as_played(monkeypatch):
 
     names = {random_legal: "random", c4.heuristic: "heuristic", c4.heuristic_left: "left",
              c4.heuristic_right: "right", c4.heuristic_soft: "soft", c4.no_blunder: "no_blunder"}
-    calls, wins = [], {}
+    calls, wins, lookaheads = [], {}, []
 
-    def fake(trainer, params, key, opponent, num_games, search=0):
+    def fake(trainer, params, key, opponent, num_games, search=0, lookahead=None):
         calls.append((names[opponent], num_games, search))
+        lookaheads.append(lookahead)
         w = wins.get((names[opponent], search), [1.0, 1.0])
         return {"win": w, "draw": [0.0, 0.0], "loss": [1 - w[0], 1 - w[1]], "illegal": [0.0, 0.0]}
 
@@ -443,25 +483,40 @@ def test_connect_four_evaluation_judges_the_policy_as_played(monkeypatch):
 
     out = evaluations.evaluate_connect_four(greedy, None, key, 64)
     assert calls == [("random", 64, 0), ("heuristic", 64, 0)] and out["solved"]
+    assert lookaheads == [0, 0] and out["lookahead"] == 0  # progress: the network alone
     assert "win_vs_heuristic_left_seat0" not in out
     calls.clear()
     out = evaluations.evaluate_connect_four(greedy, None, key, 1000)
     assert calls == [("random", 1000, 0), ("heuristic", 1000, 0), ("left", 1000, 0), ("right", 1000, 0),
                      ("soft", 1000, 0), ("no_blunder", 1000, 0)]
-    assert out["solved"] and "search" not in out
+    assert out["solved"] and "search" not in out and out["lookahead"] == 0
+    assert set(lookaheads[2:]) == {None}  # the full evaluation: the run's own play_lookahead
     wins[("right", 0)] = [1.0, 0.7]  # a greedy order below the bar as second mover: not solved
     assert not evaluations.evaluate_connect_four(greedy, None, key, 1000)["solved"]
-    wins[("soft", 0)] = [0.1, 0.1]  # heuristic-soft has no bar
+    del wins[("right", 0)]
+    for name in ("soft", "no_blunder"):  # the stochastic players have the bar too
+        wins[(name, 0)] = [0.89, 0.9]
+        assert not evaluations.evaluate_connect_four(greedy, None, key, 1000)["solved"]
+        wins[(name, 0)] = [0.9, 0.74]
+        assert not evaluations.evaluate_connect_four(greedy, None, key, 1000)["solved"]
+        wins[(name, 0)] = [0.9, 0.75]
+        assert evaluations.evaluate_connect_four(greedy, None, key, 1000)["solved"]
+    wins[("right", 0)] = [1.0, 0.7]
+    wins[("soft", 0)] = [0.1, 0.1]
     calls.clear()
     out = evaluations.evaluate_connect_four(searching, None, key, 1000)
     g = tuned.SEARCH_GAMES
-    assert calls[6:] == [("heuristic", g, 16), ("left", g, 16), ("right", g, 16)]
+    assert calls[6:] == [("heuristic", g, 16), ("left", g, 16), ("right", g, 16), ("soft", g, 16),
+                         ("no_blunder", g, 16)]
     assert out["search"] == 16 and out["win_vs_heuristic_right_search_seat1"] == 1.0
-    assert out["solved"]  # the searched rows decide, the greedy right order's 0.7 does not
+    assert out["solved"]  # the searched rows decide, the greedy rows' 0.7 and 0.1 do not
     wins[("heuristic", 16)] = [0.95, 0.74]
     assert not evaluations.evaluate_connect_four(searching, None, key, 1000)["solved"]
     wins[("heuristic", 16)] = [0.95, 0.75]
     wins[("random", 0)] = [0.95, 0.89]
     assert not evaluations.evaluate_connect_four(searching, None, key, 1000)["solved"]
-    for name in ("heuristic_left_search", "heuristic_right_search", "heuristic_soft", "no_blunder"):
+    assert evaluations.evaluate_connect_four(SimpleNamespace(config=SimpleNamespace(play_lookahead=4)), None, key,
+                                             1000)["lookahead"] == 4
+    for name in ("heuristic_left_search", "heuristic_right_search", "heuristic_soft", "no_blunder",
+                 "heuristic_soft_search", "no_blunder_search"):
         assert f"win_vs_{name}_seat0" in tuned.entry("ConnectFour-v0").metrics

@@ -148,6 +148,14 @@ class PPOConfig(TrainConfig):
         "trained policy plays with by default (load_policy(run), jaxenvs play RUN; the final evaluation reports "
         "its strength with and without it); 0: the network's greedy move. Not used in training",
     )
+    play_lookahead: int = field(
+        0, Int(0, 6),
+        "two-player games of perfect information (TicTacToe, ConnectFour): plies of exact look-ahead the trained "
+        "policy plays with by default (load_policy(run), jaxenvs play RUN, the evaluation): every line of play that "
+        "deep, scored by the game's rewards alone; the policy (or its search) chooses among the moves of the best "
+        "score only, so it takes the wins and avoids the losses it sees (jaxenvs.games.search.lookahead_policy); "
+        "0: none. Not used in training",
+    )
     random_opponents: float = field(
         0.0, Float(0, 1),
         "turn-based games: the fraction of the envs (rounded) in which one seat, alternating between envs, is "

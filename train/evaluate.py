@@ -14,8 +14,9 @@ error (e.g. a directory that is not a run). For a two-player zero-sum game,
 greedy policy in each seat against a named opponent of the game (`jaxenvs.games.make_opponent`:
 ``random`` (legal), ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's
 win / block / no blunder / centre player), ``win-block``) or the greedy policy of another run
-directory; ``--search N`` lets the policy search N simulations per move. A two-player game without an entry of its
-own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
+directory; ``--search N`` lets the policy search N simulations per move, ``--lookahead N`` choose
+among the moves N plies of exact look-ahead score best (both default to the run's own). A
+two-player game without an entry of its own in `train.tuned` is evaluated against random-legal play, per seat (`evaluate_game_vs_random`),
 not by its mean return (0 in self-play of a zero-sum game). `progress_metrics` gives the metrics
 ``jaxenvs-train`` follows after every chunk of training (on `PROGRESS_EPISODES` episodes per seed)
 in its progress line and learning curve.
@@ -233,29 +234,32 @@ def solved_hint(result: dict, config) -> str | None:
 
 
 def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key, num_games: int,
-                      search: int = 0) -> dict:
+                      search: int = 0, lookahead: int | None = None) -> dict:
     """``{label: [{"seat0": stats, "seat1": stats} per seed]}``: the greedy policy of every seed of
-    ``params`` (leading seed axis; with ``search`` simulations of tree search per move when > 0)
-    against each ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per
-    opponent)."""
+    ``params`` (leading seed axis; with ``search`` simulations of tree search per move when > 0 and
+    ``lookahead`` plies of exact look-ahead, None: the run's ``play_lookahead``) against each
+    ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per opponent)."""
     from .policy import versus
 
     num_seeds = jax.tree.leaves(params)[0].shape[0]
     out = {}
     for (label, opponent), k in zip(opponents, jax.random.split(key, max(len(opponents), 1))):
         out[label] = [
-            versus(trainer, jax.tree.map(lambda x: x[i], params), opponent, k, num_games, search=search)
+            versus(trainer, jax.tree.map(lambda x: x[i], params), opponent, k, num_games, search=search,
+                   lookahead=lookahead)
             for i in range(num_seeds)
         ]
     return out
 
 
-def format_head_to_head(env_id: str, results: dict, num_games: int, search: int = 0) -> str:
+def format_head_to_head(env_id: str, results: dict, num_games: int, search: int = 0, lookahead: int = 0) -> str:
     """A table per opponent: win / draw / loss, mean return and illegal moves per game of the greedy
     policy in each seat (seat 0 moves first) and seed."""
     lines = []
     for label, per_seed in results.items():
         who = f"greedy policy with {search} simulations of tree search per move" if search else "greedy policy"
+        if lookahead:
+            who += f" among the moves {lookahead} plies of exact look-ahead score best"
         lines.append(f"head-to-head on {env_id}: {who} vs {label}, {num_games} games per seat and seed")
         head = ["seed", "seat", "win", "draw", "loss", "mean return", "illegal/game"]
         rows = []
@@ -295,6 +299,10 @@ def main(argv=None) -> int:
                         help="with --opponent: the policy plays the move of N simulations of tree search guided by its "
                              "network (mctx Gumbel MuZero, the game's step as the model; TicTacToe-v0, ConnectFour-v0; "
                              "default: the run's own play_search, 0 for most runs; 0: no search)")
+    parser.add_argument("--lookahead", type=int, default=None, metavar="N",
+                        help="with --opponent: the policy chooses among the moves whose every line of play N plies deep "
+                             "scores best by the game's rewards (exact look-ahead; TicTacToe-v0, ConnectFour-v0; "
+                             "default: the run's own play_lookahead, 0 for most runs; 0: none)")
     parser.add_argument("--games", type=int, default=NUM_EPISODES, metavar="N",
                         help=f"games per seat and seed against each --opponent (default: {NUM_EPISODES})")
     args = parser.parse_args(argv)
@@ -302,6 +310,10 @@ def main(argv=None) -> int:
         parser.error(f"--games {args.games}: must be a positive integer")
     if args.search is not None and args.search < 0:
         parser.error(f"--search {args.search}: must be a non-negative integer (simulations per move)")
+    if args.lookahead is not None and args.lookahead < 0:
+        parser.error(f"--lookahead {args.lookahead}: must be a non-negative integer (plies)")
+    if args.lookahead and not args.opponent:
+        parser.error("--lookahead N plays the head-to-head games of --opponent NAME|RUN_DIR; give --opponent too")
     if args.search and not args.opponent:
         parser.error("--search N plays the head-to-head games of --opponent NAME|RUN_DIR; give --opponent too")
     if not 0 <= args.seed < 2**63:
@@ -320,6 +332,10 @@ def main(argv=None) -> int:
         from .policy import run_search
 
         args.search = run_search(trainer.config) if args.opponent else 0
+    if args.lookahead is None:
+        from .policy import run_lookahead
+
+        args.lookahead = run_lookahead(trainer.config) if args.opponent else 0
     opponents = []
     if args.opponent:
         from jaxenvs.games import OpponentError, make_opponent
@@ -328,12 +344,12 @@ def main(argv=None) -> int:
         from .episodes import eval_env
 
         env = eval_env(trainer)
-        if args.search:
+        for flag, wanted in (("--search", args.search), ("--lookahead", args.lookahead)):
             from jaxenvs.games.search import supports_search
 
-            if not supports_search(env):
-                return _usage_error(f"--search: tree search plays TicTacToe-v0 and ConnectFour-v0 (two-player games of "
-                                    f"perfect information), not {trainer.config.env_id}")
+            if wanted and not supports_search(env):
+                return _usage_error(f"{flag}: look-ahead and tree search play TicTacToe-v0 and ConnectFour-v0 "
+                                    f"(two-player games of perfect information), not {trainer.config.env_id}")
         for spec in args.opponent:
             try:
                 opponents.append(make_opponent(spec, env))
@@ -343,7 +359,7 @@ def main(argv=None) -> int:
     if opponents:
         try:
             result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, jax.random.key(args.seed),
-                                                       args.games, args.search)
+                                                       args.games, args.search, args.lookahead)
         except ImportError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 1
@@ -352,7 +368,8 @@ def main(argv=None) -> int:
     else:
         print(format_table(result))
         if opponents:
-            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games, args.search))
+            print(format_head_to_head(result["env_id"], result["head_to_head"], args.games, args.search,
+                                      args.lookahead))
     return 0 if result["solved"] in (True, None) else 1
 
 

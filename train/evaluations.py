@@ -117,15 +117,18 @@ def evaluate_rock_paper_scissors(trainer, params, key, num_episodes=NUM_EPISODES
 # ---- Turn-based games: the greedy policy in each seat against fixed opponents (`train.opponents`), as
 # vmapped games in one compiled program per (trainer, opponent, games); params are its argument, so
 # evaluating after every chunk compiles nothing again.
-def versus_opponent(trainer, params, key, opponent, num_games: int, search: int = 0) -> dict:
+def versus_opponent(trainer, params, key, opponent, num_games: int, search: int = 0,
+                    lookahead: int | None = None) -> dict:
     """The trainer's GREEDY policy (``params``: one seed; with ``search`` simulations of tree search
-    per move when > 0) in each seat against ``opponent`` (a `jaxenvs.games` policy) in the other,
+    per move when > 0, and ``lookahead`` plies of exact look-ahead, None: the run's ``play_lookahead``)
+    in each seat against ``opponent`` (a `jaxenvs.games` policy) in the other,
     ``num_games`` games per seat (`train.policy.versus`, one compiled program per configuration and
     opponent): ``{"win": [per seat], "draw": [...], "loss": [...], "illegal": [...]}`` (floats).
     Raises when a game does not end within the game's ply limit."""
     from .policy import versus
 
-    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies, search=search)
+    res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies, search=search,
+                 lookahead=lookahead)
     seats = [res[f"seat{i}"] for i in range(trainer.num_agents)]
     return {k: [st[src] for st in seats] for k, src in
             (("win", "win"), ("draw", "draw"), ("loss", "loss"), ("illegal", "illegal_a"))}
@@ -154,42 +157,48 @@ def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     return dict(out, solved=bool(solved))
 
 
-# ConnectFour: the policy as it is played (with the run's play_search simulations of tree search per move when the
-# run has them, `train.policy.run_search`; greedy otherwise) wins >= 90% / 75% of its games as first / second mover
-# against the heuristic (win, else block, else no blunder, prefer the centre; ties uniform) AND against its variants
-# with other tie-breaking, heuristic-left and heuristic-right (deterministic centre orders 3 2 4 1 5 0 6 and
-# 3 4 2 5 1 6 0), and the greedy policy wins >= 90% against random-legal play in both seats. Greedy rows against
-# random and the heuristic are always reported; the full evaluation (NUM_EPISODES games per seat) adds greedy rows
-# against heuristic-left, heuristic-right, and, with no bar, heuristic-soft (the candidates drawn with centre weights
-# 1 2 3 4 3 2 1) and no-blunder (the candidates uniformly), then the searched rows against the heuristic and its
-# two orders (`train.tuned.SEARCH_GAMES` games per seat: tree search costs about play_search network passes per
-# move; at a true rate of 0.9 the 95% interval of 200 games is about +-0.04; the deterministic orders meet a greedy
-# search in one line of play). The progress evaluations after every chunk (fewer games) play greedily against random
-# and the heuristic only (their verdict is the greedy policy's against those two).
+# ConnectFour: the policy as it is played (its greedy move among the moves its play_lookahead plies of exact look-ahead
+# score best, `train.policy.run_lookahead`; with the run's play_search simulations of tree search per move when the run
+# has them, `train.policy.run_search`) wins >= 90% / 75% of its games as first / second mover against the heuristic
+# (win, else block, else no blunder, prefer the centre; ties uniform), against its variants with other tie-breaking:
+# heuristic-left and heuristic-right (deterministic centre orders 3 2 4 1 5 0 6 and 3 4 2 5 1 6 0) and heuristic-soft
+# (the candidates drawn with centre weights 1 2 3 4 3 2 1), and against no-blunder (the candidates uniformly); and it
+# wins >= 90% against random-legal play in both seats. Rows against random and the heuristic are always reported;
+# the full evaluation (NUM_EPISODES games per seat) adds the other four, then, for a run with play_search, the
+# searched rows against the five (`train.tuned.SEARCH_GAMES` games per seat: tree search costs about play_search
+# network passes per move; at a true rate of 0.9 the 95% interval of 200 games is about +-0.04), which are then the
+# ones judged. The progress evaluations after every chunk (fewer games) play the network alone (greedy, no look-ahead:
+# they follow what training learns, and the look-ahead's programs would double their compile time) against random and
+# the heuristic only (their verdict is on those two).
+_C4_JUDGED = ("heuristic", "heuristic_left", "heuristic_right", "heuristic_soft", "no_blunder")
+
+
 def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     from jaxenvs.games import connect_four as c4
     from jaxenvs.games.opponents import random_legal
 
-    from .policy import run_search
+    from .policy import run_lookahead, run_search
 
-    keys = iter(jax.random.split(key, 10))
-    rand = versus_opponent(trainer, params, next(keys), random_legal, num_episodes)
-    heur = versus_opponent(trainer, params, next(keys), c4.heuristic, num_episodes)
+    keys = iter(jax.random.split(key, 16))
+    full = num_episodes >= NUM_EPISODES
+    lookahead = None if full else 0  # progress: the network alone
+    rand = versus_opponent(trainer, params, next(keys), random_legal, num_episodes, lookahead=lookahead)
+    heur = versus_opponent(trainer, params, next(keys), c4.heuristic, num_episodes, lookahead=lookahead)
     out = _seat_metrics(rand, "random") | _seat_metrics(heur, "heuristic")
+    out["lookahead"] = run_lookahead(trainer.config) if full else 0
     judged = [heur]
-    if num_episodes >= NUM_EPISODES:
-        orders = [versus_opponent(trainer, params, next(keys), p, num_episodes) for p in (c4.heuristic_left, c4.heuristic_right)]
-        out |= _seat_metrics(orders[0], "heuristic_left") | _seat_metrics(orders[1], "heuristic_right")
-        judged += orders
-        for name, p in (("heuristic_soft", c4.heuristic_soft), ("no_blunder", c4.no_blunder)):
-            out |= _seat_metrics(versus_opponent(trainer, params, next(keys), p, num_episodes), name)
+    if full:
+        players = dict(zip(_C4_JUDGED, (c4.heuristic, c4.heuristic_left, c4.heuristic_right, c4.heuristic_soft,
+                                        c4.no_blunder)))
+        for name in _C4_JUDGED[1:]:
+            judged.append(versus_opponent(trainer, params, next(keys), players[name], num_episodes))
+            out |= _seat_metrics(judged[-1], name)
         search = run_search(trainer.config)
         if search:
             games = min(tuned.SEARCH_GAMES, num_episodes)
             judged = []
-            for name, p in (("heuristic", c4.heuristic), ("heuristic_left", c4.heuristic_left),
-                            ("heuristic_right", c4.heuristic_right)):
-                judged.append(versus_opponent(trainer, params, next(keys), p, games, search=search))
+            for name in _C4_JUDGED:
+                judged.append(versus_opponent(trainer, params, next(keys), players[name], games, search=search))
                 out |= _seat_metrics(judged[-1], f"{name}_search")
             out["search"] = search
     solved = all(r["win"][0] >= 0.9 and r["win"][1] >= 0.75 for r in judged) and min(rand["win"]) >= 0.9

@@ -7,13 +7,17 @@ into a plain function ``policy(key, obs) -> action`` for ONE agent's observation
     action = jax.jit(policy)(key, obs_of_one_agent)                 # int32 scalar
     actions = jax.vmap(policy)(keys, batch_of_observations)         # a batch
     strong = load_policy("runs/ConnectFour-v0-...", search=64)      # + 64 simulations of tree search per move
-    plain = load_policy("runs/ConnectFour-v0-...", search=0)        # the network alone
+    plain = load_policy("runs/ConnectFour-v0-...", search=0, lookahead=0)  # the network alone
 
 A run records the search it is played with (its config's ``play_search``: the tuned entry of
 ConnectFour-v0 sets it); ``load_policy(run)`` plays with it, ``search=N`` overrides it. With ``search=N`` (two-player games of perfect information: TicTacToe, ConnectFour; needs
 ``mctx``, ``pip install 'jaxenvs[search]'``) the policy/value network guides N simulations of
 Gumbel MuZero tree search with the game's own step as the model (`jaxenvs.games.search`); the
-result is jittable and vmappable the same way.
+result is jittable and vmappable the same way. A run records the plies of exact look-ahead it
+is played with too (``play_lookahead``; ``lookahead=N`` overrides it): the policy (or its search)
+then chooses among the moves whose every line of play N plies deep scores best by the game's
+rewards alone (`jaxenvs.games.search.lookahead_policy`: it takes the wins and avoids the losses
+it sees; jax only).
 
 The policy takes one agent's observation exactly as the environment gives it: for a single-agent
 environment its observation, for a multi-agent one the row of one agent (no agent axis; for a
@@ -42,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 
-__all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_search"]
+__all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_search", "run_lookahead"]
 
 
 def _check_one_agent(trainer, obs) -> None:
@@ -84,26 +88,46 @@ def run_search(config) -> int:
     return int(getattr(config, "play_search", 0) or 0)
 
 
+def run_lookahead(config) -> int:
+    """The plies of exact look-ahead a run plays with by default: its config's ``play_lookahead``
+    (0 for an algorithm or a run without the field)."""
+    return int(getattr(config, "play_lookahead", 0) or 0)
+
+
+def _check_lookahead(lookahead) -> int:
+    if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 0:
+        raise ValueError(f"lookahead must be a non-negative int (plies of exact look-ahead; 0 = none), "
+                         f"got {lookahead!r}")
+    return int(lookahead)
+
+
 def _check_search(search) -> int:
     if isinstance(search, bool) or not isinstance(search, (int, np.integer)) or search < 0:
         raise ValueError(f"search must be a non-negative int (simulations per move; 0 = no search), got {search!r}")
     return int(search)
 
 
-def make_policy(trainer, params, greedy: bool = True, search: int = 0) -> Callable:
+def make_policy(trainer, params, greedy: bool = True, search: int = 0, lookahead: int | None = None) -> Callable:
     """``policy(key, obs) -> action`` of one set of network ``params`` (no seed axis) of ``trainer``:
     the mode of the (masked) action distribution when ``greedy``, else a draw with ``key``; with
     ``search > 0``, the action of that many simulations of tree search guided by the network
-    (`jaxenvs.games.search.search_policy`; ``greedy=False`` draws the root's Gumbel noise)."""
+    (`jaxenvs.games.search.search_policy`; ``greedy=False`` draws the root's Gumbel noise). With
+    ``lookahead`` plies of exact look-ahead (None: the run's ``play_lookahead``), that choice is made
+    among the moves of the best look-ahead score only (`jaxenvs.games.search.lookahead_policy`)."""
     search = _check_search(search)
+    lookahead = run_lookahead(trainer.config) if lookahead is None else _check_lookahead(lookahead)
+    if search or lookahead:
+        from .episodes import eval_env
     if search:
         from jaxenvs.games.search import search_policy
-
-        from .episodes import eval_env
 
         act = search_policy(eval_env(trainer), network_evaluate(trainer, params), search, greedy=greedy)
     else:
         act = trainer.agent_policy(params, greedy)
+    if lookahead:
+        from jaxenvs.games.search import lookahead_policy
+
+        act = lookahead_policy(eval_env(trainer), act, lookahead)
 
     def policy(key, obs):
         _check_one_agent(trainer, obs)
@@ -112,10 +136,12 @@ def make_policy(trainer, params, greedy: bool = True, search: int = 0) -> Callab
     policy.env_id = trainer.config.env_id
     policy.greedy = greedy
     policy.search = search
+    policy.lookahead = lookahead
     return policy
 
 
-def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int | None = None) -> Callable:
+def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int | None = None,
+                lookahead: int | None = None) -> Callable:
     """The trained policy of a run directory as ``policy(key, obs) -> action`` for ONE agent's
     observation as the environment gives it (see the module docstring): jittable, vmappable,
     mask-aware; greedy (the most probable legal action; ``key`` unused) or, with
@@ -124,13 +150,14 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
     ``seed`` picks one of the run's seeds (``--seeds N`` trains N); ``search=N`` plays the action
     of N simulations of tree search guided by the network (module docstring); ``search=None`` (the
     default) takes the run's own ``play_search`` (its config: the search its tuned entry documents,
-    e.g. ConnectFour-v0's; 0 for runs without one), ``search=0`` the network alone. The function
-    carries ``env_id``, ``env_kwargs``, ``run_dir``, ``seed``, ``greedy``, ``search`` and
+    e.g. ConnectFour-v0's; 0 for runs without one), ``search=0`` the network alone; ``lookahead``
+    likewise the plies of exact look-ahead (None: the run's ``play_lookahead``; 0: none). The function
+    carries ``env_id``, ``env_kwargs``, ``run_dir``, ``seed``, ``greedy``, ``search``, ``lookahead`` and
     ``trainer`` as attributes. Raises `train.checkpoint.CheckpointError` (a ValueError) naming the
     path when ``run_dir`` does not exist, is not a run directory (no ``config.json`` /
     ``checkpoint.msgpack``) or holds an unreadable checkpoint; ValueError for a ``seed`` that is
     not an int or that the run does not have, a ``greedy`` that is not a bool, a ``search`` that is
-    not a non-negative int or a game search cannot play.
+    not a non-negative int or a game search cannot play, a ``lookahead`` likewise.
     """
     from .checkpoint import check_run_dir, load_run
 
@@ -140,6 +167,8 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
         raise ValueError(f"greedy must be True (the most probable legal action) or False (sampled), got {greedy!r}")
     if search is not None:
         search = _check_search(search)
+    if lookahead is not None:
+        lookahead = _check_lookahead(lookahead)
     run_dir = check_run_dir(run_dir)
     trainer, runner, meta = load_run(run_dir)
     if search is None:
@@ -148,7 +177,7 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
     if not 0 <= int(seed) < num_seeds:
         raise ValueError(f"seed {seed}: the run in {str(run_dir)!r} has {num_seeds} seed(s), 0 to {num_seeds - 1}")
     params = jax.tree.map(lambda x: x[int(seed)], runner.params)
-    policy = make_policy(trainer, params, bool(greedy), search)
+    policy = make_policy(trainer, params, bool(greedy), search, lookahead)
     policy.env_kwargs = dict(trainer.config.env_kwargs)
     policy.run_dir = Path(run_dir)
     policy.seed = int(seed)
@@ -161,14 +190,15 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
 _VERSUS: dict = {}
 
 
-def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: bool, search: int = 0) -> Callable:
+def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: bool, search: int = 0,
+                    lookahead: int | None = None) -> Callable:
     """Jitted ``(params, key) -> (result with the policy in seat 0, result in seat 1)`` (`train.matches.play`
     results): params are an argument, so new params (after every chunk of training, or another
     seed) compile nothing again."""
     # keyed by the config, not the trainer object: a run loaded again (another trainer of the same
     # config computes the same) reuses the compiled program
     config = json.dumps(trainer.config.to_dict(), sort_keys=True, default=str)
-    cache_key = (type(trainer).__qualname__, config, opponent, num_games, max_plies, greedy, search)
+    cache_key = (type(trainer).__qualname__, config, opponent, num_games, max_plies, greedy, search, lookahead)
     if cache_key not in _VERSUS:
         from jaxenvs.games import seat_games
 
@@ -177,22 +207,25 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
         env = eval_env(trainer)
 
         def run(params, key):
-            return seat_games(env, make_policy(trainer, params, greedy, search), opponent, key, num_games, None,
-                              max_plies)
+            return seat_games(env, make_policy(trainer, params, greedy, search, lookahead), opponent, key, num_games,
+                              None, max_plies)
 
         _VERSUS[cache_key] = (trainer, jax.jit(run))
     return _VERSUS[cache_key][1]
 
 
 def versus(trainer, params, opponent: Callable, key, num_games: int = 1000, greedy: bool = True,
-           max_plies: int = 1000, search: int = 0) -> dict:
+           max_plies: int = 1000, search: int = 0, lookahead: int | None = None) -> dict:
     """The policy of ``params`` (one set, no seed axis; with ``search`` simulations of tree search
-    per move when > 0) against ``opponent`` (a ``policy(key, obs)``) on the trainer's two-player
+    per move when > 0, and ``lookahead`` plies of exact look-ahead: None, the run's
+    ``play_lookahead``; `make_policy`) against ``opponent`` (a ``policy(key, obs)``) on the trainer's two-player
     game, ``num_games`` games in each seat: ``{"seat0": stats, "seat1": stats}`` as
     `jaxenvs.games.head_to_head` reports them (the policy is A)."""
     from jaxenvs.games import seat_stats
 
-    program = _versus_program(trainer, opponent, int(num_games), int(max_plies), greedy, _check_search(search))
+    lookahead = None if lookahead is None else _check_lookahead(lookahead)
+    program = _versus_program(trainer, opponent, int(num_games), int(max_plies), greedy, _check_search(search),
+                              lookahead)
     first, second = jax.device_get(program(params, key))
     game = trainer.config.env_id
     return {"seat0": seat_stats(first, 0, game, max_plies), "seat1": seat_stats(second, 1, game, max_plies)}

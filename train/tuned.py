@@ -72,6 +72,7 @@ def _seat_metric_doc(name: str, who: str, games: int = NUM_EPISODES, player: str
 
 SEARCH_GAMES = 200  # games per seat of the searched rows of an evaluation (`train.evaluations`)
 _SEARCHED = "the greedy policy with the run's play_search simulations of tree search per move"
+_PLAYED = "the greedy policy (with the run's play_lookahead)"
 
 
 TRAINING_GAME_METRICS = {
@@ -223,54 +224,70 @@ ENTRIES: dict[str, TunedEnv] = {
         # value of a non-acting observation, which no loss trains (`train.gae.gae_decisions`).
         # Opponents: the game's named opponents in every env (random_opponents = 1: the learner takes seat
         # e % 2 of env e, so half its games as first mover, half as second), dealt in turn (`train.league`),
-        # one per block of two envs: the heuristic (win, block, no blunder, centre; ties uniform), its
-        # deterministic centre orders heuristic-left / -right, heuristic-soft (centre-weighted draws among the
-        # same candidates), no-blunder (uniform draws), heuristic-noisy (20% random moves), win-block, random.
-        # Earlier history, 2 seeds each at 2M steps: pure self-play stalled (the second seat never above about
-        # 0.92 against random-legal play after 1M steps, whatever the entropy bonus, learning rate, net or
-        # epochs); random-legal opponents only won 0.99 / 0.97 against random play but 0 of 100 games against
-        # the heuristic; "heuristic,win-block": 1.0 / 1.0 against the heuristic but 0.83 / 0.66 against
-        # no-blunder. Then (1 seed each unless said, greedy, 1000 games per seat, load 6-10):
-        # - "heuristic,no-blunder,win-block,random", 2M: heuristic, -left, -right 1.0 / 1.0; heuristic-soft
-        #   0.700 / 0.500; no-blunder 0.778 / 0.652; with 64 simulations of search (100 games per seat)
-        #   heuristic 1.0 / 1.0, soft 0.78 / 0.61, no-blunder 0.89 / 0.73;
-        # - "heuristic-soft,no-blunder,heuristic-noisy,heuristic", 2M: heuristic, -left, -right 1.0 / 1.0, soft
-        #   0.764 / 0.520, no-blunder 0.814 / 0.581, random 0.977 / 0.939; search 64 / 128 (100 games) did not
-        #   help against soft (0.73 / 0.46, 0.72 / 0.41); 4M: soft 0.805 / 0.621, no-blunder 0.825 / 0.703;
-        #   3M, 4 seeds, played with 64 simulations of search: 1 of 4 solved: seed 0 lost its one line as second
-        #   mover against heuristic-left (greedy and searched), seed 2's search lost every game as first mover
-        #   against the heuristic and both orders (greedy it won them all), random play as second mover
-        #   0.878-0.919: so the defaults play greedily and train against the orders, win-block and random too;
-        # - a (256, 256) MLP ran at 7-8k steps/s (load 10, against 17-20k), the convolutional torso
-        #   (torso="board", 16 + 16 channels) finished no 100k-step chunk in 3 minutes: over the budget here;
-        # - these eight, 3M (--seeds 3): 3 of 3 solved: heuristic 1.0 / 1.0, 1.0 / 0.962, 1.0 / 1.0, both orders
-        #   1.0 / 1.0, random 0.984-0.988 / 0.934-0.945; no bar: heuristic-soft 0.742-0.772 / 0.483-0.562,
-        #   no-blunder 0.810-0.836 / 0.636-0.662 (the policy still loses a quarter to a half of its games to
-        #   players that draw among the candidates more freely). 7:57 wall for the 3 seeds at load 6-8. The
-        #   default run (seed 0): solved, heuristic and both orders 1.0 / 1.0, random 0.984 / 0.948, soft
-        #   0.814 / 0.575, no-blunder 0.877 / 0.695; 3:30 wall with an empty compilation cache (evaluation
-        #   45.5 s, 22%), 2:31 with a warm one (8%), load 6-7. With 64 simulations of search (100 games per
-        #   seat, `benchmarks/game_strength.py`): heuristic 0.96 / 0.92, both orders 1.0 / 1.0, soft 0.86 /
-        #   0.61, no-blunder 0.92 / 0.67: no play_search by default.
-        training=dict(ppo=dict(total_timesteps=3_000_000, num_envs=16, num_steps=128, lr=1e-3, ent_coef=0.01,
-                               hidden_sizes=(128, 128), random_opponents=1.0,
-                               training_opponents=("heuristic,heuristic-left,heuristic-right,heuristic-soft,no-blunder,"
-                                                   "heuristic-noisy,win-block,random"))),
+        # one per block of two envs, 16 blocks: heuristic-soft (centre-weighted draws among the heuristic's
+        # candidates) and no-blunder (uniform draws) three each; the heuristic (win, block, no blunder, centre;
+        # ties uniform), its deterministic centre orders heuristic-left / -right and heuristic-noisy (20% random
+        # moves) two each; win-block and random one each. Played (and judged) with play_lookahead = 4: the
+        # network's greedy move among the moves whose every line of play 4 plies deep scores best by the game's
+        # rewards (`jaxenvs.games.search.lookahead_policy`, Connect Four's own on bool planes: a few seconds per
+        # 1000 games per seat); the progress rows follow the network alone.
+        # History (greedy network unless said; 1000 games per seat, first / second mover; load 2-10):
+        # - pure self-play stalled (second seat <= 0.92 against random play); random-legal opponents only won
+        #   0 of 100 games against the heuristic; "heuristic,win-block": 0.83 / 0.66 against no-blunder;
+        # - the previous default (16 x 128, 3M, eight opponents one block each; 4 of 4 seeds on the bar of the
+        #   heuristic and its orders): those 1.0 / 1.0 (one seed 0.962 second), random 0.984-0.988 /
+        #   0.934-0.948, but heuristic-soft 0.742-0.814 / 0.483-0.575 and no-blunder 0.810-0.877 / 0.636-0.695;
+        #   64 simulations of mctx search (the PPO critic as its value) did not fix that (soft 0.86 / 0.61,
+        #   no-blunder 0.92 / 0.67) and lost the heuristic (0.96 / 0.92; one seed of an earlier mix lost every
+        #   game as first mover): no play_search. A (256, 256) MLP ran at half the speed, the convolutional torso
+        #   (torso="board") finished no 100k-step chunk in 3 minutes;
+        # - 32 x 128 with the stochastic players weighted up: 4M (soft x4, no-blunder x5, noisy x2, one block
+        #   each of the rest) soft 0.871 / 0.659, no-blunder 0.889 / 0.744, but the heuristic 1.0 / 0.76 (too
+        #   few deterministic blocks); 6M with this mix: heuristic and both orders 1.0 / 1.0, soft 0.867 / 0.642,
+        #   no-blunder 0.912 / 0.768, random 0.983 / 0.934;
+        # - look-ahead on that 6M network (500 games per seat at depths 2-3): depth 2 soft 0.950 / 0.824,
+        #   no-blunder 0.964 / 0.914; depth 3 0.966 / 0.856, 0.982 / 0.944; depth 4 (1000 games) 0.971 / 0.928,
+        #   0.987 / 0.965, heuristic, both orders and random 1.0 / 1.0; depth 5 0.975 / 0.938, 0.990 / 0.971 at
+        #   4x the cost of depth 4;
+        # - self-play in a quarter of the envs (random_opponents 0.75, 8M, seed 0) did not help: the network alone
+        #   heuristic-soft 0.760 / 0.582, no-blunder 0.807 / 0.717 (this default's seed 0: 0.820 / 0.665, 0.852 /
+        #   0.717); with the look-ahead 0.956 / 0.918, 0.969 / 0.968;
+        # - this default, 8M: 4 of 4 seeds solved (the default run and --seeds 3 --seed 1; 1000 games per seat,
+        #   look-ahead 4): heuristic and both orders 1.0 / 1.0, heuristic-soft 0.966-0.972 / 0.879-0.927,
+        #   no-blunder 0.978-0.983 / 0.945-0.960, random 0.999-1.0 / 0.997-1.0, heuristic-noisy and win-block
+        #   0.990-1.0 / 0.974-0.989 (no bar); the network alone: soft 0.820-0.876 / 0.665-0.697, no-blunder
+        #   0.847-0.886 / 0.717-0.784, random 0.967-0.988 / 0.941-0.968. The default run (seed 0) 4:00 wall with
+        #   an empty compilation cache at load 2.3-3.4, evaluation 40.7 s of it (17%: progress 8.6, warm-up 30.4,
+        #   final 1.7); the 3 seeds 14:55 at load 3-6.
+        training=dict(ppo=dict(total_timesteps=8_000_000, num_envs=32, num_steps=128, lr=1e-3, ent_coef=0.01,
+                               hidden_sizes=(128, 128), random_opponents=1.0, play_lookahead=4,
+                               training_opponents=("heuristic-soft,no-blunder,heuristic,heuristic-left,heuristic-right,"
+                                                   "heuristic-noisy,heuristic-soft,no-blunder,heuristic,heuristic-left,"
+                                                   "heuristic-right,random,heuristic-soft,no-blunder,heuristic-noisy,"
+                                                   "win-block"))),
         evaluate="connect_four",
-        judged="greedy policy; the rows *_search: with the run's play_search simulations of tree search per move",
-        solved_when=("win_vs_heuristic, win_vs_heuristic_left and win_vs_heuristic_right >= 0.9 as first mover (seat0) "
-                     "and >= 0.75 as second (seat1), their *_search rows instead for a run with play_search; "
-                     "win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
+        judged=("greedy policy among the moves its play_lookahead plies of exact look-ahead score best; the rows *_search: "
+                "with the run's play_search simulations of tree search per move"),
+        solved_when=("win_vs_heuristic, win_vs_heuristic_left, win_vs_heuristic_right, win_vs_heuristic_soft and "
+                     "win_vs_no_blunder >= 0.9 as first mover (seat0) and >= 0.75 as second (seat1), their *_search rows "
+                     "instead for a run with play_search; win_vs_random_seat0 >= 0.9 and win_vs_random_seat1 >= 0.9"),
         progress=("win_vs_random_seat0", "win_vs_random_seat1", "win_vs_heuristic_seat0", "win_vs_heuristic_seat1"),
-        metrics=_seat_metric_doc("random", "random-legal play")
-        | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)")
-        | _seat_metric_doc("heuristic_left", "heuristic-left (the heuristic's candidates in the order 3 2 4 1 5 0 6)")
-        | _seat_metric_doc("heuristic_right", "heuristic-right (the heuristic's candidates in the order 3 4 2 5 1 6 0)")
-        | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)")
-        | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)")
+        metrics=_seat_metric_doc("random", "random-legal play", player=_PLAYED)
+        | _seat_metric_doc("heuristic", "the heuristic (win, else block, else no blunder, prefer the centre)", player=_PLAYED)
+        | _seat_metric_doc("heuristic_left", "heuristic-left (the heuristic's candidates in the order 3 2 4 1 5 0 6)",
+                           player=_PLAYED)
+        | _seat_metric_doc("heuristic_right", "heuristic-right (the heuristic's candidates in the order 3 4 2 5 1 6 0)",
+                           player=_PLAYED)
+        | _seat_metric_doc("heuristic_soft", "heuristic-soft (the heuristic's candidates drawn with centre weights 1 2 3 4 3 2 1)",
+                           player=_PLAYED)
+        | _seat_metric_doc("no_blunder", "no-blunder (win, else block, else random among moves giving no win)",
+                           player=_PLAYED)
         | _seat_metric_doc("heuristic_search", "the heuristic", SEARCH_GAMES, _SEARCHED)
         | _seat_metric_doc("heuristic_left_search", "heuristic-left", SEARCH_GAMES, _SEARCHED)
         | _seat_metric_doc("heuristic_right_search", "heuristic-right", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("heuristic_soft_search", "heuristic-soft", SEARCH_GAMES, _SEARCHED)
+        | _seat_metric_doc("no_blunder_search", "no-blunder", SEARCH_GAMES, _SEARCHED)
+        | {"lookahead": Metric("plies of exact look-ahead the policy plays with (the run's play_lookahead)")}
         | {"search": Metric("simulations of tree search per move of the searched rows (the run's play_search)")}
         | TRAINING_GAME_METRICS,
         curves=("illegal_rate", "win_seat0", "win_seat1"),

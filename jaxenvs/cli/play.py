@@ -54,6 +54,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
              "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra); "
              "default: the run's own play_search (its config), 0: the network alone",
     )
+    p.add_argument(
+        "--lookahead", type=non_negative_int, default=None, metavar="N",
+        help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: choose among the moves whose every line of play "
+             "N plies deep scores best by the game's rewards (exact look-ahead: takes the wins and avoids the losses it "
+             "sees); default: the run's own play_lookahead (its config), 0: none",
+    )
     p.add_argument("--episodes", type=positive_int, default=None, metavar="N",
                    help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="random seed, in [0, 2**63)")
@@ -149,6 +155,7 @@ def _human_game(args, env, policy, label: str) -> None:
     if me is not None:  # a short name for the board's lines; the header names the run
         print(f"policy: {label}")
         label = "policy" + (f", search {args.search}" if args.search else "")
+        label += f", look-ahead {policy.lookahead}" if getattr(policy, "lookahead", 0) else ""
     if args.human and args.opponent == "human":
         seats, labels = [None, None], ["person", "person"]
     elif args.human:  # the person in `seat`, against the opponent, else the policy
@@ -209,11 +216,15 @@ def _policy(args):
             raise UsageError("--sample and --run-seed are for a trained policy (--policy RUN_DIR)")
         if args.search:
             raise UsageError("--search N is for a trained policy (--policy RUN_DIR): its network guides the search")
+        if args.lookahead:
+            raise UsageError("--lookahead N is for a trained policy (--policy RUN_DIR): its network chooses among the "
+                             "moves the look-ahead keeps")
         env = make_env(args.env_id, args.kwarg, autoreset=False)
         policy = random_policy(env)
         label = "random policy"
     else:
-        env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search)
+        env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search,
+                                                     args.lookahead)
         args.search = policy.search  # the run's own play_search when --search is not given
         if args.env_id is not None and spec_id(args.env_id) != spec_id(env_id):
             raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
@@ -223,6 +234,8 @@ def _policy(args):
         label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
         if args.search:
             label += f" with {args.search} simulations of tree search per move"
+        if getattr(policy, "lookahead", 0):
+            label += f"{' and' if args.search else ' with'} {policy.lookahead} plies of exact look-ahead"
     return env, policy, label
 
 

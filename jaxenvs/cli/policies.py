@@ -14,13 +14,15 @@ from .envs import message
 __all__ = ["load_run_policy", "play_episodes", "named_opponent", "against_opponent"]
 
 
-def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int | None = None):
+def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int | None = None,
+                    lookahead: int | None = None):
     """``(env_id, env_kwargs, policy)`` from a run directory of ``jaxenvs-train``, through
     `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors.
 
     ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
     run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move, None:
-    the run's own ``play_search``; ``policy.search`` says how many it plays with).
+    the run's own ``play_search``; ``policy.search`` says how many it plays with; with ``lookahead``
+    plies of exact look-ahead, None: the run's own ``play_lookahead``; ``policy.lookahead``).
     In a multi-agent environment every agent plays it from its own observation row, and
     ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
     module from the current directory, as ``check`` does.
@@ -43,7 +45,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
 
     cwd_on_import_path()  # a run of a module:id environment imports its module again
     try:
-        agent = load_policy(run_dir, greedy=not sample, seed=run_seed, search=search)
+        agent = load_policy(run_dir, greedy=not sample, seed=run_seed, search=search, lookahead=lookahead)
     except ImportError as e:
         text = message(e)
         if "mctx" in text:
@@ -54,6 +56,8 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
         ) from e
     except ValueError as e:
         text = message(e)
+        if text.startswith(("lookahead", "look-ahead")):
+            raise UsageError(f"--lookahead: {text}") from e
         if text.startswith(("seed ", "search")) or "tree search" in text:
             raise UsageError(text.replace("seed ", "--run-seed ", 1) if text.startswith("seed ") else f"--search: {text}") from e
         raise Failure(f"cannot load the run in {str(run_dir)!r}: {text}") from e
@@ -69,6 +73,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
 
     policy.agent = agent
     policy.search = agent.search
+    policy.lookahead = agent.lookahead
     return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
 
 

@@ -97,6 +97,10 @@ class ConnectFour(Environment):
                             "the heuristic, with a random legal move instead 20% of the time"),
     }
 
+    # exact look-ahead at play time (jaxenvs.games.search.lookahead_policy): the same values as the generic
+    # search over step_env, on bool planes (about 40x faster at depth 4)
+    LOOKAHEAD = "jaxenvs.games.connect_four:lookahead_values"
+
     @property
     def default_params(self) -> EnvParams:
         return EnvParams()
