@@ -51,6 +51,7 @@ import jaxenvs
 from jaxenvs import spaces
 from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
 from .networks import ActorCritic, board_layout, policy_head_for
@@ -197,7 +198,7 @@ class Trainer:
         num_agents = env.num_agents if env.multi_agent else 1
         act_dim, continuous, dist_fn, to_env_action = policy_head_for(env.action_space(params))
         if env.multi_agent:
-            obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
+            obs = jax.eval_shape(env.reset, key_on_host(0), params)[0]
             if {leaf.shape[:1] for leaf in jax.tree.leaves(obs)} != {(num_agents,)}:
                 raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
         turns = cls.make_turns(config, env, num_agents) if has_action_mask(env, params, config.env_id) else EveryRow()

@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxenvs import _cache
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
@@ -167,7 +168,7 @@ class Run(ChunkProgram, RunOutputs):
             shardings = None
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
-            key, hp = jax.random.key(settings.seed), config.hparams()
+            key, hp = key_on_host(settings.seed), config.hparams()
             self.store = self._executable_store()
             init = self.store.load("init", self._program_description(), (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
