@@ -296,23 +296,44 @@ class StoredJit:
     command line activated one (in a single process): a miss compiles and stores, a hit loads.
     ``description`` must name everything ``fn`` closes over that shapes its program (the config,
     static sizes); the arguments' shapes are added per call. Without an active store it is
-    ``jax.jit(fn)``."""
+    ``jax.jit(fn)``. ``fast=True``: XLA's cheapest compile (no LLVM optimisation,
+    `jaxenvs._fast_compile`), for programs that run once for milliseconds (a GIF's rollouts and
+    frames), where the optimised compile costs more than it saves. `compile` compiles (or loads)
+    the program for given argument shapes without running it."""
 
-    def __init__(self, fn, name: str, description: str):
+    def __init__(self, fn, name: str, description: str, fast: bool = False):
         import jax
 
-        self.jitted = jax.jit(fn)
-        self.name, self.description = name, description
+        options = None
+        if fast:
+            from ._fast_compile import compiler_options
+
+            options = compiler_options(jax.default_backend())
+        self.jitted = jax.jit(fn, compiler_options=options) if options else jax.jit(fn)
+        self.name = name
+        self.description = description + (f" compiled with {sorted(options.items())}" if options else "")
         self._compiled: dict = {}
 
-    def __call__(self, *args):
+    @staticmethod
+    def _store():
         import jax
 
         store = _ACTIVE
-        if store is None or store.folder is None or jax.process_count() > 1:
-            return self.jitted(*args)
+        return None if store is None or store.folder is None or jax.process_count() > 1 else store
+
+    def compile(self, *args):
+        """The compiled program for ``args`` (arrays or ``jax.ShapeDtypeStruct`` of their shapes):
+        loaded from the store or compiled (and stored) now, and kept for the calls that follow."""
         sig = _signature(args)
         compiled = self._compiled.get(sig)
         if compiled is None:
-            compiled = self._compiled[sig] = store.compile(self.name, self.jitted, args, self.description)
-        return compiled(*args)
+            store = self._store()
+            compiled = store.compile(self.name, self.jitted, args, self.description) if store \
+                else self.jitted.lower(*args).compile()
+            self._compiled[sig] = compiled
+        return compiled
+
+    def __call__(self, *args):
+        if self._store() is None and not self._compiled:
+            return self.jitted(*args)
+        return self.compile(*args)(*args)
