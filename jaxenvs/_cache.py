@@ -233,8 +233,9 @@ class ExecutableStore:
             self.misses.append(name)
         return self.compile_lowered(name, description, args, jitted.lower(*args))
 
-    def compile_lowered(self, name: str, description: str, args, lowered):
-        """``lowered.compile()`` (``lowered`` is ``jitted.lower(*args)``), stored when freshly compiled.
+    def compile_lowered(self, name: str, description: str, args, lowered, options: dict | None = None):
+        """``lowered.compile(options)`` (``lowered`` is ``jitted.lower(*args)``; ``options``, XLA's
+        compile options, must be named in ``description``), stored when freshly compiled.
 
         An executable JAX loaded from its persistent cache cannot be serialized again (XLA:CPU,
         jaxlib 0.10: the bytes load but fail when run, a function "not found"), so only fresh
@@ -244,12 +245,12 @@ class ExecutableStore:
         (and stored) instead of coming from JAX's cache under the plain key."""
         import jax
 
-        options = None
+        options = dict(options or {})
         if self.folder is not None and jax.default_backend() == "cpu":
             import hashlib
 
             own = hashlib.sha256(str(self._path(name, description, args)).encode()).hexdigest()  # folder and key
-            options = {"xla_gpu_autotune_level": 1000 + int(own[:6], 16)}
+            options["xla_gpu_autotune_level"] = 1000 + int(own[:6], 16)
         _ensure_hit_listener()
         _THREAD.jax_cache_hit = False
         compiled = lowered.compile(options) if options else lowered.compile()
