@@ -9,6 +9,7 @@ empty value) turns it off. Library imports never enable it: only the command lin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -253,10 +254,24 @@ class ExecutableStore:
             options["xla_gpu_autotune_level"] = 1000 + int(own[:6], 16)
         _ensure_hit_listener()
         _THREAD.jax_cache_hit = False
-        compiled = lowered.compile(options) if options else lowered.compile()
+        with _no_jax_cache_write() if self.folder is not None else contextlib.nullcontext():
+            compiled = lowered.compile(options) if options else lowered.compile()
         if not _THREAD.jax_cache_hit:
             self.save(name, description, args, compiled)
         return compiled
+
+
+def _no_jax_cache_write():
+    """A context in which this thread's compiles are not written to JAX's persistent cache (JAX's
+    thread-local ``jax_persistent_cache_min_compile_time_secs``): a program the store keeps would
+    otherwise be serialized and written twice, its copy in JAX's cache under a key no other compile
+    has (`ExecutableStore.compile_lowered`). A JAX without that setting writes as before."""
+    try:
+        from jax._src import config as jax_config
+
+        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    except Exception:  # noqa: BLE001  (another JAX: the write only costs time)
+        return contextlib.nullcontext()
 
 
 _ACTIVE: ExecutableStore | None = None
