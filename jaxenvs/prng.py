@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bits", "split", "uniform", "key_on_host", "split_on_host"]
+__all__ = ["bits", "split", "uniform", "categorical", "key_on_host", "split_on_host"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
@@ -126,6 +126,21 @@ def uniform(key: jax.Array, shape: tuple[int, ...] = (), minval=0.0, maxval=1.0)
     mantissa = (bits(key, shape) >> np.uint32(32 - 23)) | one
     floats = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
     return jax.lax.max(minval, floats * (maxval - minval) + minval)
+
+
+def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """``jax.random.categorical(key, logits)`` (one draw per row of ``logits``, over its last axis):
+    the same indices, from the Gumbel noise JAX draws (``-log(-log(u))``, ``u`` uniform on
+    ``[tiny, 1)``, JAX's default "low" mode) with `uniform`, so the draw fuses instead of running
+    Threefry's rolled loop. float32 logits; anything else, or JAX's high-dynamic-range Gumbel mode,
+    goes to ``jax.random.categorical``."""
+    logits = jnp.asarray(logits)
+    if (_threefry_data(key) is None or jnp.ndim(key) != 0 or logits.dtype != jnp.float32
+            or jax.config.jax_high_dynamic_range_gumbel):
+        return jax.random.categorical(key, logits)
+    tiny = np.finfo(np.float32).tiny
+    noise = -jnp.log(-jnp.log(uniform(key, logits.shape, minval=tiny, maxval=1.0)))
+    return jnp.argmax(noise + logits, axis=-1)
 
 
 # ---- keys made on the host -------------------------------------------------------------------

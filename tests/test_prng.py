@@ -123,3 +123,18 @@ def test_keys_on_the_host_defer_to_jax_random_outside_their_cases():
     np.testing.assert_array_equal(_data(prng.key_on_host(big)), _data(jax.random.key(big)))
     for key in (jax.random.key(5, impl="rbg"), jax.random.PRNGKey(7)):
         np.testing.assert_array_equal(np.stack([_data(k) for k in prng.split_on_host(key, 3)]), _data(jax.random.split(key, 3)))
+
+
+@pytest.mark.parametrize("name", ["typed threefry", "raw PRNGKey", "rbg (deferred to jax.random)"])
+@pytest.mark.parametrize("shape", [(5,), (32, 4), (3, 2, 7)])
+def test_categorical_equals_jax_random_categorical(name, shape):
+    """The same action per row, with masked (-inf) logits among them, plain, under jit, and vmapped
+    over a batch of keys (as the trainer's rollout draws them)."""
+    key = KEYS[name]
+    logits = jax.random.normal(jax.random.key(11), shape) * 3.0
+    logits = jnp.where(jax.random.bernoulli(jax.random.key(12), 0.3, shape), -jnp.inf, logits).at[..., 0].set(0.5)
+    np.testing.assert_array_equal(prng.categorical(key, logits), jax.random.categorical(key, logits))
+    np.testing.assert_array_equal(jax.jit(prng.categorical)(key, logits), jax.jit(jax.random.categorical)(key, logits))
+    keys = jax.random.split(key, 6)
+    batch = jnp.broadcast_to(logits, (6, *shape)) + jnp.arange(6.0).reshape((6,) + (1,) * len(shape))
+    np.testing.assert_array_equal(jax.jit(jax.vmap(prng.categorical))(keys, batch), jax.vmap(jax.random.categorical)(keys, batch))

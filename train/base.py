@@ -48,7 +48,7 @@ import numpy as np
 from flax import struct
 
 import jaxenvs
-from jaxenvs import spaces
+from jaxenvs import prng, spaces
 from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.prng import key_on_host
@@ -282,7 +282,7 @@ class Trainer:
     # ---- one rollout --------------------------------------------------------------------------
     def _reset_all(self, key):
         """``(obs, env_state)`` of ``num_envs`` freshly reset environments."""
-        return self.env_reset(jax.random.split(key, self.config.num_envs))
+        return self.env_reset(prng.split(key, self.config.num_envs))
 
     def _rollout(self, runner, hp):
         """``num_steps`` steps in every env; returns the new runner, the `Transition` batch
@@ -291,13 +291,13 @@ class Trainer:
         the number of decisions and of illegal moves (``info["illegal_action"]``)."""
 
         def step(r, _):
-            key, k_act, k_env = jax.random.split(r.key, 3)
+            key, k_act, k_env = prng.split(r.key, 3)
             x = self.flat_obs(r.obs)
             mask = self.row_mask(r.obs)
             dist, value = self.policy(r.params, x, mask)
             sample, acting = self.turns.sample(self, k_act, dist, r.obs, mask)
             log_prob = dist.log_prob(sample)
-            env_keys = jax.random.split(k_env, self.config.num_envs)
+            env_keys = prng.split(k_env, self.config.num_envs)
             obs, env_state, reward, terminated, truncated, info = self.env_step(
                 env_keys, r.env_state, self._to_env(self.to_env_action(sample))
             )
