@@ -154,7 +154,9 @@ class Run(ChunkProgram, RunOutputs):
             raise UsageError(f"--algo {algo} has no field(s) {foreign}; leave those flags out")
         return get_config(env_id, algo=algo, **{**file_cfg, **overrides}), file_run.replace(**run_overrides)
 
-    def start_new(self):
+    def start_new(self, after_tracing=None):
+        """Set up a new run; ``after_tracing()``, when given, is called once its programs are
+        traced (the command starts its background import of matplotlib there)."""
         out = check_out_dir(self.args.out)
         self.config, self.settings = config, settings = self.new_config()
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
@@ -196,6 +198,8 @@ class Run(ChunkProgram, RunOutputs):
                 init_job = Background(compile_init, "jaxenvs-compile")  # XLA compiles it while Python traces the next
             # the training program needs only the runner's shapes: it compiles while init runs
             self.chunk_job = (plan, self._start_chunk_program(plan, template))
+            if after_tracing is not None:
+                after_tracing()
             if init is None:
                 self.runner = init_job.result()(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
