@@ -178,8 +178,10 @@ def main_job(cache: str, quick: bool, workdir: str, timeout: float, env_id: str 
         out["before_clock_s"] = wall - trainer_wall
     found = list(Path(runs).glob("*/timings.json"))
     if found:  # what the run traced, lowered and compiled (train.xla.CompileLog)
-        jax_log = json.loads(found[0].read_text()).get("jax") or {}
+        timings = json.loads(found[0].read_text())
+        jax_log = timings.get("jax") or {}
         out["jax"] = {"seconds": jax_log.get("seconds", {}), "counts": jax_log.get("counts", {})}
+        out["executables"] = timings.get("executables")  # the programs stored whole: compiled or loaded
         out["outputs_sha256"] = outputs_digest(found[0].parent)
     return out | {"lines": lines}
 

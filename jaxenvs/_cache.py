@@ -9,6 +9,7 @@ empty value) turns it off. Library imports never enable it: only the command lin
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -233,8 +234,9 @@ class ExecutableStore:
             self.misses.append(name)
         return self.compile_lowered(name, description, args, jitted.lower(*args))
 
-    def compile_lowered(self, name: str, description: str, args, lowered):
-        """``lowered.compile()`` (``lowered`` is ``jitted.lower(*args)``), stored when freshly compiled.
+    def compile_lowered(self, name: str, description: str, args, lowered, options: dict | None = None):
+        """``lowered.compile(options)`` (``lowered`` is ``jitted.lower(*args)``; ``options``, XLA's
+        compile options, must be named in ``description``), stored when freshly compiled.
 
         An executable JAX loaded from its persistent cache cannot be serialized again (XLA:CPU,
         jaxlib 0.10: the bytes load but fail when run, a function "not found"), so only fresh
@@ -244,18 +246,32 @@ class ExecutableStore:
         (and stored) instead of coming from JAX's cache under the plain key."""
         import jax
 
-        options = None
+        options = dict(options or {})
         if self.folder is not None and jax.default_backend() == "cpu":
             import hashlib
 
             own = hashlib.sha256(str(self._path(name, description, args)).encode()).hexdigest()  # folder and key
-            options = {"xla_gpu_autotune_level": 1000 + int(own[:6], 16)}
+            options["xla_gpu_autotune_level"] = 1000 + int(own[:6], 16)
         _ensure_hit_listener()
         _THREAD.jax_cache_hit = False
-        compiled = lowered.compile(options) if options else lowered.compile()
+        with _no_jax_cache_write() if self.folder is not None else contextlib.nullcontext():
+            compiled = lowered.compile(options) if options else lowered.compile()
         if not _THREAD.jax_cache_hit:
             self.save(name, description, args, compiled)
         return compiled
+
+
+def _no_jax_cache_write():
+    """A context in which this thread's compiles are not written to JAX's persistent cache (JAX's
+    thread-local ``jax_persistent_cache_min_compile_time_secs``): a program the store keeps would
+    otherwise be serialized and written twice, its copy in JAX's cache under a key no other compile
+    has (`ExecutableStore.compile_lowered`). A JAX without that setting writes as before."""
+    try:
+        from jax._src import config as jax_config
+
+        return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    except Exception:  # noqa: BLE001  (another JAX: the write only costs time)
+        return contextlib.nullcontext()
 
 
 _ACTIVE: ExecutableStore | None = None
@@ -296,23 +312,44 @@ class StoredJit:
     command line activated one (in a single process): a miss compiles and stores, a hit loads.
     ``description`` must name everything ``fn`` closes over that shapes its program (the config,
     static sizes); the arguments' shapes are added per call. Without an active store it is
-    ``jax.jit(fn)``."""
+    ``jax.jit(fn)``. ``fast=True``: XLA's cheapest compile (no LLVM optimisation,
+    `jaxenvs._fast_compile`), for programs that run once for milliseconds (a GIF's rollouts and
+    frames), where the optimised compile costs more than it saves. `compile` compiles (or loads)
+    the program for given argument shapes without running it."""
 
-    def __init__(self, fn, name: str, description: str):
+    def __init__(self, fn, name: str, description: str, fast: bool = False):
         import jax
 
-        self.jitted = jax.jit(fn)
-        self.name, self.description = name, description
+        options = None
+        if fast:
+            from ._fast_compile import compiler_options
+
+            options = compiler_options(jax.default_backend())
+        self.jitted = jax.jit(fn, compiler_options=options) if options else jax.jit(fn)
+        self.name = name
+        self.description = description + (f" compiled with {sorted(options.items())}" if options else "")
         self._compiled: dict = {}
 
-    def __call__(self, *args):
+    @staticmethod
+    def _store():
         import jax
 
         store = _ACTIVE
-        if store is None or store.folder is None or jax.process_count() > 1:
-            return self.jitted(*args)
+        return None if store is None or store.folder is None or jax.process_count() > 1 else store
+
+    def compile(self, *args):
+        """The compiled program for ``args`` (arrays or ``jax.ShapeDtypeStruct`` of their shapes):
+        loaded from the store or compiled (and stored) now, and kept for the calls that follow."""
         sig = _signature(args)
         compiled = self._compiled.get(sig)
         if compiled is None:
-            compiled = self._compiled[sig] = store.compile(self.name, self.jitted, args, self.description)
-        return compiled(*args)
+            store = self._store()
+            compiled = store.compile(self.name, self.jitted, args, self.description) if store \
+                else self.jitted.lower(*args).compile()
+            self._compiled[sig] = compiled
+        return compiled
+
+    def __call__(self, *args):
+        if self._store() is None and not self._compiled:
+            return self.jitted(*args)
+        return self.compile(*args)(*args)

@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["bits", "split", "uniform"]
+__all__ = ["bits", "split", "uniform", "categorical", "key_on_host", "split_on_host"]
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = np.uint32(0x1BD11BDA)
@@ -126,3 +126,59 @@ def uniform(key: jax.Array, shape: tuple[int, ...] = (), minval=0.0, maxval=1.0)
     mantissa = (bits(key, shape) >> np.uint32(32 - 23)) | one
     floats = jax.lax.bitcast_convert_type(mantissa, jnp.float32) - jnp.float32(1.0)
     return jax.lax.max(minval, floats * (maxval - minval) + minval)
+
+
+def categorical(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """``jax.random.categorical(key, logits)`` (one draw per row of ``logits``, over its last axis):
+    the same indices, from the Gumbel noise JAX draws (``-log(-log(u))``, ``u`` uniform on
+    ``[tiny, 1)``, JAX's default "low" mode) with `uniform`, so the draw fuses instead of running
+    Threefry's rolled loop. float32 logits; anything else, or JAX's high-dynamic-range Gumbel mode,
+    goes to ``jax.random.categorical``."""
+    logits = jnp.asarray(logits)
+    if (_threefry_data(key) is None or jnp.ndim(key) != 0 or logits.dtype != jnp.float32
+            or jax.config.jax_high_dynamic_range_gumbel):
+        return jax.random.categorical(key, logits)
+    tiny = np.finfo(np.float32).tiny
+    noise = -jnp.log(-jnp.log(uniform(key, logits.shape, minval=tiny, maxval=1.0)))
+    return jnp.argmax(noise + logits, axis=-1)
+
+
+# ---- keys made on the host -------------------------------------------------------------------
+# ``jax.random.key(seed)`` and ``jax.random.split(key, n)`` outside a jitted function each compile a
+# small program the first time they run in a process (on a 2-core CPU 0.05-0.3 s each, more than
+# the work): a command that makes a few keys before its real programs pays that for nothing. These
+# compute the same keys with NumPy and hand JAX their key data (``jax.random.wrap_key_data`` of a
+# host array compiles nothing).
+
+
+def _host_threefry() -> bool:
+    """Whether the keys made here are JAX's own: the default Threefry implementation, 32-bit mode
+    and ``jax_threefry_partitionable`` (JAX's default), under which `split` is the hash of the
+    counters ``0 .. n - 1``."""
+    return (jax.config.jax_default_prng_impl == "threefry2x32" and not jax.config.jax_enable_x64
+            and bool(jax.config.jax_threefry_partitionable))
+
+
+def key_on_host(seed: int) -> jax.Array:
+    """``jax.random.key(seed)``, the same typed key, made on the host (nothing compiled): key data
+    ``[0, seed]`` for ``0 <= seed < 2**32`` under the defaults `_host_threefry` checks; any other
+    seed or setting goes to ``jax.random.key`` itself."""
+    seed = int(seed)
+    if not (_host_threefry() and 0 <= seed < 2**32):
+        return jax.random.key(seed)
+    return jax.random.wrap_key_data(np.array([0, seed], np.uint32), impl="threefry2x32")
+
+
+def split_on_host(key: jax.Array, num: int) -> list[jax.Array]:
+    """``list(jax.random.split(key, num))`` for ONE typed Threefry key, the same keys, hashed with
+    NumPy on the host (nothing compiled); any other key or setting goes to ``jax.random.split``."""
+    num = int(num)
+    typed = jnp.issubdtype(getattr(key, "dtype", np.float32), jax.dtypes.prng_key)
+    if not (typed and _host_threefry() and jnp.shape(key) == () and 0 < num < 2**32
+            and str(jax.random.key_impl(key)) == "threefry2x32"):
+        return list(jax.random.split(key, num))
+    k1, k2 = np.asarray(jax.random.key_data(key), np.uint32)
+    with np.errstate(over="ignore"):
+        b1, b2 = threefry2x32(k1, k2, np.zeros(num, np.uint32), np.arange(num, dtype=np.uint32))
+    data = np.stack([b1, b2], axis=-1)
+    return [jax.random.wrap_key_data(d, impl="threefry2x32") for d in data]

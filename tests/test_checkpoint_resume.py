@@ -16,6 +16,7 @@ from flax import serialization
 
 import jaxenvs
 from jaxenvs.train import __main__ as cli
+from jaxenvs.train import chunks as chunks_module
 from jaxenvs.train import run as run_module
 from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
 from jaxenvs.train.configs import RunSettings
@@ -70,9 +71,10 @@ def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_p
 
 
 class _NoBackgroundCompile:
-    """Stands in for `train.run.Background` where a run is stopped before its training program is
-    needed: nothing compiles (a real compile would go on in a thread after the test, in the way of
-    the next ones)."""
+    """Stands in for the `Background` job of `train.chunks` (the training program's compile) where a
+    run is stopped before its training program is needed: nothing compiles (a real compile would go
+    on in a thread after the test, in the way of the next ones). The initial state's program still
+    compiles in its own background job (`train.run`): the run needs it."""
 
     def __init__(self, fn, name=""):
         del fn, name
@@ -96,7 +98,7 @@ def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path,
 
     monkeypatch.setattr(run_module.Run, "compile_chunks", interrupt)
     monkeypatch.setattr(run_module.Run, "_lower_chunk_program", lambda self, plan, template: None)
-    monkeypatch.setattr(run_module, "Background", _NoBackgroundCompile)
+    monkeypatch.setattr(chunks_module, "Background", _NoBackgroundCompile)  # the training program's job
     monkeypatch.setattr(run_module.Run, "save", save)
     code, out, _ = train(capsys, "--env", env_id, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and "--resume" in out
@@ -239,7 +241,7 @@ def test_sigterm_and_sighup_save_a_checkpoint_like_ctrl_c(signame, tmp_path, cap
 
     monkeypatch.setattr(run_module.Run, "compile_chunks", stop)
     monkeypatch.setattr(run_module.Run, "_lower_chunk_program", lambda self, plan, template: None)
-    monkeypatch.setattr(run_module, "Background", _NoBackgroundCompile)
+    monkeypatch.setattr(chunks_module, "Background", _NoBackgroundCompile)  # the training program's job
     before = signal.getsignal(getattr(signal, signame))
     code, out, _ = train(capsys, "--total-timesteps", str(STEPS), *TINY, "--out", str(tmp_path))
     assert code == 130 and f"interrupted by {signame}: checkpoint saved" in out and "--resume" in out

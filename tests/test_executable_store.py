@@ -133,3 +133,40 @@ def test_the_store_is_off_for_an_environment_whose_code_its_key_does_not_see(tmp
         assert _cache.keep_store_for(Edited()) is None and _cache.active_store() is None
     finally:
         _cache._ACTIVE = previous
+
+
+_WRITES = """
+import sys
+from pathlib import Path
+import jax, jax.numpy as jnp
+from jaxenvs import _cache
+cache = Path(sys.argv[1])
+def entries():
+    return len([p for p in cache.rglob("*") if p.is_file()])
+store = _cache.ExecutableStore(Path(sys.argv[2]))
+f = jax.jit(lambda x: {"y": jnp.sin(x) * 3.0 + 1.0})
+x = jnp.arange(5, dtype=jnp.float32)
+before = entries()
+store.compile("prog", f, (x,), "sin")
+after_store = entries()
+jax.jit(lambda x: jnp.cos(x) * 2.0)(x).block_until_ready()
+print(after_store - before, entries() - after_store, len(list(Path(sys.argv[2]).glob("prog-*.exe"))))
+"""
+
+
+def test_a_stored_program_is_not_written_to_jax_cache_too(tmp_path):
+    """The store keeps its programs itself: compiling one writes its file and nothing into JAX's
+    persistent cache (it would be a second copy under a key no other compile has); a compile
+    outside the store is still written there."""
+    import subprocess
+    import sys
+
+    from helpers import subprocess_env
+
+    env = subprocess_env(JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax"), JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                         JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    out = subprocess.run([sys.executable, "-c", _WRITES, str(tmp_path / "jax"), str(tmp_path / "store")], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    store_writes, other_writes, stored = map(int, out.stdout.split())
+    assert (store_writes, stored) == (0, 1) and other_writes >= 1

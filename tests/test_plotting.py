@@ -67,6 +67,33 @@ def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
     np.testing.assert_array_equal(again, frames)
 
 
+def test_the_gif_programs_compile_cheaply_to_the_same_frames_and_compile_ahead(monkeypatch):
+    """The GIF's programs (run once, for milliseconds) take XLA's cheapest compile: the frames are
+    those of the optimised compile (forced per program, whatever XLA_FLAGS says); and
+    `compile_gif_programs` (the main job's warm-up) compiles what a later `gif_frames` runs, which
+    then traces and compiles nothing."""
+    import jax._src.compiler as compiler
+
+    from jaxenvs import _fast_compile
+    from jaxenvs.train import plotting
+
+    cfg = get_config("GridWorld-v0", num_envs=2, num_steps=4, total_timesteps=8, hidden_sizes=(8,))
+    fast, optimised = make_trainer(cfg), make_trainer(cfg)
+    obs, _ = fast.env.reset(jax.random.key(0), fast.env_params)
+    params = fast.network.init(jax.random.key(1), fast.flat_obs(jax.tree.map(lambda x: x[None], obs)))
+    assert _fast_compile.compiler_options(jax.default_backend()) == {"xla_backend_optimization_level": 0}
+    monkeypatch.setattr(_fast_compile, "compiler_options", lambda backend: {"xla_backend_optimization_level": 3})
+    reference = plotting.gif_frames(optimised, params, jax.random.key(2), num_episodes=3, max_frames=20)
+    monkeypatch.undo()
+    names, real = [], compiler.compile_or_get_cached
+    monkeypatch.setattr(compiler, "compile_or_get_cached", lambda b, c, *a, **k: (names.append(1), real(b, c, *a, **k))[1])
+    plotting.compile_gif_programs(fast, params, jax.random.key(2), num_episodes=3, max_frames=20)
+    assert len(names) == 2  # the rollouts and the render
+    frames = plotting.gif_frames(fast, params, jax.random.key(2), num_episodes=3, max_frames=20)
+    assert len(names) == 2
+    np.testing.assert_array_equal(frames, reference)
+
+
 def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
     """GridWorld's length ratio from an untrained 76 down to 1.05: a log y axis (a linear one flattens
     everything after the first point); a fraction and a series holding 0 stay linear."""

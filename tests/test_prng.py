@@ -85,3 +85,56 @@ def test_uniform_equals_jax_random_uniform(key, shape, low, high):
     got, want = prng.uniform(key, shape, low, high), jax.random.uniform(key, shape, jnp.float32, low, high)
     assert got.dtype == want.dtype == jnp.float32 and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+SEEDS = (0, 1, 7, 12345, 2**31 - 1, 2**31, 2**32 - 1)
+
+
+def _compiled_during(fn):
+    """The names of the programs JAX compiled while ``fn()`` ran, and its result."""
+    import jax._src.compiler as compiler
+
+    names, original = [], compiler.compile_or_get_cached
+
+    def spy(backend, computation, *args, **kwargs):
+        names.append(str(computation.operation.attributes["sym_name"]))
+        return original(backend, computation, *args, **kwargs)
+
+    compiler.compile_or_get_cached = spy
+    try:
+        return names, fn()
+    finally:
+        compiler.compile_or_get_cached = original
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_keys_made_on_the_host_are_jax_random_key_and_split(seed):
+    made, keys = _compiled_during(lambda: (prng.key_on_host(seed), [prng.split_on_host(prng.key_on_host(seed), n) for n in (1, 2, 5, 200)]))
+    key, splits = keys
+    assert made == []  # nothing compiled: what they are for
+    np.testing.assert_array_equal(_data(key), _data(jax.random.key(seed)))
+    assert str(jax.random.key_impl(key)) == "threefry2x32" and key.shape == ()
+    for n, got in zip((1, 2, 5, 200), splits):
+        np.testing.assert_array_equal(np.stack([_data(k) for k in got]), _data(jax.random.split(jax.random.key(seed), n)))
+
+
+def test_keys_on_the_host_defer_to_jax_random_outside_their_cases():
+    big = 2**32 + 5  # JAX's own key of a seed beyond 32 bits (in 32-bit mode) is jax.random.key's business
+    np.testing.assert_array_equal(_data(prng.key_on_host(big)), _data(jax.random.key(big)))
+    for key in (jax.random.key(5, impl="rbg"), jax.random.PRNGKey(7)):
+        np.testing.assert_array_equal(np.stack([_data(k) for k in prng.split_on_host(key, 3)]), _data(jax.random.split(key, 3)))
+
+
+@pytest.mark.parametrize("name", ["typed threefry", "raw PRNGKey", "rbg (deferred to jax.random)"])
+@pytest.mark.parametrize("shape", [(5,), (32, 4), (3, 2, 7)])
+def test_categorical_equals_jax_random_categorical(name, shape):
+    """The same action per row, with masked (-inf) logits among them, plain, under jit, and vmapped
+    over a batch of keys (as the trainer's rollout draws them)."""
+    key = KEYS[name]
+    logits = jax.random.normal(jax.random.key(11), shape) * 3.0
+    logits = jnp.where(jax.random.bernoulli(jax.random.key(12), 0.3, shape), -jnp.inf, logits).at[..., 0].set(0.5)
+    np.testing.assert_array_equal(prng.categorical(key, logits), jax.random.categorical(key, logits))
+    np.testing.assert_array_equal(jax.jit(prng.categorical)(key, logits), jax.jit(jax.random.categorical)(key, logits))
+    keys = jax.random.split(key, 6)
+    batch = jnp.broadcast_to(logits, (6, *shape)) + jnp.arange(6.0).reshape((6,) + (1,) * len(shape))
+    np.testing.assert_array_equal(jax.jit(jax.vmap(prng.categorical))(keys, batch), jax.vmap(jax.random.categorical)(keys, batch))

@@ -279,3 +279,25 @@ def test_gif_of_many_colours_is_quantised_and_few_colours_exact(tmp_path):
     back = iio.imread(save_gif(many, tmp_path / "many.gif"), index=None)[..., :3]
     assert back.shape == many.shape and not np.array_equal(back, many)
     assert np.abs(back.astype(int) - many).mean() < 40
+
+
+@pytest.mark.parametrize("count", [1, 2, 256, 257])
+def test_exact_palette_is_numpys_sorted_unique_colours_and_their_ranks(count):
+    """The palette of a GIF's frames: the distinct colours ascending (packed as 0xRRGGBB) and each
+    pixel's index among them, as ``np.unique(..., return_inverse=True)`` gives them, with the
+    extreme colours; None beyond 256 colours."""
+    from jaxenvs.rendering.io import _exact_palette
+
+    rng = np.random.default_rng(count)
+    packed = np.unique(np.concatenate([[0, 0xFFFFFF], rng.integers(1, 0xFFFFFF, 4 * count)]))[:count]
+    frames = packed[rng.integers(0, count, size=(3, 9, 11))]
+    frames.flat[: count] = packed  # every colour present
+    rgb = np.stack([frames >> 16, (frames >> 8) & 255, frames & 255], axis=-1).astype(np.uint8)
+    got = _exact_palette(rgb)
+    if count > 256:
+        assert got is None
+        return
+    colours, index = np.unique(frames.ravel(), return_inverse=True)
+    np.testing.assert_array_equal(got[0], index.reshape(frames.shape).astype(np.uint8))
+    assert got[0].dtype == np.uint8
+    assert got[1] == np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=-1).reshape(-1).tolist()

@@ -15,10 +15,11 @@ evaluated on what measures progress in its environment (see `train.evaluate`) an
 progress line (steps, steps/s, that measure, ETA) is printed (after every chunk on a terminal, at
 most every 2 s in a log), so printing costs nothing inside the compiled program. Every phase
 (initialisation, compilation, evaluation, GIF) says what it does and how long it took, and the
-last line gives the wall time of the whole command. The training program compiles in a background
-thread (XLA compiles without Python's GIL) while the initial state, the progress evaluation and the
-final evaluation's and GIF's programs compile on the main thread; the learning curve is drawn in a
-thread beside the GIF.
+last line gives the wall time of the whole command. The initial state's program compiles in a
+background thread (XLA compiles without Python's GIL; with XLA's cheapest compile: it runs once)
+while the training program is traced; the training program then compiles in the background while
+the progress evaluation's and the final evaluation's and GIF's programs compile on the main thread
+(the GIF's also with the cheapest compile); the learning curve is drawn in a thread beside the GIF.
 
 Every config field has a flag (``--help`` lists them with their defaults and each environment's
 tuned values; ``--show-config`` prints the resolved config). Config values are checked before

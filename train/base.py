@@ -48,9 +48,10 @@ import numpy as np
 from flax import struct
 
 import jaxenvs
-from jaxenvs import spaces
+from jaxenvs import prng, spaces
 from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
 from .networks import ActorCritic, board_layout, policy_head_for
@@ -197,7 +198,7 @@ class Trainer:
         num_agents = env.num_agents if env.multi_agent else 1
         act_dim, continuous, dist_fn, to_env_action = policy_head_for(env.action_space(params))
         if env.multi_agent:
-            obs = jax.eval_shape(env.reset, jax.random.key(0), params)[0]
+            obs = jax.eval_shape(env.reset, key_on_host(0), params)[0]
             if {leaf.shape[:1] for leaf in jax.tree.leaves(obs)} != {(num_agents,)}:
                 raise ValueError(f"{config.env_id}: multi-agent observations need a leading agent axis of {num_agents}")
         turns = cls.make_turns(config, env, num_agents) if has_action_mask(env, params, config.env_id) else EveryRow()
@@ -281,7 +282,7 @@ class Trainer:
     # ---- one rollout --------------------------------------------------------------------------
     def _reset_all(self, key):
         """``(obs, env_state)`` of ``num_envs`` freshly reset environments."""
-        return self.env_reset(jax.random.split(key, self.config.num_envs))
+        return self.env_reset(prng.split(key, self.config.num_envs))
 
     def _rollout(self, runner, hp):
         """``num_steps`` steps in every env; returns the new runner, the `Transition` batch
@@ -290,13 +291,13 @@ class Trainer:
         the number of decisions and of illegal moves (``info["illegal_action"]``)."""
 
         def step(r, _):
-            key, k_act, k_env = jax.random.split(r.key, 3)
+            key, k_act, k_env = prng.split(r.key, 3)
             x = self.flat_obs(r.obs)
             mask = self.row_mask(r.obs)
             dist, value = self.policy(r.params, x, mask)
             sample, acting = self.turns.sample(self, k_act, dist, r.obs, mask)
             log_prob = dist.log_prob(sample)
-            env_keys = jax.random.split(k_env, self.config.num_envs)
+            env_keys = prng.split(k_env, self.config.num_envs)
             obs, env_state, reward, terminated, truncated, info = self.env_step(
                 env_keys, r.env_state, self._to_env(self.to_env_action(sample))
             )

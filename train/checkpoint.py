@@ -23,6 +23,7 @@ import numpy as np
 from flax import serialization
 
 from jaxenvs.core import is_prng_key
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from .base import Trainer
 from .configs import (
@@ -114,7 +115,7 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
 
 def runner_template(trainer: Trainer, num_seeds: int) -> Any:
     """Shapes and dtypes (``jax.ShapeDtypeStruct``) of the runner state of ``num_seeds`` seeds."""
-    keys = jax.random.split(jax.random.key(0), num_seeds)
+    keys = jax.random.split(key_on_host(0), num_seeds)
     return jax.eval_shape(jax.vmap(trainer.init, in_axes=(0, None)), keys, trainer.config.hparams())
 
 

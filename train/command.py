@@ -122,8 +122,7 @@ def _run(run: Run, started: float, imported: float) -> int:
             )
             return 0
     else:
-        _prefetch_plotting(run)
-        run.start_new()
+        run.start_new(after_tracing=lambda: _prefetch_plotting(run))
     if run.config.num_updates > int(to_host(run.runner.update).reshape(-1)[0]):
         run.train()
     run.finish()
@@ -134,7 +133,9 @@ def _run(run: Run, started: float, imported: float) -> int:
 
 def _prefetch_plotting(run: Run) -> None:
     """Import matplotlib in the background while the run starts (process 0 draws the learning
-    curve at the end; the import is about a second of Python that would otherwise come then)."""
+    curve at the end; the import is about a second of Python that would otherwise come then).
+    Started once the training program is traced: an import beside the tracing (both Python, taking
+    turns on the GIL) slowed the tracing, and with it the start of the training program's compile."""
     if run.main_process:
         from .phases import Background
         from .plotting import prefetch_matplotlib

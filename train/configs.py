@@ -27,7 +27,7 @@ import importlib
 import json
 from typing import Any, ClassVar
 
-import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from . import tuned
@@ -98,8 +98,10 @@ class TrainConfig:
 
     def hparams(self):
         """The traced fields (``field(..., traced=True)``) as float32 scalars, in ``HPARAMS`` (the
-        struct `hparams_class` makes of them): the traced part of the config."""
-        return self.HPARAMS(**{f.name: jnp.float32(getattr(self, f.name)) for f in dataclasses.fields(self.HPARAMS)})
+        struct `hparams_class` makes of them): the traced part of the config. NumPy scalars (a
+        compiled program takes them as float32 arrays): ``jnp.float32`` would compile a conversion
+        program the first time it runs in a process."""
+        return self.HPARAMS(**{f.name: np.float32(getattr(self, f.name)) for f in dataclasses.fields(self.HPARAMS)})
 
     def replace(self, **kwargs):
         """A copy with ``kwargs`` changed, validated like a new config."""

@@ -20,6 +20,7 @@ import numpy as np
 
 import jaxenvs
 from jaxenvs._cache import StoredJit
+from jaxenvs.prng import split_on_host
 from jaxenvs.rollout import rollout
 
 
@@ -108,7 +109,7 @@ def episodes(trainer, params, key, versus_random=False, num_episodes=NUM_EPISODE
     if blocks == 1:
         traj = jax.device_get(run(params, key))
     else:
-        parts = [jax.device_get(run(params, k)) for k in jax.random.split(key, blocks)]
+        parts = [jax.device_get(run(params, k)) for k in split_on_host(key, blocks)]  # the same keys, nothing compiled
         timed = lambda *xs: np.concatenate(xs, axis=1)  # noqa: E731  ([T, episodes, ...])
         last = lambda *xs: np.concatenate(xs, axis=0)  # noqa: E731  ([episodes, ...])
         traj = parts[0]._replace(**{

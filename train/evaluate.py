@@ -33,6 +33,7 @@ import jax
 import numpy as np
 
 from jaxenvs._cache import keep_store_for
+from jaxenvs.prng import key_on_host
 from . import evaluations, tuned
 from .episodes import BLOCK, NUM_EPISODES, first_episodes
 from .xla import enable_compilation_cache
@@ -101,7 +102,7 @@ def evaluate_game_vs_random(trainer, params, key, num_episodes=NUM_EPISODES) -> 
 def evaluate_params(trainer, params, key=None, num_episodes: int = NUM_EPISODES) -> dict:
     """Metrics of ONE set of network params (no seed axis) on the trainer's environment, with
     ``solved`` (bool, or None without a criterion)."""
-    key = jax.random.key(12345) if key is None else key
+    key = key_on_host(12345) if key is None else key
     name = _entry(trainer.config.env_id).evaluate
     fn = evaluate_game_vs_random if name == "game_vs_random" else evaluations.EVALUATIONS[name]
     return fn(trainer, params, key, num_episodes=num_episodes)
@@ -129,7 +130,7 @@ def progress_metrics(trainer, params, key=None, num_episodes: int | None = None)
     """The metrics that measure progress in the trainer's environment (its entry's ``progress``)
     for params with a leading seed axis: ``{name: [value per seed]}``; on `PROGRESS_EPISODES`
     episodes, or `PROGRESS_GAMES` games per seat for a two-player game, by default."""
-    key = jax.random.key(54321) if key is None else key
+    key = key_on_host(54321) if key is None else key
     if num_episodes is None:
         num_episodes = PROGRESS_GAMES if _entry(trainer.config.env_id).counted == "games per seat" else PROGRESS_EPISODES
     per_seed = evaluate(trainer, params, key, num_episodes=num_episodes)["seeds"]
@@ -355,10 +356,10 @@ def main(argv=None) -> int:
                 opponents.append(make_opponent(spec, env))
             except (OpponentError, CheckpointError) as e:
                 return _usage_error(f"--opponent {spec}: {e}")
-    result = evaluate(trainer, runner.params, jax.random.key(args.seed))
+    result = evaluate(trainer, runner.params, key_on_host(args.seed))
     if opponents:
         try:
-            result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, jax.random.key(args.seed),
+            result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, key_on_host(args.seed),
                                                        args.games, args.search, args.lookahead)
         except ImportError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs import spaces
+from jaxenvs import prng, spaces
 
 __all__ = ["ActorCritic", "BoardTorso", "board_layout", "Categorical", "Gaussian", "policy_head_for"]
 
@@ -31,7 +31,7 @@ class Categorical:
         self.logits = jax.nn.log_softmax(logits)
 
     def sample(self, key):
-        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+        return prng.categorical(key, self.logits).astype(jnp.int32)  # jax.random.categorical's draw, fused
 
     def log_prob(self, a):
         return jnp.take_along_axis(self.logits, a[..., None].astype(jnp.int32), axis=-1)[..., 0]

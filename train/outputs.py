@@ -11,6 +11,7 @@ import time
 
 import jax
 
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, write_text_atomic
 from .distributed import params_digest
@@ -42,13 +43,13 @@ class RunOutputs:
 
     def warm_up_outputs(self) -> None:
         """While the training program compiles in the background: compile the programs of the
-        final evaluation and the GIF by running them once on the untrained policy (results
-        dropped), so after training they only run. On this 2-core CPU the compiles share the
+        final evaluation (by running it once on the untrained policy, results dropped) and of the
+        GIF (compiled only), so after training they only run. On this 2-core CPU the compiles share the
         cores; on a busy machine nothing is lost but the runs themselves (a few ms). Skipped on a
         warm start (`train.run.Run.loaded_whole`): the earlier run that stored the training
         programs stored these too, and loading one where it is first used takes a few ms."""
         from .evaluate import evaluate
-        from .plotting import gif_frames
+        from .plotting import compile_gif_programs
 
         if self.args.no_eval and self.args.no_gif:
             return
@@ -57,7 +58,7 @@ class RunOutputs:
             if not self.args.no_eval:
                 evaluate(self.trainer, params)
             if not self.args.no_gif:
-                gif_frames(self.trainer, jax.tree.map(lambda x: x[0], params), jax.random.key(self.settings.seed))
+                compile_gif_programs(self.trainer, jax.tree.map(lambda x: x[0], params), key_on_host(self.settings.seed))
 
     def finish(self) -> None:
         config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
@@ -89,7 +90,7 @@ class RunOutputs:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 params0 = jax.tree.map(lambda x: x[0], params)
                 try:
-                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", jax.random.key(self.settings.seed))
+                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
                 except OSError as e:
                     raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
             gif_note = f"(not written: {config.env_id} has no render)"

@@ -18,6 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs import prng
+
 __all__ = ["minibatch_permutation"]
 
 
@@ -49,6 +51,6 @@ def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
     num_rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     perm = jnp.arange(n)
     for _ in range(num_rounds):
-        key, subkey = jax.random.split(key)
-        perm = perm[_stable_argsort_uint32(jax.random.bits(subkey, (n,), jnp.uint32))]
+        key, subkey = prng.split(key)
+        perm = perm[_stable_argsort_uint32(prng.bits(subkey, (n,)))]
     return perm

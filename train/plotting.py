@@ -217,7 +217,7 @@ def _gif_render(trainer, env, frames: int):
         params = env.default_params
         description = json.dumps({"config": trainer.config.to_dict(), "render": frames}, sort_keys=True)
         _GIF_FNS[cache_key] = (trainer, StoredJit(lambda states: jax.vmap(env.render, in_axes=(0, None))(states, params),
-                                                  "gif_render", description))
+                                                  "gif_render", description, fast=True))
     return _GIF_FNS[cache_key][1]
 
 
@@ -258,20 +258,47 @@ def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
 
         description = json.dumps({"config": trainer.config.to_dict(), "steps": steps, "num_episodes": num_episodes}, sort_keys=True)
         # the trainer is kept so its id stays unique; a command's store keeps the compiled program
-        _GIF_FNS[cache_key] = (trainer, StoredJit(run, "gif_rollouts", description))
+        # run once for a few milliseconds: XLA's cheapest compile (the same frames, tested)
+        _GIF_FNS[cache_key] = (trainer, StoredJit(run, "gif_rollouts", description, fast=True))
     return _GIF_FNS[cache_key][1]
+
+
+RENDER_BATCH = 16  # frames per call of the GIF's render program
+
+
+def _gif_programs(trainer, num_episodes: int, max_frames: int):
+    """``(env, steps, batch, rollouts, render)``: what `gif_frames` runs, with how many steps, and
+    the frames the render program draws per call."""
+    env = _gif_env(trainer)
+    # an env without a time limit (the games) plays up to max_frames steps per episode, not one
+    steps = min(jaxenvs.spec(trainer.config.env_id).max_episode_steps or max_frames, max_frames)
+    # one render program whatever the episodes' lengths: a fixed batch of frames per call, as many
+    # calls as the frames need (the last padded with its last state), so short episodes (GridWorld's
+    # 3 take about 12 frames) are not drawn as the longest possible GIF
+    batch = min(RENDER_BATCH, max_frames, num_episodes * (steps + 1))
+    return env, steps, batch, _gif_rollouts(trainer, env, steps, num_episodes), _gif_render(trainer, env, batch)
+
+
+def compile_gif_programs(trainer, params, key, num_episodes: int = 3, max_frames: int = 100) -> None:
+    """Compile (or load from the command's store) the programs `gif_frames` runs for params and a
+    key of these shapes, without running them: a later `gif_frames` only runs them."""
+    _, _, batch, rollouts, render = _gif_programs(trainer, num_episodes, max_frames)
+    rollouts.compile(params, key)
+    states = jax.eval_shape(rollouts.jitted, params, key).state  # [episodes, steps, ...]
+    try:
+        render.compile(jax.tree.map(lambda s: jax.ShapeDtypeStruct((batch,) + s.shape[2:], s.dtype), states))
+    except NotImplementedError:  # no render: gif_frames returns None
+        pass
 
 
 def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 100) -> np.ndarray | None:
     """The frames `policy_gif` writes (uint8[T, H, W, 3], legend and captions included), or None
     when the environment has no ``render``. The rollouts are one compiled program and the frames are
-    rendered as a fixed count (padded with the last state, then cut), so calling this once with
-    any params of the same shapes compiles everything a later call needs."""
-    cfg = trainer.config
-    env = _gif_env(trainer)
-    # an env without a time limit (the games) plays up to max_frames steps per episode, not one
-    steps = min(jaxenvs.spec(cfg.env_id).max_episode_steps or max_frames, max_frames)
-    traj = jax.device_get(_gif_rollouts(trainer, env, steps, num_episodes)(params, key))
+    rendered by another, `RENDER_BATCH` at a time (the last batch padded with the last state, then
+    cut), so calling this once with any params of the same shapes compiles everything a later call
+    needs (`compile_gif_programs` compiles them without running them)."""
+    env, steps, batch, rollouts, render = _gif_programs(trainer, num_episodes, max_frames)
+    traj = jax.device_get(rollouts(params, key))
     done = np.asarray(traj.terminated) | np.asarray(traj.truncated)  # [episodes, steps]
     states, endings = [], []
     for i in range(num_episodes):
@@ -284,10 +311,11 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
         states.append(jax.tree.map(lambda xs, last: np.concatenate([xs[i, : end + 1], last[None]]), traj.state, after_end))
     stacked = jax.tree.map(lambda *xs: np.concatenate(xs)[:max_frames], *states)
     count = int(np.shape(jax.tree.leaves(stacked)[0])[0])
-    fixed = min(max_frames, num_episodes * (steps + 1))  # one render program whatever the episodes' lengths
-    padded = jax.tree.map(lambda x: np.concatenate([x, np.repeat(x[-1:], fixed - count, axis=0)]), stacked)
+    total = -(-count // batch) * batch
+    padded = jax.tree.map(lambda x: np.concatenate([x, np.repeat(x[-1:], total - count, axis=0)]), stacked)
     try:
-        frames = np.asarray(_gif_render(trainer, env, fixed)(padded))[:count]
+        frames = np.concatenate([np.asarray(render(jax.tree.map(lambda x: x[i:i + batch], padded)))
+                                 for i in range(0, total, batch)])[:count]
     except NotImplementedError:
         return None
     from jaxenvs.rendering.legend import add_captions, add_legend, status_captions

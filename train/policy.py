@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs.prng import key_on_host
 
 __all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_search", "run_lookahead"]
 
@@ -52,7 +53,7 @@ __all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_sear
 def _check_one_agent(trainer, obs) -> None:
     """Trace-time check that ``obs`` is ONE agent's observation (the shapes of the observation space)."""
     space = trainer.env.observation_space(trainer.env_params)
-    want = jax.eval_shape(space.sample, jax.random.key(0))
+    want = jax.eval_shape(space.sample, key_on_host(0))
     want_shapes = jax.tree.map(lambda s: tuple(s.shape), want)
     try:
         got_shapes = jax.tree.map(lambda x: tuple(jnp.shape(x)), obs)

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxenvs import prng
 from .base import RunnerState, Trainer, all_finite, as_typed_key, episode_metrics
 from .configs import HParams, PPOConfig
 from .masking import acting_mean, acting_normalize, clipped_surrogate, zero_rows
@@ -69,7 +70,7 @@ class PPOTrainer(Trainer):
 
     def _init(self, key, hp: HParams | None = None) -> RunnerState:
         hp = self.config.hparams() if hp is None else hp
-        key, k_net, k_env = jax.random.split(as_typed_key(key), 3)
+        key, k_net, k_env = prng.split(as_typed_key(key), 3)
         obs, env_state = self._reset_all(k_env)
         params = self.network.init(k_net, self.flat_obs(obs))
         return RunnerState(params=params, opt_state=self.make_optimizer(hp).init(params), env_state=env_state,
@@ -123,7 +124,7 @@ class PPOTrainer(Trainer):
 
         def epoch(carry, _):
             params, opt_state, key = carry
-            key, k_perm = jax.random.split(key)
+            key, k_perm = prng.split(key)
             perm = minibatch_permutation(k_perm, n)
             mbs = jax.tree.map(lambda x: x[perm].reshape((cfg.num_minibatches, -1) + x.shape[1:]), flat)
 

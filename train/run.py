@@ -20,6 +20,8 @@ import jax
 import numpy as np
 
 from jaxenvs import _cache
+from jaxenvs._fast_compile import compiler_options
+from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
@@ -152,7 +154,9 @@ class Run(ChunkProgram, RunOutputs):
             raise UsageError(f"--algo {algo} has no field(s) {foreign}; leave those flags out")
         return get_config(env_id, algo=algo, **{**file_cfg, **overrides}), file_run.replace(**run_overrides)
 
-    def start_new(self):
+    def start_new(self, after_tracing=None):
+        """Set up a new run; ``after_tracing()``, when given, is called once its programs are
+        traced (the command starts its background import of matplotlib there)."""
         out = check_out_dir(self.args.out)
         self.config, self.settings = config, settings = self.new_config()
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
@@ -167,9 +171,15 @@ class Run(ChunkProgram, RunOutputs):
             shardings = None
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
-            key, hp = jax.random.key(settings.seed), config.hparams()
+            key, hp = key_on_host(settings.seed), config.hparams()
             self.store = self._executable_store()
-            init = self.store.load("init", self._program_description(), (key, hp)) if self.store else None
+            # the init program runs once, for a millisecond: XLA's cheapest compile (no LLVM
+            # optimisation) takes half the time; its float rounding may differ from the optimised
+            # compile's in the last bit (|difference| < 1e-6 in the initial parameters, as between
+            # CPUs with and without fused multiply-add); the environments' states and keys are equal
+            options = compiler_options(jax.default_backend())
+            description = self._program_description() + (f" compiled with {sorted(options.items())}" if options else "")
+            init = self.store.load("init", description, (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
             if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
                 self.loaded_whole = True
@@ -178,13 +188,20 @@ class Run(ChunkProgram, RunOutputs):
             else:
                 traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
                 template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+                lowered = traced.lower()
+
+                def compile_init():
+                    if self.store:
+                        return self.store.compile_lowered("init", description, (key, hp), lowered, options)
+                    return lowered.compile(options)
+
+                init_job = Background(compile_init, "jaxenvs-compile")  # XLA compiles it while Python traces the next
             # the training program needs only the runner's shapes: it compiles while init runs
             self.chunk_job = (plan, self._start_chunk_program(plan, template))
+            if after_tracing is not None:
+                after_tracing()
             if init is None:
-                lowered = traced.lower()
-                compiled = self.store.compile_lowered("init", self._program_description(), (key, hp), lowered) \
-                    if self.store else lowered.compile()
-                self.runner = compiled(key, hp)
+                self.runner = init_job.result()(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:

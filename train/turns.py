@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs import spaces
+from jaxenvs import prng, spaces
 from . import league
 from .gae import gae, gae_decisions
 from .masking import MaskedCategorical
@@ -87,7 +87,7 @@ class EveryRow:
     def split_update_key(self, key):
         """``(next runner key, the update's key, the metrics' key or None)``: one split, the key
         stream plain runs have always used."""
-        key, k_upd = jax.random.split(key)
+        key, k_upd = prng.split(key)
         return key, k_upd, None
 
     def update_metrics(self, trainer, params, key, stats) -> dict:
@@ -137,7 +137,7 @@ class SelfPlay(EveryRow):
         acting = mask.any(-1)
         if self.opponent_rows is None:
             return dist.sample(key), acting
-        k_act, k_opp = jax.random.split(key)
+        k_act, k_opp = prng.split(key)
         sample = jnp.where(self.opponent_rows, league.opponent_actions(trainer, k_opp, obs, mask), dist.sample(k_act))
         return sample, acting & ~self.opponent_rows
 
@@ -152,7 +152,7 @@ class SelfPlay(EveryRow):
                              hp.gamma, hp.gae_lambda)
 
     def split_update_key(self, key):
-        key, k_upd, k_match = jax.random.split(key, 3)
+        key, k_upd, k_match = prng.split(key, 3)
         return key, k_upd, k_match
 
     def update_metrics(self, trainer, params, key, stats) -> dict:
