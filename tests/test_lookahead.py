@@ -15,6 +15,7 @@ import jaxenvs
 from jaxenvs.games import random_legal
 from jaxenvs.games import tic_tac_toe as ttt
 from jaxenvs.games.search import lookahead_policy, lookahead_values
+from turn_based import c4_obs
 
 
 def _ttt_obs(code: int):
@@ -135,28 +136,19 @@ def test_connect_four_declared_lookahead_equals_the_generic_one():
         c4.lookahead_values(jax.tree.map(lambda x: x[0], obs), 0)
 
 
-def _c4(mine, theirs):
-    b = np.zeros((6, 7, 2), np.int32)
-    for r, c in mine:
-        b[r, c, 0] = 1
-    for r, c in theirs:
-        b[r, c, 1] = 1
-    return {"observation": b, "action_mask": (b[0].sum(-1) == 0).astype(np.uint8)}
-
-
 def test_guard_takes_wins_avoids_losses_and_leaves_the_rest_to_the_policy():
     env = jaxenvs.make("ConnectFour-v0", autoreset=False)
     leftmost = lambda key, obs: jnp.argmax(jnp.asarray(obs["action_mask"]) != 0).astype(jnp.int32)  # noqa: E731
     guarded = jax.jit(lookahead_policy(env, leftmost, 2))
     key = jax.random.key(0)
     # the mover (3 pieces, to move second) wins in column 3; leftmost alone plays column 0
-    win = _c4(mine=[(5, 3), (4, 3), (3, 3)], theirs=[(5, 0), (5, 1), (5, 5), (4, 0)])
+    win = c4_obs(mine=[(5, 3), (4, 3), (3, 3)], theirs=[(5, 0), (5, 1), (5, 5), (4, 0)])
     assert int(guarded(key, win)) == 3
     # the opponent threatens column 6 (three in row 5, column 2 taken): only the block avoids a loss
-    block = _c4(mine=[(5, 2), (4, 2)], theirs=[(5, 3), (5, 4), (5, 5)])
+    block = c4_obs(mine=[(5, 2), (4, 2)], theirs=[(5, 3), (5, 4), (5, 5)])
     assert int(leftmost(key, block)) == 0 and int(guarded(key, block)) == 6
     # nothing in sight within 2 plies: the policy's own move
-    quiet = _c4(mine=[(5, 3)], theirs=[(5, 4)])
+    quiet = c4_obs(mine=[(5, 3)], theirs=[(5, 4)])
     assert int(guarded(key, quiet)) == 0
     # depth 0: the policy itself; the guard carries its depth
     assert lookahead_policy(env, leftmost, 0) is leftmost
@@ -184,7 +176,7 @@ def test_guard_around_tree_search_searches_among_the_moves_it_keeps():
     env = jaxenvs.make("ConnectFour-v0", autoreset=False)
     # a network that wants column 0 only: 4 simulations alone follow it, the guard leaves it the block only
     wants_left = lambda obs: (jnp.asarray([9.0, 0, 0, 0, 0, 0, 0]), jnp.zeros(()))  # noqa: E731
-    block = _c4(mine=[(5, 2), (4, 2)], theirs=[(5, 3), (5, 4), (5, 5)])
+    block = c4_obs(mine=[(5, 2), (4, 2)], theirs=[(5, 3), (5, 4), (5, 5)])
     searching = search_policy(env, wants_left, 2)
     assert int(jax.jit(searching)(jax.random.key(0), block)) == 0
     assert int(jax.jit(lookahead_policy(env, searching, 2))(jax.random.key(0), block)) == 6

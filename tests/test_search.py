@@ -16,6 +16,7 @@ import jaxenvs
 
 pytest.importorskip("mctx")
 from jaxenvs.games.search import search_policy, supports_search  # noqa: E402
+from turn_based import c4_obs  # noqa: E402
 
 SIMS = 48
 
@@ -29,15 +30,6 @@ def ttt_obs(mine, theirs):
     planes[mine, 0] = 1
     planes[theirs, 1] = 1
     return {"observation": planes.reshape(3, 3, 2), "action_mask": (planes.sum(-1) == 0).astype(np.uint8)}
-
-
-def c4_obs(mine, theirs):
-    b = np.zeros((6, 7, 2), np.int32)
-    for r, c in mine:
-        b[r, c, 0] = 1
-    for r, c in theirs:
-        b[r, c, 1] = 1
-    return {"observation": b, "action_mask": (b[0].sum(-1) == 0).astype(np.uint8)}
 
 
 def stack(*obs):

@@ -1,4 +1,5 @@
-"""Shared by the turn-based games' tests: a lockstep replay of recorded action sequences.
+"""Shared by the turn-based games' tests: a lockstep replay of recorded action sequences, and
+`c4_obs`, a Connect Four observation built from piece lists.
 
 `replay(env, actions)` runs ``actions`` (int32[games, plies, num_agents], joint actions) through
 ``env`` (made with ``autoreset=False``) in one jitted ``vmap(scan)`` and returns, per ply, what
@@ -162,3 +163,14 @@ def play_moves(env, moves, idle: int) -> list[tuple]:
         obs, state, reward, terminated, _, info = env.step(jax.random.key(0), state, action)
         out.append((obs, state, np.asarray(reward), bool(terminated), bool(info["illegal_action"])))
     return out
+
+
+def c4_obs(mine, theirs):
+    """A Connect Four observation of the agent to move: its pieces at the ``(row, col)`` cells of
+    ``mine``, the opponent's at ``theirs`` (row 0 at the top), the mask the columns with room."""
+    b = np.zeros((6, 7, 2), np.int32)
+    for r, c in mine:
+        b[r, c, 0] = 1
+    for r, c in theirs:
+        b[r, c, 1] = 1
+    return {"observation": b, "action_mask": (b[0].sum(-1) == 0).astype(np.uint8)}
