@@ -382,6 +382,9 @@ def test_a_real_ctrl_c_during_the_background_compile_exits_130_not_an_abort(tmp_
         [sys.executable, "-m", "jaxenvs.train", "--env", "TicTacToe-v0", "--total-timesteps", "4096",
          "--num-envs", "8", "--num-steps", "16", "--hidden-sizes", "8", "--no-gif", "--out", str(tmp_path / "runs")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+        # a test run started in the background (nohup, `cmd &` in a script) inherits SIGINT ignored,
+        # and Python then leaves it ignored: the command as a person starts it at a terminal has it on
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines = []
     for line in proc.stdout:  # wait until the run directory exists (a checkpoint can then be saved)
