@@ -85,9 +85,12 @@ def test_cli_writes_the_run_directory(run_dir):
     counts = timings["jax"]["counts"]  # the session's cache may already hold these programs (another test's run)
     # every program compiled went through JAX's cache (a hit, or written to it) or into the store of
     # whole programs (jaxenvs._cache.ExecutableStore, which JAX's cache does not keep a second copy of)
-    stored = timings["executables"]["compiled"]
-    assert counts["compile"] >= 3 and counts["cache_hits"] + counts["cache_misses"] + len(stored) >= counts["compile"]
-    assert {"init", "chunk"} <= set(stored + timings["executables"]["loaded"])
+    # (an earlier test's run of the same config may have stored them all: then they load, and only
+    # what the store does not keep compiles)
+    stored, loaded = timings["executables"]["compiled"], timings["executables"]["loaded"]
+    assert counts["compile"] + len(loaded) >= 3
+    assert counts["cache_hits"] + counts["cache_misses"] + len(stored) >= counts["compile"]
+    assert {"init", "chunk"} <= set(stored + loaded)
 
 
 def test_learning_curve_panels_hold_the_progress_measures(run_dir):
