@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .opponents import mask_of, observation_of, uniform_among
+from .search import check_depth
 
 __all__ = [
     "heuristic", "heuristic_left", "heuristic_right", "heuristic_soft", "heuristic_noisy", "no_blunder", "win_block",
@@ -230,8 +231,7 @@ def lookahead_values(obs, depth: int) -> jax.Array:
     ``obs`` (plane 0 the mover's pieces): each column's exact value over ``depth`` plies (+1 a
     forced win, -1 a forced loss, 0 neither within the horizon), ``-inf`` for the columns the
     observation's action mask does not allow."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be a positive int (plies of look-ahead), got {depth!r}")
+    check_depth(depth)
     mask = mask_of(obs, COLS, "connect_four.lookahead_values")
     board = observation_of(obs, (ROWS, COLS, 2), "connect_four.lookahead_values") != 0
     mine, theirs = board[..., 0], board[..., 1]

@@ -127,6 +127,16 @@ def search_policy(env, evaluate: Callable, num_simulations: int, greedy: bool = 
     return policy
 
 
+def check_depth(depth, least: int = 1) -> int:
+    """``depth`` when it is an int of at least ``least`` (1: plies of look-ahead; 0: none allowed),
+    else ValueError saying what is allowed."""
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < least:
+        allowed = "a positive int (plies of look-ahead)" if least >= 1 else \
+            "a non-negative int (plies of look-ahead; 0 = none)"
+        raise ValueError(f"depth must be {allowed}, got {depth!r}")
+    return depth
+
+
 def _check_searchable(base) -> None:
     if not supports_search(base):
         raise ValueError(
@@ -143,8 +153,7 @@ def lookahead_values(env, state, depth: int, params=None) -> jax.Array:
     illegal actions. A win at once scores the mover's reward (+1 in Connect Four and
     Tic-Tac-Toe), a move after which the opponent has a win at once scores -1 when ``depth >= 2``,
     and so on. Jittable and vmappable (``n ** depth`` steps); ValueError for a ``depth`` below 1."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise ValueError(f"depth must be a positive int (plies of look-ahead), got {depth!r}")
+    check_depth(depth)
     base = getattr(env, "unwrapped", env)
     env_params = base.default_params if params is None else params
     n_agents = base.num_agents
@@ -162,19 +171,22 @@ def lookahead_values(env, state, depth: int, params=None) -> jax.Array:
 
         return legal, jax.vmap(one)(jnp.arange(n_actions))
 
-    def value(state, plies):
-        """The mover's value of ``state`` over ``plies`` plies (0 at the horizon or with no legal move)."""
+    def action_values(state, plies):
+        """(the mover's legal actions, each action's value for the mover over ``plies`` plies)."""
         legal, (nxt, reward, done) = children(state)
         if plies > 1:
             below = -jax.vmap(lambda s: value(s, plies - 1))(nxt)
             reward = jnp.where(done, reward, below)
-        best = jnp.max(jnp.where(legal, reward, -jnp.inf))
+        return legal, reward
+
+    def value(state, plies):
+        """The mover's value of ``state`` over ``plies`` plies (0 at the horizon or with no legal move)."""
+        legal, values = action_values(state, plies)
+        best = jnp.max(jnp.where(legal, values, -jnp.inf))
         return jnp.where(jnp.any(legal), best, 0.0)
 
-    legal, (nxt, reward, done) = children(state)
-    if depth > 1:
-        reward = jnp.where(done, reward, -jax.vmap(lambda s: value(s, depth - 1))(nxt))
-    return jnp.where(legal, reward, -jnp.inf)
+    legal, values = action_values(state, depth)
+    return jnp.where(legal, values, -jnp.inf)
 
 
 def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable:
@@ -183,9 +195,7 @@ def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable
     plies only (the observation's action mask narrowed to them): it takes a win it sees within
     ``depth`` plies and avoids a loss it sees, and plays ``policy``'s move otherwise. ``depth = 0`` returns ``policy`` unchanged.
     ValueError for a game the look-ahead cannot play (`supports_search`) or a negative ``depth``."""
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
-        raise ValueError(f"depth must be a non-negative int (plies of look-ahead; 0 = none), got {depth!r}")
-    if depth == 0:
+    if check_depth(depth, least=0) == 0:
         return policy
     base = getattr(env, "unwrapped", env)
     _check_searchable(base)
