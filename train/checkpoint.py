@@ -115,8 +115,10 @@ def _unflat(template: Any, flat: dict, path: Path) -> Any:
 
 def runner_template(trainer: Trainer, num_seeds: int) -> Any:
     """Shapes and dtypes (``jax.ShapeDtypeStruct``) of the runner state of ``num_seeds`` seeds."""
-    keys = jax.random.split(key_on_host(0), num_seeds)
-    return jax.eval_shape(jax.vmap(trainer.init, in_axes=(0, None)), keys, trainer.config.hparams())
+    def init_seeds(key, hp):  # the split inside: shapes only, nothing compiled or run
+        return jax.vmap(trainer.init, in_axes=(0, None))(jax.random.split(key, num_seeds), hp)
+
+    return jax.eval_shape(init_seeds, key_on_host(0), trainer.config.hparams())
 
 
 def save_checkpoint(path: str | os.PathLike, config: TrainConfig, runner: Any, settings: RunSettings) -> Path:

@@ -83,7 +83,9 @@ class ChunkProgram:
     def _start_chunk_program(self, plan: list[int], runner, background: bool = True):
         """The chunk program for ``runner`` (arrays or their shapes) as a `Background` job whose
         result is `_chunk_runner`'s function: loaded from the store when an earlier run stored it,
-        else traced and lowered here (Python) and compiled (XLA) in the background, then stored."""
+        else traced and lowered here (Python) and compiled (XLA) in the background, then stored.
+        ``background=False``: the caller waits for the job at once, inside its own compile phase, so
+        no line announces it."""
         store, length = self.store, plan[0]
         args = (runner, self.hparams, np.int32(length))
         description = f"{self._program_description()} chunk of {length}{'' if len(set(plan)) == 1 else ' or fewer'}"
@@ -99,10 +101,7 @@ class ChunkProgram:
 
         if background:
             self.say(f"{self._compile_label(plan)} (in the background) ...")
-            return Background(compile_and_store, "jaxenvs-compile")
-        job = Background(compile_and_store, "jaxenvs-compile")
-        job.result()
-        return job
+        return Background(compile_and_store, "jaxenvs-compile")
 
     def _lower_chunk_program(self, plan: list[int], runner):
         """`compile_chunks`'s program, traced and lowered for ``runner`` (arrays, or their shapes)."""

@@ -188,8 +188,7 @@ def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> di
     out["lookahead"] = run_lookahead(trainer.config) if full else 0
     judged = [heur]
     if full:
-        players = dict(zip(_C4_JUDGED, (c4.heuristic, c4.heuristic_left, c4.heuristic_right, c4.heuristic_soft,
-                                        c4.no_blunder)))
+        players = {name: getattr(c4, name) for name in _C4_JUDGED}  # the names are the players' functions
         for name in _C4_JUDGED[1:]:
             judged.append(versus_opponent(trainer, params, next(keys), players[name], num_episodes))
             out |= _seat_metrics(judged[-1], name)

@@ -95,17 +95,20 @@ def run_lookahead(config) -> int:
     return int(getattr(config, "play_lookahead", 0) or 0)
 
 
+def _non_negative_int(value, what: str) -> int:
+    """``int(value)`` for a non-negative int (NumPy's included, bool not), else ValueError: ``what``
+    says what is allowed."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{what}, got {value!r}")
+    return int(value)
+
+
 def _check_lookahead(lookahead) -> int:
-    if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 0:
-        raise ValueError(f"lookahead must be a non-negative int (plies of exact look-ahead; 0 = none), "
-                         f"got {lookahead!r}")
-    return int(lookahead)
+    return _non_negative_int(lookahead, "lookahead must be a non-negative int (plies of exact look-ahead; 0 = none)")
 
 
 def _check_search(search) -> int:
-    if isinstance(search, bool) or not isinstance(search, (int, np.integer)) or search < 0:
-        raise ValueError(f"search must be a non-negative int (simulations per move; 0 = no search), got {search!r}")
-    return int(search)
+    return _non_negative_int(search, "search must be a non-negative int (simulations per move; 0 = no search)")
 
 
 def make_policy(trainer, params, greedy: bool = True, search: int = 0, lookahead: int | None = None) -> Callable:
