@@ -24,6 +24,13 @@ What is measured, all in this process, on JAX's default device:
   backend's own peak figure where it gives one, else arguments + outputs + temporaries − aliased;
   generated code is not counted). It is what the program needs on the device, planned, not a
   measurement of the process's memory;
+* **ops** (``ops=N``, ``jaxenvs profile ID --ops N``): the N operations of the compiled sweep
+  program (the plain path at the sweep's largest ``num_envs``) that took the most time in one
+  run, as JAX's profiler records them (`op_costs`): XLA's name of each fused operation, its output
+  shape, the source operation it came from (the JAX primitive and where in the env's code, from
+  XLA's metadata) and its share of the run. It is how to find the one operation that costs half a
+  step (Connect Four's win test was four small bool reductions, about half of its batched step).
+  The names are XLA:CPU's; on other backends operations the profiler names differently are left out;
 * **layers**: the env with no wrapper, then with each wrapper of its stack added in turn
   (for ``make("GridWorld-v0")``: ``GridWorld``, ``TimeLimit``, ``AutoReset``): state bytes,
   the single-env ``step``'s stages and plain-path steps/s at one batch size, so what each wrapper
@@ -227,6 +234,105 @@ def _scientific(x: float) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class OpCost:
+    """One operation of a compiled program (`op_costs`): XLA's instruction ``name`` (a fusion, a
+    dot, a sort...), its output ``shape``, the ``source`` operation it was made from (from XLA's
+    metadata: the JAX primitive under its transformations; empty when XLA made it up), the
+    profiler's events of it per call of the program (``calls``: one per run for most operations,
+    e.g. once a step for an operation of a scanned step; XLA:CPU's sort records two per run) and
+    its time per call (``seconds``, summed over its events; operations that ran at once on
+    different threads each count in full)."""
+
+    name: str
+    shape: str
+    source: str
+    calls: float
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+CONTAINERS = ("while", "conditional", "call", "async-start", "async-done")  # their time is their bodies
+
+
+
+def _instructions(hlo_text: str) -> dict[str, tuple[str, str]]:
+    """``{instruction name: (output shape, source op_name)}`` of a compiled program's HLO text,
+    without the instructions whose time is that of the instructions they hold (`CONTAINERS`)."""
+    import re
+
+    found = {}
+    for m in re.finditer(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*)$", hlo_text, re.M):
+        rest = m.group(2)
+        if rest.startswith("("):  # a tuple shape: up to its closing parenthesis
+            depth, end = 0, 0
+            for end, ch in enumerate(rest):
+                depth += {"(": 1, ")": -1}.get(ch, 0)
+                if depth == 0:
+                    break
+            shape, tail = rest[:end + 1], rest[end + 1:].lstrip()
+        else:
+            shape, _, tail = rest.partition(" ")
+        opcode = tail.split("(", 1)[0].strip()
+        if opcode in CONTAINERS:
+            continue
+        source = re.search(r'op_name="([^"]*)"', tail)
+        found.setdefault(m.group(1), (shape, source.group(1) if source else ""))
+    return found
+
+
+def op_costs(compiled, call: Callable[[], Any], calls: int = 3) -> list[OpCost]:
+    """The operations of ``compiled`` (a ``jax.jit(...).lower(...).compile()`` program) that JAX's
+    profiler saw run while ``call()`` (which calls it and blocks until it is done) ran ``calls``
+    times, most expensive first, per call of the program. Records a trace with
+    ``jax.profiler.trace`` into a temporary folder; profiler events that are not one of the
+    program's instructions (Python, the runtime's own, loops and calls whose time is their bodies')
+    are left out, and an event inside another of the same name on the same thread counts once.
+    Timing under the profiler adds a little to each operation: compare shares, not absolute times,
+    with an unprofiled run."""
+    import gzip
+    import tempfile
+
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1:
+        raise ValueError(f"calls must be an int >= 1, got {calls!r}")
+    known = _instructions(compiled.as_text())
+    jax.block_until_ready(call())  # the first run's allocations are not counted
+    with tempfile.TemporaryDirectory(prefix="jaxenvs-ops-") as folder:
+        with jax.profiler.trace(folder, create_perfetto_trace=True):
+            for _ in range(calls):
+                jax.block_until_ready(call())
+        traces = sorted(Path(folder).rglob("*.trace.json.gz"))
+        if not traces:
+            raise RuntimeError(f"JAX's profiler wrote no trace into {folder}")
+        events = json.loads(gzip.open(traces[-1]).read()).get("traceEvents", [])
+    runs = sorted((float(e.get("ts", 0.0)), float(e.get("dur", 0.0)), e.get("tid"), e["name"]) for e in events
+                  if e.get("ph") == "X" and e.get("name") in known)
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    open_until: dict[tuple, float] = {}  # (thread, name) -> when its outermost open event ends
+    for ts, dur, tid, name in runs:
+        if ts < open_until.get((tid, name), -1.0):
+            continue  # nested in an event of the same name: already counted
+        open_until[tid, name] = ts + dur
+        total[name] = total.get(name, 0.0) + dur * 1e-6
+        count[name] = count.get(name, 0) + 1
+    ops = [OpCost(n, known[n][0], known[n][1], count[n] / calls, total[n] / calls) for n in total]
+    return sorted(ops, key=lambda o: -o.seconds)
+
+
+def ops_table(ops: Sequence[OpCost], top: int | None = None) -> str:
+    """A text table of `op_costs`' operations (the ``top`` first), each with its share of the time
+    of all of ``ops``."""
+    whole = sum(o.seconds for o in ops) or 1.0
+    rows = [f"{'share':>6} {'ms/call':>8} {'runs':>6}  {'operation':<28} {'output':<22} source"]
+    for o in list(ops)[:top]:
+        rows.append(f"{100 * o.seconds / whole:5.1f}% {o.seconds * 1e3:8.3f} {o.calls:6.0f}  {o.name[:28]:<28} "
+                    f"{o.shape[:22]:<22} {o.source[-90:]}")
+    return "\n".join(rows)
+
+
+@dataclasses.dataclass(frozen=True)
 class ProfileReport:
     """What `profile` measured; ``to_dict`` is the JSON file's content (keys ending in
     ``_s`` are seconds, ``_bytes`` and ``bytes_per_env`` bytes, ``steps_per_s`` env steps per
@@ -241,6 +347,8 @@ class ProfileReport:
     rollout_num_envs: int
     sweep: tuple[SweepPoint, ...]
     layers: tuple[Layer, ...]
+    ops: tuple[OpCost, ...] = ()  # the sweep program's costliest operations (``profile(ops=N)``)
+    ops_s: float = 0.0  # the time of all its operations per call, which ``ops``' shares are of
 
     @property
     def peak(self) -> SweepPoint:
@@ -270,6 +378,8 @@ class ProfileReport:
             },
             "sweep": [p.to_dict() for p in self.sweep],
             "layers": [layer.to_dict() for layer in self.layers],
+            **({"ops": {"num_envs": self.rollout_num_envs, "all_ops_s": self.ops_s,
+                        "costliest": [o.to_dict() for o in self.ops]}} if self.ops else {}),
             "units": {
                 "*_s": "seconds", "*_bytes, *_bytes_per_env": "bytes", "steps_per_s": "environment steps per second",
                 "memory": "XLA's compiled memory analysis of the sweep program (planned buffers, not measured)",
@@ -359,6 +469,7 @@ def profile(
     params: Any = None,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    ops: int = 0,
     **make_kwargs: Any,
 ) -> ProfileReport:
     """Profile an environment (see the module docstring for what each figure means).
@@ -369,7 +480,8 @@ def profile(
     `auto_num_steps` of each batch size). ``repeats``: timed runs per point, the median
     counts. ``layers``: also profile each wrapper layer, at ``layer_num_envs`` envs (default: the
     sweep's largest size up to 1,024). ``progress``: called with a line of text as each
-    measurement ends (e.g. ``print``).
+    measurement ends (e.g. ``print``). ``ops``: also record the sweep program's ``ops`` costliest
+    operations (`op_costs`; 0: none).
     """
     import jaxenvs
 
@@ -386,6 +498,8 @@ def profile(
         _check_counts("num_steps", [num_steps])
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    if not isinstance(ops, int) or isinstance(ops, bool) or ops < 0:
+        raise ValueError(f"ops must be an int >= 0, got {ops!r}")
     if layer_num_envs is None:
         layer_num_envs = max([n for n in sizes if n <= 1024] or [min(sizes)])
     _check_counts("layer_num_envs", [layer_num_envs])
@@ -405,18 +519,28 @@ def profile(
         _, stages["step"] = compile_stages(lambda k, s, a: env.step(k, s, a, params), key, state_shape, action_shape)
         say(f"reset: {_stage_text(stages['reset'])}; step: {_stage_text(stages['step'])}")
 
-        sweep = []
+        sweep, compiled_of = [], {}
         for n in sizes:
             for path in PATHS:
                 t = steps_of(n)
                 run = benchmark_program(env, n, t, params, batched_path=path == "VectorEnv")
                 compiled, st = compile_stages(run, key)
+                compiled_of[path, n] = compiled
                 point = SweepPoint(path, n, t, _time_runs(compiled, seed, repeats), st, memory_bytes(compiled))
                 sweep.append(point)
                 mem = f", peak memory {point.memory['peak_bytes']:,} B" if point.memory else ""
                 say(f"{path:>9} {n:>7,} envs x {t} steps: {point.steps_per_s:.3g} steps/s, compile {st.total_s:.2f} s{mem}")
         rollout_point = max((p for p in sweep if p.path == "vmap"), key=lambda p: p.num_envs)
         stages["rollout"] = rollout_point.stages
+        top_ops, ops_s = (), 0.0
+        if ops:
+            program = compiled_of["vmap", rollout_point.num_envs]
+            every_op = op_costs(program, lambda: program(key))
+            top_ops = tuple(every_op[:ops])
+            ops_s = sum(o.seconds for o in every_op)
+            say(f"the {len(top_ops)} costliest operations of one vmap run at {rollout_point.num_envs:,} envs "
+                f"({rollout_point.num_steps} steps; shares of all {len(every_op)} operations' time):\n"
+                f"{ops_table(every_op, top=ops)}")
 
         layer_results = []
         if layers:
@@ -441,6 +565,8 @@ def profile(
         rollout_num_envs=rollout_point.num_envs,
         sweep=tuple(sweep),
         layers=tuple(layer_results),
+        ops=top_ops,
+        ops_s=ops_s,
     )
 
 

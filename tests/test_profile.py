@@ -82,7 +82,7 @@ def profiled(tmp_path_factory):
     mp.setattr(sys, "stdout", buf)
     try:
         argv = ["profile", f"{MODULE}:{ENV_ID}", "--num-envs", *map(str, SIZES), "--steps", str(STEPS),
-                "--repeats", "1", "--out", "out"]
+                "--repeats", "1", "--out", "out", "--ops", "3"]
         status = cli.main(argv)
     finally:
         mp.undo()
@@ -189,6 +189,7 @@ def _one_error_line(err: str) -> str:
         (["profile", "no_such_module_xyz:ns/Env-v0"], 2, "no_such_module_xyz"),
         (["profile", "GridWorld-v0", "--num-envs", "0"], 2, "expected an integer >= 1, got '0'"),
         (["profile", "GridWorld-v0", "--steps", "x"], 2, "--steps"),
+        (["profile", "GridWorld-v0", "--ops", "-1"], 2, "expected an integer >= 0, got '-1'"),
         (["profile", "GridWorld-v0", "-k", "size=-3", "--no-plot"], 2, "size"),
     ],
 )
@@ -218,3 +219,39 @@ def test_library_argument_checks():
         profile("GridWorld-v0", num_envs=(1,), repeats=0)
     with pytest.raises(TypeError, match="Environment or an environment id"):
         profile(3)
+    with pytest.raises(ValueError, match="ops must be an int >= 0"):
+        profile("GridWorld-v0", num_envs=(1,), ops=-1)
+
+
+def test_ops_of_the_sweep_program(profiled, report):
+    """``--ops 3``: the sweep program's costliest operations, most expensive first, each with its
+    instruction, output shape, source and runs per call."""
+    ops = report["ops"]
+    assert ops["num_envs"] == max(SIZES) and 1 <= len(ops["costliest"]) <= 3
+    seconds = [o["seconds"] for o in ops["costliest"]]
+    assert seconds == sorted(seconds, reverse=True) and seconds[-1] > 0 and sum(seconds) <= ops["all_ops_s"] + 1e-12
+    assert all(o["calls"] >= 1 and o["name"] and o["shape"] for o in ops["costliest"])
+    assert all(float(o["calls"]).is_integer() for o in ops["costliest"])  # whole runs per call (runs 2 calls)
+    lines = profiled[2]
+    assert any("costliest operations of one vmap run" in line for line in lines)
+
+
+def test_op_costs_finds_the_costly_op_and_counts_its_runs():
+    """A program that sorts 2**16 floats twice (a scan of 2) beside an add of 8: the sort is the
+    costliest operation, it ran twice per call (XLA:CPU's sort records two events a run), and its
+    source names the sort."""
+    from jaxenvs.profile import op_costs, ops_table
+
+    def program(x, y):
+        def body(c, _):
+            return jnp.sort(c[::-1]), None
+        return jax.lax.scan(body, x, None, 2)[0], y + 1
+
+    x, y = jnp.arange(2**16, dtype=jnp.float32), jnp.zeros(8)
+    compiled = jax.jit(program).lower(x, y).compile()
+    ops = op_costs(compiled, lambda: compiled(x, y), calls=2)
+    assert ops[0].calls in (2, 4) and "sort" in ops[0].source, ops_table(ops)
+    assert not any(o.name.startswith("while") for o in ops)  # a loop's time is its body's: not listed
+    assert "sort" in ops_table(ops, top=1).splitlines()[1]
+    with pytest.raises(ValueError, match="calls must be an int >= 1"):
+        op_costs(compiled, lambda: compiled(x, y), calls=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .args import Command, Failure, UsageError, add_env_args, positive_int, seed_arg
+from .args import Command, Failure, UsageError, add_env_args, non_negative_int, positive_int, seed_arg
 from .envs import import_path_for, make_env, message, out_of_memory
 
 
@@ -36,7 +36,7 @@ def run(args) -> None:
     try:
         report = profile(
             env, num_envs=args.num_envs, num_steps=args.steps, repeats=args.repeats, layers=not args.no_wrappers,
-            seed=args.seed, progress=lambda line: print(line, flush=True),
+            seed=args.seed, progress=lambda line: print(line, flush=True), ops=args.ops,
         )
     except Exception as e:
         oom = out_of_memory(e, args.num_envs)
@@ -68,6 +68,11 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plot", action="store_true", help="write the JSON file only (no matplotlib needed)")
     p.add_argument("--no-wrappers", action="store_true", help="skip profiling each wrapper layer")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="random seed, in [0, 2**63)")
+    p.add_argument(
+        "--ops", type=non_negative_int, default=0, metavar="N",
+        help="also print (and write) the N operations that take the most time in the jax.vmap rollout at the "
+             "largest --num-envs, with the env code each came from (JAX's profiler; default 0: none)",
+    )
 
 
 COMMAND = Command(
