@@ -15,6 +15,11 @@ as ``benchmarks/train_speed.py`` sets them up. Each side gets four jitted progra
 
 GAE's share is ``rollout+gae - rollout``, the optimisation's (and metrics') ``update - rollout+gae``.
 
+``--ops``: each side's ``update`` program is then run under JAX's profiler
+(`jaxenvs.profile.op_costs`) and its operations' time is split into the network's matrix products
+(forward, and the gradient's), the minibatch shuffle's sorts and the rest, with the costliest
+operations listed: where an update's time goes, op by op, on both sides.
+
 rejax runs twice: as shipped (elementwise gradient clipping, a constant learning rate) and with
 jaxenvs' optimizer (global-norm clipping and the config's learning-rate decay,
 `rejax_peer.with_optimizer`), so that the second ratio compares the same work per gradient step.
@@ -22,6 +27,7 @@ jaxenvs' optimizer (global-norm clipping and the config's learning-rate decay,
     python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 32
     python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 1024 --updates 4
     python benchmarks/ppo_phases.py --env gymnax/CartPole-v1
+    python benchmarks/ppo_phases.py --env GridWorld-v0 --num-envs 32 --ops
 """
 
 from __future__ import annotations
@@ -99,6 +105,43 @@ def rejax_programs(cfg, updates: int, same_optimizer: bool = False):
     return progs, ts
 
 
+def op_category(op) -> str:
+    """``jaxenvs.profile.OpCost`` -> what it is part of: a matrix product of the network (forward,
+    or the gradient's: XLA's op under ``transpose(jvp(...))``), the minibatch shuffle's sorts and
+    binary search, or the rest (activations, losses, the optimizer, the environment, metrics)."""
+    if op.name.startswith("dot") or op.source.endswith("dot_general") or "/dot_general" in op.source:
+        return "matmul, gradient" if "transpose(" in op.source else "matmul, forward"
+    if "sort" in op.source or "searchsorted" in op.source:
+        return "shuffle (sorts)"
+    return "other"
+
+
+def op_breakdown(progs, state, updates: int, top: int = 8) -> dict:
+    """The ``update`` program's operations (`jaxenvs.profile.op_costs`), per update: the time of all
+    of them, by `op_category`, and the ``top`` costliest."""
+    from jaxenvs.profile import op_costs
+
+    compiled = progs["update"].lower(state).compile()
+    ops = op_costs(compiled, lambda: compiled(state), calls=2)
+    total = sum(o.seconds for o in ops)
+    cats: dict[str, float] = {}
+    for o in ops:
+        cats[op_category(o)] = cats.get(op_category(o), 0.0) + o.seconds
+    return {"ops_s_per_update": total / updates,
+            "categories_s_per_update": {k: v / updates for k, v in sorted(cats.items(), key=lambda kv: -kv[1])},
+            "top": [{**o.to_dict(), "seconds": o.seconds / updates, "calls": o.calls / updates,
+                     "category": op_category(o)} for o in ops[:top]]}
+
+
+def print_breakdown(name: str, b: dict) -> None:
+    total = b["ops_s_per_update"]
+    print(f"  {name}: its operations' time {total * 1e3:.2f} ms per update (under the profiler; threads summed)")
+    for k, v in b["categories_s_per_update"].items():
+        print(f"    {k:<18}{v * 1e3:>9.2f} ms {100 * v / total:>5.1f}%")
+    for o in b["top"][:5]:
+        print(f"      {100 * o['seconds'] / total:5.1f}%  {o['name'][:24]:<24} {o['shape'][:20]:<20} {o['source'][-70:]}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env", default="GridWorld-v0")
@@ -106,6 +149,7 @@ def main(argv=None):
     p.add_argument("--updates", type=int, default=8, help="updates per timed chunk (default: 8)")
     p.add_argument("--repeats", type=int, default=7, help="interleaved rounds (default: 7)")
     p.add_argument("--out", help="write the figures as JSON here")
+    p.add_argument("--ops", action="store_true", help="also split each side's update into its operations")
     args = p.parse_args(argv)
     cfg = get_config(args.env) if args.num_envs is None else get_config(args.env, num_envs=args.num_envs)
     load0 = os.getloadavg()
@@ -142,6 +186,11 @@ def main(argv=None):
           f"(min {min(paired):.2f}, max {max(paired):.2f})")
     print(f"  rejax with jaxenvs' optimizer {med[SAME]['chunk_steps_per_sec']:,.0f}; paired ratio median "
           f"{ratio_same:.2f}x (min {min(paired_same):.2f}, max {max(paired_same):.2f})")
+    breakdown = {}
+    if args.ops:
+        for s in ("jaxenvs", SAME):
+            breakdown[s] = op_breakdown(*sides[s], args.updates)
+            print_breakdown(s, breakdown[s])
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
@@ -149,7 +198,7 @@ def main(argv=None):
                        "load_avg_start": load0, "load_avg_end": os.getloadavg(), "median_s": med,
                        "paired_ratio_median": ratio, "paired_ratios": paired,
                        "paired_ratio_median_same_optimizer": ratio_same, "paired_ratios_same_optimizer": paired_same,
-                       "jax": jax.__version__}, f, indent=1)
+                       "jax": jax.__version__, **({"ops": breakdown} if breakdown else {})}, f, indent=1)
     return ratio
 
 

@@ -289,8 +289,9 @@ def op_costs(compiled, call: Callable[[], Any], calls: int = 3) -> list[OpCost]:
     ``jax.profiler.trace`` into a temporary folder; profiler events that are not one of the
     program's instructions (Python, the runtime's own, loops and calls whose time is their bodies')
     are left out, and an event inside another of the same name on the same thread counts once.
-    Timing under the profiler adds a little to each operation: compare shares, not absolute times,
-    with an unprofiled run."""
+    The profiler adds its own cost to every event it records (about a microsecond on a CPU), so a
+    program of many tiny operations looks slower under it than it runs: read the list for which
+    operations stand out, not as a timing."""
     import gzip
     import tempfile
 
