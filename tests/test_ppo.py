@@ -170,6 +170,19 @@ def test_minibatch_permutation_is_jax_random_permutation(n):
         np.testing.assert_array_equal(minibatch_permutation(key, n), jax.random.permutation(key, n))
 
 
+def test_the_shuffles_stable_argsort_keeps_ties_in_index_order():
+    """The radix sort under `minibatch_permutation` is a stable argsort (numpy's, value for value)
+    at its size limit 2**16 too, with keys that tie in one half or whole (a sort that broke ties by
+    anything but the index, or mixed the halves up, would differ)."""
+    from jaxenvs.train.permutation import _stable_argsort_uint32
+
+    argsort = jax.jit(_stable_argsort_uint32)
+    for n in (3, 1000, 2**16):
+        bits = np.asarray(jax.random.bits(jax.random.key(n), (n,), jnp.uint32))
+        for keys in (bits, bits & np.uint32(0xFFFF0000), bits & np.uint32(0x0000FFFF), bits % np.uint32(7)):
+            np.testing.assert_array_equal(argsort(keys), np.argsort(keys, kind="stable"))
+
+
 def test_next_values_are_the_critic_of_final_obs_wherever_gae_bootstraps():
     """The rollout's own values stand in for V(final_obs) on steps that ended no episode; with a
     5-step limit the rollouts have truncations, terminations and plain steps, per seed under vmap."""
