@@ -109,3 +109,18 @@ def test_pgx_baseline_plays_zero_sum_games():
         sys.path.remove(os.path.join(ROOT, "benchmarks"))
     run = baselines.make_pgx_rollout("TicTacToe-v0", num_envs=4, num_steps=64)
     assert float(jax.jit(run)(jax.random.key(0))) == 0.0
+
+
+def test_permutation_speed_times_both_shuffles_and_they_agree(capsys):
+    """benchmarks/permutation_speed.py: a ratio per size, printed; what it times are equal shuffles."""
+    import jax
+    import numpy as np
+
+    bench = _script("permutation_speed", "permutation_speed.py")
+    ratios = bench.main(["--sizes", "64", "--rounds", "1", "--calls", "2"])
+    assert list(ratios) == [64] and ratios[64] > 0
+    assert "64 indices" in capsys.readouterr().out
+    from jaxenvs.train.permutation import minibatch_permutation
+
+    key = jax.random.key(3)
+    np.testing.assert_array_equal(minibatch_permutation(key, 64), jax.random.permutation(key, 64))
