@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxenvs
 from jaxenvs import cli
 from jaxenvs.profile import auto_num_steps, file_stem, tree_bytes, wrapper_layers
 
@@ -87,6 +88,7 @@ def profiled(tmp_path_factory):
     finally:
         mp.undo()
         sys.modules.pop(MODULE, None)
+        jaxenvs.registry.pop(ENV_ID, None)  # other tests (e.g. `jaxenvs list`'s) see the registry as shipped
     return work, work / "out", buf.getvalue().splitlines(), status
 
 
