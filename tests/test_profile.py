@@ -23,6 +23,7 @@ from jaxenvs.profile import auto_num_steps, file_stem, tree_bytes, wrapper_layer
 
 MODULE = "tinyprof_mod"
 ENV_ID = "tinyprof/Counter-v0"
+SPECS: dict = {}  # the specs the profiled command registered, taken out of the registry after it
 SIZES = (1, 16)
 STEPS = 4
 SUMMARY = re.compile(
@@ -88,7 +89,8 @@ def profiled(tmp_path_factory):
     finally:
         mp.undo()
         sys.modules.pop(MODULE, None)
-        jaxenvs.registry.pop(ENV_ID, None)  # other tests (e.g. `jaxenvs list`'s) see the registry as shipped
+        # other tests (e.g. `jaxenvs list`'s) see the registry as shipped; the spec is kept for this file's
+        SPECS[ENV_ID] = jaxenvs.registry.pop(ENV_ID, None)
     return work, work / "out", buf.getvalue().splitlines(), status
 
 
@@ -119,10 +121,9 @@ def test_summary_line_says_what_the_json_holds(profiled, report):
     assert float(m["compile"]) == pytest.approx(report["stages"]["rollout"]["total_s"], abs=0.006)
 
 
-def test_bytes_per_env_is_the_sum_of_one_states_leaf_nbytes(report):
-    import jaxenvs
-
-    env = jaxenvs.make(ENV_ID)  # registered by the profiled command's import of its module
+def test_bytes_per_env_is_the_sum_of_one_states_leaf_nbytes(report, monkeypatch):
+    monkeypatch.setitem(jaxenvs.registry, ENV_ID, SPECS[ENV_ID])  # the profiled command's module registered it
+    env = jaxenvs.make(ENV_ID)
     obs, state = env.reset(jax.random.key(0))
     assert report["state_bytes_per_env"] == sum(np.asarray(x).nbytes for x in jax.tree.leaves(state)) == 4 + 12 + 4
     assert report["obs_bytes_per_env"] == np.asarray(obs).nbytes == 12
