@@ -10,6 +10,7 @@ and from Gymnasium spaces with `to_gymnasium` / `from_gymnasium`.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping, Sequence
 
 import jax
@@ -175,17 +176,46 @@ def _masked_uniform(key, shape, mask) -> jax.Array:
     (2e-9 for 9 actions). ``jax.random.randint`` (larger ``n``) hashes two words per value and
     costs about twice as much in a random-policy rollout of a board game."""
     n = mask.shape[-1]
+    if n <= _UNROLLED_MASK:
+        return _masked_uniform_unrolled(key, shape, mask)
     count = jnp.sum(mask, axis=-1, dtype=jnp.int32)
     mask = jnp.where((count > 0)[..., None], mask, True)
     count = jnp.where(count > 0, count, n)
     if n <= 1 << 16:
-        bits = prng.bits(key, shape)
-        c = count.astype(jnp.uint32)
-        k = (((bits >> 16) * c + (((bits & 0xFFFF) * c) >> 16)) >> 16).astype(jnp.int32)
+        k = _lemire_index(prng.bits(key, shape), count)
     else:
         k = jax.random.randint(key, shape, 0, count, dtype=jnp.int32)
     # the index of the (k + 1)-th legal entry: the first position where the running count passes k
     return jnp.argmax(jnp.cumsum(mask, axis=-1, dtype=jnp.int32) > k[..., None], axis=-1).astype(jnp.int32)
+
+
+_UNROLLED_MASK = 64  # masks of at most this many actions take `_masked_uniform_unrolled`
+
+
+def _lemire_index(bits, count) -> jax.Array:
+    """int32 ``floor(bits * count / 2**32)`` in 32-bit arithmetic (two 16-bit halves), for ``count``
+    at most ``2**16``: `_masked_uniform`'s index of the legal action among ``count``."""
+    c = count.astype(jnp.uint32)
+    return (((bits >> 16) * c + (((bits & 0xFFFF) * c) >> 16)) >> 16).astype(jnp.int32)
+
+
+def _masked_uniform_unrolled(key, shape, mask) -> jax.Array:
+    """`_masked_uniform`'s draw, the same values, for a short last axis (at most `_UNROLLED_MASK`):
+    the legal count and the running count are sums written out column by column, and the action
+    is the number of positions whose running count has not passed ``k`` (the first that passes it:
+    the running count never falls). Elementwise operations that fuse into one loop over the batch,
+    where the general form's ``cumsum``, ``sum`` and ``argmax`` are reductions XLA:CPU runs one by
+    one: 3-10x faster for 4-64 actions at 4,096 rows, and Tic-Tac-Toe's random-policy steps/s 1.8x."""
+    n = mask.shape[-1]
+    columns = [mask[..., j].astype(jnp.int32) for j in range(n)]
+    count = functools.reduce(jnp.add, columns)
+    empty = count == 0  # no legal entry: uniform over all n, as if every entry were legal
+    k = _lemire_index(prng.bits(key, shape), jnp.where(empty, n, count))
+    running, index = jnp.zeros_like(k), jnp.zeros_like(k)
+    for column in columns:
+        running = running + jnp.where(empty, 1, column)
+        index = index + (running <= k).astype(jnp.int32)
+    return index
 
 
 class Discrete(Space):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxenvs
 from jaxenvs import spaces
@@ -27,6 +28,21 @@ def test_masked_draw_is_the_exact_multiply_shift_of_one_word():
     want = [np.flatnonzero(row)[i] for row, i in zip(legal, k)]
     np.testing.assert_array_equal(draws, want)
     assert draws[1] == 8 and legal[np.arange(5000), draws].all()
+
+
+@pytest.mark.parametrize("n", [1, 2, 64, 65, 300])
+def test_both_forms_of_the_draw_are_the_multiply_shift(n):
+    """Up to 64 actions the draw is written out column by column, above it it is a cumsum and an
+    argmax: both give the exact multiply-shift index of the legal action, rows with none included."""
+    space = spaces.Discrete(n)
+    mask = np.random.default_rng(n).random((700, n)) < 0.3
+    mask[:2] = [[False] * n, [False] * (n - 1) + [True]]
+    key = jax.random.key(n)
+    draws = np.asarray(jax.jit(lambda k, m: space.sample(k, (700,), mask=m))(key, mask))
+    bits = np.asarray(jax.random.bits(key, (700,), jnp.uint32)).astype(np.uint64)
+    legal = np.where(mask.any(axis=1, keepdims=True), mask, True)
+    k = (bits * legal.sum(axis=1).astype(np.uint64)) >> np.uint64(32)
+    np.testing.assert_array_equal(draws, [np.flatnonzero(row)[i] for row, i in zip(legal, k)])
 
 
 def test_extreme_words_stay_in_range():
