@@ -256,7 +256,6 @@ class OpCost:
 CONTAINERS = ("while", "conditional", "call", "async-start", "async-done")  # their time is their bodies
 
 
-
 def _instructions(hlo_text: str) -> dict[str, tuple[str, str]]:
     """``{instruction name: (output shape, source op_name)}`` of a compiled program's HLO text,
     without the instructions whose time is that of the instructions they hold (`CONTAINERS`)."""
@@ -307,8 +306,8 @@ def op_costs(compiled, call: Callable[[], Any], calls: int = 3) -> list[OpCost]:
         if not traces:
             raise RuntimeError(f"JAX's profiler wrote no trace into {folder}")
         events = json.loads(gzip.open(traces[-1]).read()).get("traceEvents", [])
-    runs = sorted((float(e.get("ts", 0.0)), float(e.get("dur", 0.0)), e.get("tid"), e["name"]) for e in events
-                  if e.get("ph") == "X" and e.get("name") in known)
+    runs = sorted(((float(e.get("ts", 0.0)), float(e.get("dur", 0.0)), e.get("tid"), e["name"]) for e in events
+                   if e.get("ph") == "X" and e.get("name") in known), key=lambda run: (run[0], -run[1]))  # by start, the outer first
     total: dict[str, float] = {}
     count: dict[str, int] = {}
     open_until: dict[tuple, float] = {}  # (thread, name) -> when its outermost open event ends

@@ -165,6 +165,9 @@ def _uniform_below(key, shape, n) -> jax.Array:
     return jax.random.randint(key, shape, 0, jnp.asarray(n, jnp.int32), dtype=jnp.int32)
 
 
+_UNROLLED_MASK = 64  # masks of at most this many actions take `_masked_uniform_unrolled`
+
+
 def _masked_uniform(key, shape, mask) -> jax.Array:
     """int32 array of ``shape``: uniform among the true entries of ``mask[..., :]`` (bool, shape
     ``shape + (n,)``), uniform on ``{0, ..., n - 1}`` where a row has none.
@@ -187,9 +190,6 @@ def _masked_uniform(key, shape, mask) -> jax.Array:
         k = jax.random.randint(key, shape, 0, count, dtype=jnp.int32)
     # the index of the (k + 1)-th legal entry: the first position where the running count passes k
     return jnp.argmax(jnp.cumsum(mask, axis=-1, dtype=jnp.int32) > k[..., None], axis=-1).astype(jnp.int32)
-
-
-_UNROLLED_MASK = 64  # masks of at most this many actions take `_masked_uniform_unrolled`
 
 
 def _lemire_index(bits, count) -> jax.Array:
