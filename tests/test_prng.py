@@ -87,6 +87,30 @@ def test_uniform_equals_jax_random_uniform(key, shape, low, high):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("key", KEYS.values(), ids=KEYS.keys())
+@pytest.mark.parametrize("shape", [(), (3,), (64, 64), (50, 64)])
+def test_normal_equals_jax_random_normal_in_and_out_of_jit(key, shape):
+    """The orthogonal initialiser's draw (`train.networks`): the same values as jax.random.normal,
+    eagerly and inside one compiled program (where only the fused form has no Threefry loop)."""
+    want = jax.random.normal(key, shape, jnp.float32)
+    for got in (prng.normal(key, shape), jax.jit(lambda k: prng.normal(k, shape))(key)):
+        assert got.dtype == want.dtype == jnp.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    fused = not jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or str(jax.random.key_impl(key)) == "threefry2x32"
+    # the fused form has no jax.random primitive at any depth (jax.random.normal nests its own in a jit)
+    assert bool(_rng_primitives_nested(jax.make_jaxpr(lambda k: prng.normal(k, shape))(key).jaxpr)) != fused
+
+
+def _rng_primitives_nested(jaxpr) -> set:
+    found = JAX_RNG & {str(e.primitive) for e in jaxpr.eqns}
+    for e in jaxpr.eqns:
+        for p in e.params.values():
+            inner = getattr(p, "jaxpr", None)
+            if inner is not None:
+                found |= _rng_primitives_nested(getattr(inner, "jaxpr", inner))
+    return found
+
+
 SEEDS = (0, 1, 7, 12345, 2**31 - 1, 2**31, 2**32 - 1)
 
 

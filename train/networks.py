@@ -11,6 +11,7 @@ clipped mean.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -92,22 +93,32 @@ def orthogonal(scale: float = 1.0):
     def init(key, shape, dtype=jnp.float32):
         if len(shape) != 2:
             raise ValueError(f"orthogonal: a 2-d kernel shape is needed, got {shape}")
-        rows, cols = shape
-        transpose = rows < cols
-        m, k = (cols, rows) if transpose else (rows, cols)
-        a = jax.random.normal(key, (m, k), jnp.float32)
-
-        def column(j, q):
-            v = a[:, j]
-            for _ in range(2):  # classical Gram-Schmidt, twice ("CGS2")
-                v = v - q @ (q.T @ v)
-            return q.at[:, j].set(v / jnp.linalg.norm(v))
-
-        q = jax.lax.fori_loop(0, k, column, jnp.zeros((m, k), jnp.float32))
-        q = q.T if transpose else q
-        return (scale * q).astype(dtype)
+        return _orthogonal(key, tuple(int(n) for n in shape), jnp.dtype(dtype), float(scale))
 
     return init
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3), inline=True)
+def _orthogonal(key, shape, dtype, scale):
+    """`orthogonal`'s draw, as one jitted function of its static shape, dtype and scale: flax checks
+    every parameter's shape on every ``apply`` by tracing its initialiser (``jax.eval_shape``), and
+    the trace of a jitted function is cached, so a program that applies the network several times
+    traces the Gram-Schmidt loop once per kernel shape instead of once per kernel and apply (its
+    values are the same: XLA inlines the call)."""
+    rows, cols = shape
+    transpose = rows < cols
+    m, k = (cols, rows) if transpose else (rows, cols)
+    a = prng.normal(key, (m, k))
+
+    def column(j, q):
+        v = a[:, j]
+        for _ in range(2):  # classical Gram-Schmidt, twice ("CGS2")
+            v = v - q @ (q.T @ v)
+        return q.at[:, j].set(v / jnp.linalg.norm(v))
+
+    q = jax.lax.fori_loop(0, k, column, jnp.zeros((m, k), jnp.float32))
+    q = q.T if transpose else q
+    return (scale * q).astype(dtype)
 
 
 class _MLP(nn.Module):
