@@ -1,7 +1,9 @@
-"""train/plotting.py: the trainer's policy GIF carries the legend that ``jaxenvs play`` draws."""
+"""train/plotting.py: the trainer's policy GIF carries the legend that ``jaxenvs play`` draws; the
+learning curve is the same file whether a helper process (train/curve_drawing.py) draws it or this one."""
 
 import jax
 import numpy as np
+import pytest
 
 import jaxenvs
 from jaxenvs.rendering import render_frames
@@ -128,3 +130,69 @@ def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
     assert scales["length / optimal length (evaluation) (log scale)"] == "log"
     assert scales["mean episodic return (training)"] == "linear"
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+# ---- the learning curve drawn by a helper process (train.curve_drawing) ---------------------------
+
+def _figure():
+    from jaxenvs.train.plotting import curve_figure
+
+    steps = np.array([100, 200, 300])
+    ret = np.array([[1.0, np.nan], [0.5, 1.0], [1.0, 0.0]])
+    length = np.array([[300.0, 250.0], [9.0, 12.0], [4.0, 3.0]])
+    progress = [{"env_steps": s, "success_rate": [0.1 * i, 0.2 * i], "length_ratio": [76.0 / (i + 1)] * 2}
+                for i, s in enumerate(steps)]
+    return curve_figure(steps, ret, length, "GridWorld-v0", progress=progress, env_id="GridWorld-v0")
+
+
+def test_the_helper_process_draws_the_same_png_as_this_process(tmp_path):
+    """``jaxenvs-train`` draws its learning curve in a helper process that imported matplotlib while
+    the run started; the file is the one this process draws from the same figure, byte for byte."""
+    from jaxenvs.train.curve_drawing import CurveProcess, draw_learning_curve
+
+    figure = _figure()
+    helper = CurveProcess.start()
+    drawing = helper.draw(figure, tmp_path / "helper.png")
+    assert drawing.result() == tmp_path / "helper.png" and drawing.duration > 0
+    assert helper.proc.returncode == 0
+    draw_learning_curve(figure, tmp_path / "here.png")
+    assert (tmp_path / "helper.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+    with pytest.raises(RuntimeError, match="one figure"):
+        helper.draw(figure, tmp_path / "again.png")
+
+
+def test_the_helper_imports_no_jax_runs_at_a_lower_priority_and_ends_when_its_input_closes():
+    import os
+    import subprocess
+    import sys
+
+    from jaxenvs.train import curve_drawing
+
+    boot = curve_drawing._BOOT.replace("m.serve()", "m.serve(); print(sorted(n for n in ('jax', 'jaxenvs', 'flax') if n in sys.modules), 'matplotlib.pyplot' in sys.modules, os.nice(0) if hasattr(os, 'nice') else None)")
+    out = subprocess.run([sys.executable, "-c", boot, curve_drawing.__file__], input=b"", capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    modules, pyplot, nice = out.stdout.decode().split()
+    assert modules == "[]" and pyplot == "True"
+    assert nice == "None" or int(nice) == min(19, os.nice(0) + curve_drawing.NICE)  # below this process's priority
+
+
+def test_an_unused_helper_is_ended_and_a_dead_one_is_replaced_by_drawing_here(tmp_path, capsys):
+    from jaxenvs.train.curve_drawing import CurveProcess, draw_learning_curve
+
+    unused = CurveProcess.start()
+    unused.close()
+    assert unused.proc.returncode is not None  # killed (or ended): nothing left running
+    figure = _figure()
+    dead = CurveProcess.start()
+    dead.proc.kill()
+    dead.proc.wait()
+    assert dead.draw(figure, tmp_path / "curve.png").result() == tmp_path / "curve.png"
+    assert "the learning-curve process failed" in capsys.readouterr().err
+    draw_learning_curve(figure, tmp_path / "here.png")
+    assert (tmp_path / "curve.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    # a figure the helper cannot write is drawn here too, and fails here the same way (a missing folder)
+    failing = CurveProcess.start()
+    with pytest.raises(FileNotFoundError):
+        failing.draw(figure, tmp_path / "no" / "such" / "curve.png").result()
+    assert "No such file or directory" in capsys.readouterr().err

@@ -68,6 +68,7 @@ def test_startup_json_structure(quick_run):
         else:
             assert {"init", "chunk"} <= set(store["compiled"]) and store["loaded"] == [], store
             assert counts["compile"] >= 2 and med["jax"]["seconds"]["compile_s"] > 0, counts
+        assert run["learning_curve_drawn_in"] == "a helper process"  # the command, not an in-process call
         assert result["per_env"]["GridWorld-v0"][kind] == med  # the main job is the first (only) env's
         assert sum(med["phases_s"].values()) <= med["trainer_wall_s"] + 0.05 * len(med["phases_s"])
         assert any("wall time" in text for _, text in job["lines_of_first_run"])

@@ -71,6 +71,11 @@ _STARTED = time.perf_counter()  # the command's wall time is measured from here 
 
 def main(argv=None) -> int:
     """``jaxenvs-train``'s entry point (see the module docstring)."""
+    curve = None
+    if argv is None:  # the command owns the process: matplotlib is imported by a helper, from now on
+        from .curve_drawing import CurveProcess
+
+        curve = CurveProcess.start()
     from .xla import use_safe_cpu_scheduler
 
     use_safe_cpu_scheduler()  # the command owns its process: XLA:CPU's safe scheduler (train.xla) costs nothing
@@ -80,11 +85,13 @@ def main(argv=None) -> int:
         for module in ("flax", "optax"):
             require(module, extra="train", purpose="jaxenvs-train")
     except MissingExtraError as e:
+        if curve is not None:
+            curve.close()
         print(f"jaxenvs-train: error: {e}", file=sys.stderr)
         return 2
     from .command import main as run_command  # imported here, so the imports count in the wall time
 
-    code = run_command(argv, started=_STARTED if argv is None else None)  # in-process calls: from now
+    code = run_command(argv, started=_STARTED if argv is None else None, curve=curve)  # in-process calls: from now
     if argv is None:  # the command owns the process
         from .phases import Background
 

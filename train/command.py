@@ -28,9 +28,18 @@ from .xla import CompileLog, enable_compilation_cache
 __all__ = ["main"]
 
 
-def main(argv=None, started: float | None = None) -> int:
+def main(argv=None, started: float | None = None, curve=None) -> int:
     """Run ``jaxenvs-train`` with ``argv``; ``started``: ``time.perf_counter()`` when the command began
-    (its wall time is counted from there)."""
+    (its wall time is counted from there); ``curve``: the `train.curve_drawing.CurveProcess` that
+    draws the learning curve (None: drawn in this process), ended when the command ends."""
+    try:
+        return _main(argv, started, curve)
+    finally:
+        if curve is not None:
+            curve.close()
+
+
+def _main(argv, started, curve) -> int:
     started = time.perf_counter() if started is None else started
     imported = time.perf_counter()
     args = parse_args(argv)  # argparse's own errors exit 2
@@ -43,6 +52,7 @@ def main(argv=None, started: float | None = None) -> int:
     cache = enable_compilation_cache()
     main_process = is_main_process()
     run = Run(args, Say(main_process), main_process)
+    run.curve = curve
     run.compile_log = CompileLog().start()
     run.cache_dir = cache
     in_main_thread = threading.current_thread() is threading.main_thread()  # where Python runs signal handlers
@@ -133,10 +143,11 @@ def _run(run: Run, started: float, imported: float) -> int:
 
 def _prefetch_plotting(run: Run) -> None:
     """Import matplotlib in the background while the run starts (process 0 draws the learning
-    curve at the end; the import is about a second of Python that would otherwise come then).
-    Started once the training program is traced: an import beside the tracing (both Python, taking
-    turns on the GIL) slowed the tracing, and with it the start of the training program's compile."""
-    if run.main_process:
+    curve at the end; the import is about a second of Python that would otherwise come then), unless
+    a helper process draws it (`train.curve_drawing`). Started once the training program is traced:
+    an import beside the tracing (both Python, taking turns on the GIL) slowed the tracing, and with
+    it the start of the training program's compile."""
+    if run.main_process and run.curve is None:
         from .phases import Background
         from .plotting import prefetch_matplotlib
 

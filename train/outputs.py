@@ -41,24 +41,31 @@ def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict
 class RunOutputs:
     """`train.run.Run`'s outputs (it holds the state these methods read)."""
 
-    def warm_up_outputs(self) -> None:
+    def warm_up_evaluation(self) -> None:
         """While the training program compiles in the background: compile the programs of the
-        final evaluation (by running it once on the untrained policy, results dropped) and of the
-        GIF (compiled only), so after training they only run. On this 2-core CPU the compiles share the
-        cores; on a busy machine nothing is lost but the runs themselves (a few ms). Skipped on a
-        warm start (`train.run.Run.loaded_whole`): the earlier run that stored the training
-        programs stored these too, and loading one where it is first used takes a few ms."""
+        final evaluation, by running it once on the untrained policy (results dropped), so after
+        training they only run. Skipped on a warm start (`train.run.Run.loaded_whole`): the earlier
+        run that stored the training programs stored these too, and loading one where it is first
+        used takes a few ms."""
         from .evaluate import evaluate
+
+        if not self.args.no_eval:
+            with self.say.phase("compiling the evaluation programs", "evaluation warm-up"):
+                evaluate(self.trainer, to_host(self.runner.params))
+
+    def start_gif_compile(self) -> None:
+        """Compile the GIF's programs in the background while the training runs (`finish` waits
+        for them). Not beside the training program's compile: that one already keeps two cores
+        busy until it ends, while the training leaves one free (XLA:CPU runs a small batch's
+        program on one thread)."""
+        from .phases import Background
         from .plotting import compile_gif_programs
 
-        if self.args.no_eval and self.args.no_gif:
+        if self.args.no_gif:
             return
-        with self.say.phase("compiling the evaluation and GIF programs", "evaluation warm-up"):
-            params = to_host(self.runner.params)
-            if not self.args.no_eval:
-                evaluate(self.trainer, params)
-            if not self.args.no_gif:
-                compile_gif_programs(self.trainer, jax.tree.map(lambda x: x[0], params), key_on_host(self.settings.seed))
+        params0 = jax.tree.map(lambda x: x[0], to_host(self.runner.params))
+        key = key_on_host(self.settings.seed)
+        self.gif_job = Background(lambda: compile_gif_programs(self.trainer, params0, key), "jaxenvs-compile")
 
     def finish(self) -> None:
         config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
@@ -67,7 +74,7 @@ class RunOutputs:
         if not self.main_process:
             return
         from .evaluate import evaluate, format_table, solved_hint, what_is_counted
-        from .plotting import plot_learning_curve, policy_gif
+        from .plotting import curve_figure, plot_learning_curve, policy_gif
 
         params = to_host(self.runner.params)  # replicated: this process's own copy
         result = None
@@ -76,18 +83,20 @@ class RunOutputs:
                 result = evaluate(trainer, params)
             self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
 
-        def plot():  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
-            return plot_learning_curve(
-                self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"),
-                run_dir / "learning_curve.png", config.env_id, progress=self.log.progress, env_id=config.env_id,
-                training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves},
-            )
-
-        plotting = Background(plot, "jaxenvs-plot")
+        curve_path = run_dir / "learning_curve.png"
+        data = (self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"))
+        kwargs = dict(progress=self.log.progress, env_id=config.env_id,
+                      training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves})
+        if self.curve is not None:  # drawn by the helper process (train.curve_drawing) beside the GIF's work
+            plotting = self.curve.draw(curve_figure(*data, config.env_id, **kwargs), curve_path)
+        else:  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
+            plotting = Background(lambda: plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
         say("plotting learning_curve.png (in the background) ...")
         gif, gif_note = None, "(not written: --no-gif)"
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
+                if self.gif_job is not None:  # compiled during the training (start_gif_compile)
+                    self.gif_job.result()
                 params0 = jax.tree.map(lambda x: x[0], params)
                 try:
                     gif = policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
@@ -132,6 +141,7 @@ class RunOutputs:
             "jax": self.compile_log.summary() if self.compile_log is not None else None,
             "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
             "executables": _store_summary(),
+            "learning_curve_drawn_in": "this process" if self.curve is None else "a helper process",
             "env_id": self.config.env_id, "algo": self.config.ALGO,
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
                         "backend": jax.default_backend(), "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None},

@@ -14,58 +14,23 @@ import jaxenvs
 from jaxenvs._cache import StoredJit
 from jaxenvs.rendering.io import save_gif
 from jaxenvs.rollout import rollout
+from .curve_drawing import draw_learning_curve, log_axis, nan_fill_forward
 
-__all__ = ["plot_learning_curve", "curve_panels", "policy_gif", "gif_frames"]
-
-
-def _nan_fill_forward(x: np.ndarray) -> np.ndarray:
-    """Carry the last finite value forward along axis 0 (updates in which no episode ended)."""
-    x = np.array(x, np.float64)
-    for i in range(1, len(x)):
-        x[i] = np.where(np.isfinite(x[i]), x[i], x[i - 1])
-    return x
-
-
-def _panel(ax, env_steps, values, label: str, num_seeds: int, legend: bool = True):
-    """Mean over seeds as a line; with several seeds, one labelled min-max band."""
-    v = _nan_fill_forward(values)
-    with warnings.catch_warnings():  # updates before any episode ended are all-NaN: left blank
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean, low, high = np.nanmean(v, axis=1), np.nanmin(v, axis=1), np.nanmax(v, axis=1)
-    ax.plot(env_steps, mean, lw=1.5, marker="o" if len(env_steps) <= 30 else None, ms=3,
-            label="mean over seeds" if num_seeds > 1 else None)
-    if num_seeds > 1:
-        ax.fill_between(env_steps, low, high, alpha=0.25, lw=0, label=f"min-max over {num_seeds} seeds")
-        if legend:  # one legend for the figure: every panel draws seeds the same way
-            ax.legend(loc="best", fontsize=7)
-    ax.set_ylabel(label)
-    return mean, low, high
-
-
-LOG_RANGE = 20.0  # a panel whose positive values span this factor or more gets a log y axis
-
-
-def _log_axis(values, unit_range: bool = False) -> bool:
-    """Whether a panel's values are drawn on a log y axis: all finite ones are > 0 and the largest is
-    at least `LOG_RANGE` times the smallest (an untrained GridWorld's length ratio of 76 next to the
-    trained 1.05 would flatten the rest of the curve on a linear axis)."""
-    v = np.asarray(values, np.float64)
-    v = v[np.isfinite(v)]
-    return bool(not unit_range and v.size and v.min() > 0 and v.max() >= LOG_RANGE * v.min())
+__all__ = ["plot_learning_curve", "curve_figure", "curve_panels", "policy_gif", "gif_frames"]
 
 
 def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None = None, training=None) -> list[dict]:
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
     progress measures of the environment first, from the evaluations after every chunk, then its
     per-update ``training`` metrics, then the mean episodic return and length of the training
-    episodes); ``"log"``: whether the panel's y axis is logarithmic (`_log_axis`)."""
+    episodes); ``"log"``: whether the panel's y axis is logarithmic (`train.curve_drawing.log_axis`)."""
     panels = []
     for name, x, values, unit_range, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
-        v = _nan_fill_forward(values)
+        v = nan_fill_forward(values)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             panels.append(dict(label=name, x=np.asarray(x), mean=np.nanmean(v, axis=1), low=np.nanmin(v, axis=1),
-                               high=np.nanmax(v, axis=1), values=v, log=_log_axis(values, unit_range)))
+                               high=np.nanmax(v, axis=1), values=v, log=log_axis(values, unit_range)))
     return panels
 
 
@@ -133,6 +98,22 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
     return out, notes
 
 
+def curve_figure(env_steps, returns, lengths, title: str = "", progress=None, env_id: str | None = None,
+                 training: dict | None = None) -> dict:
+    """What `plot_learning_curve` draws, as plain data (`train.curve_drawing`'s figure): its series,
+    notes, solved bars, seed count, title and x range."""
+    series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
+    return dict(
+        series=[(label, np.asarray(x), np.asarray(values, np.float64), bool(unit_range), name)
+                for label, x, values, unit_range, name in series],
+        notes=notes,
+        bars=solved_bars(env_id or title or None),
+        num_seeds=int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1,
+        title=title,
+        xmax=float(np.max(env_steps)) * 1.03 if len(env_steps) else 1,
+    )
+
+
 def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None,
                         env_id: str | None = None, training: dict | None = None) -> Path:
     """Save the learning curve: one panel per progress measure of the environment (``progress``:
@@ -144,55 +125,12 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
     line is the mean over seeds, with one labelled min-max band when there are several seeds.
-    The file is written atomically.
+    The file is written atomically. (`curve_figure` and `train.curve_drawing.draw_learning_curve`
+    are its two halves: ``jaxenvs-train`` runs the second in a helper process.)
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import EngFormatter, MaxNLocator
-
-    from .checkpoint import atomic_write
-
-    series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
-    bars = solved_bars(env_id or title or None)
-    num_seeds = int(np.shape(returns)[1]) if np.ndim(returns) == 2 else 1
-    # a grid of at most COLUMNS panels a row: readable on a screen and in the gallery
-    cols = min(len(series), COLUMNS)
-    rows = -(-len(series) // cols)
-    width = max(4.2 * cols, 6.4)  # wide enough for the notes under a single panel
-    fig, axes = plt.subplots(rows, cols, figsize=(width, 3.4 * rows + 0.3 + 0.2 * len(notes)), squeeze=False)
-    for ax in axes.reshape(-1)[len(series):]:
-        ax.set_visible(False)
-    for i, (ax, (label, x, values, unit_range, name)) in enumerate(zip(axes.reshape(-1), series)):
-        _panel(ax, x, values, label, num_seeds, legend=i == 0)
-        if name in bars:  # the solved criterion's bar on this metric
-            op, level = bars[name]
-            ax.axhline(level, color="tab:green", linestyle="--", linewidth=1.2, label=f"solved: {op} {level:g}")
-            ax.legend(fontsize=7, loc="best")
-        ax.set_xlabel("env steps (per seed)")
-        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
-        ax.xaxis.set_major_locator(MaxNLocator(5))
-        ax.set_xlim(0, float(np.max(env_steps)) * 1.03 if len(env_steps) else 1)  # one x range on every panel
-        ax.grid(alpha=0.3)
-        if unit_range:
-            ax.set_ylim(-0.03, 1.03)
-        elif _log_axis(values):
-            ax.set_yscale("log")
-            ax.set_ylabel(f"{label} (log scale)")
-    seeds = f"{num_seeds} seed" + ("s: mean and min-max band" if num_seeds != 1 else "")
-    fig.suptitle(f"{title} ({seeds})" if title else seeds)
-    if notes:
-        fig.text(0.5, 0.01, "\n".join(notes), ha="center", va="bottom", fontsize=8, color="0.35")
-    fig.tight_layout(rect=(0, 0.055 * len(notes), 1, 1))
-    path = Path(path)
-    with atomic_write(path) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return path
+    return draw_learning_curve(curve_figure(env_steps, returns, lengths, title, progress, env_id, training), path)
 
 
-COLUMNS = 3  # panels per row of the learning curve
 
 _GIF_FNS: dict = {}
 _GIF_ENVS: dict = {}

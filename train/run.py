@@ -135,6 +135,8 @@ class Run(ChunkProgram, RunOutputs):
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
     store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
     loaded_whole: bool = False  # the init program came from the store: an earlier run stored this run's programs
+    curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
+    gif_job: object = None  # train.phases.Background compiling the GIF's programs during the training
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
@@ -275,9 +277,12 @@ class Run(ChunkProgram, RunOutputs):
             if self.main_process:
                 with say.phase("evaluating the untrained policy", "progress evaluation"):
                     self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
-        if self.chunk_job is not None and self.main_process and not self.loaded_whole:
-            self.warm_up_outputs()  # a warm start loads the output programs where they are first used
+        warm_up = self.chunk_job is not None and self.main_process and not self.loaded_whole
+        if warm_up:  # a warm start loads the output programs where they are first used
+            self.warm_up_evaluation()
         run_chunk = self.compile_chunks(plan)
+        if warm_up:
+            self.start_gif_compile()
         last_save = last_print = time.perf_counter()
         train_s = eval_s = 0.0
         for i, length in enumerate(plan):
