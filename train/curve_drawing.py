@@ -158,7 +158,6 @@ class CurveProcess:
 
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
-        self._lock = threading.Lock()
         self._sent = False
 
     @classmethod
@@ -175,18 +174,16 @@ class CurveProcess:
         """Send ``figure`` (from a thread: this one goes on); the returned object's ``result()``
         waits for the file and returns its path. Where the helper is gone or fails, ``result()``
         draws the figure in this process instead and warns (on standard error) why."""
-        with self._lock:
-            if self._sent:
-                raise RuntimeError("CurveProcess.draw: a helper draws one figure")
-            self._sent = True
+        if self._sent:
+            raise RuntimeError("CurveProcess.draw: a helper draws one figure")
+        self._sent = True
         return _Drawing(self.proc, figure, Path(path))
 
     def close(self) -> None:
         """End the helper unless it was given a figure (that one it finishes)."""
-        with self._lock:
-            if self._sent:
-                return
-            self._sent = True
+        if self._sent:
+            return
+        self._sent = True
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.communicate()

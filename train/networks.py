@@ -103,8 +103,8 @@ def _orthogonal(key, shape, dtype, scale):
     """`orthogonal`'s draw, as one jitted function of its static shape, dtype and scale: flax checks
     every parameter's shape on every ``apply`` by tracing its initialiser (``jax.eval_shape``), and
     the trace of a jitted function is cached, so a program that applies the network several times
-    traces the Gram-Schmidt loop once per kernel shape instead of once per kernel and apply (its
-    values are the same: XLA inlines the call)."""
+    traces the Gram-Schmidt loop once per kernel shape instead of once per kernel and apply (the
+    cached trace is inlined into the calling program's, so its values are the same)."""
     rows, cols = shape
     transpose = rows < cols
     m, k = (cols, rows) if transpose else (rows, cols)
