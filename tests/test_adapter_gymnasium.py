@@ -194,6 +194,18 @@ def test_large_seeds_give_distinct_keys():
         seed_to_key(-1)
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_bad_reset_seeds_name_our_call(seed):
+    # refused before Gymnasium's own seeding sees them, with the call that was given the seed named
+    with pytest.raises(ValueError, match=r"^GymnasiumEnv\.reset\(seed=\.\.\.\): a seed must be a non-negative integer"):
+        GymnasiumEnv("GridWorld-v0").reset(seed=seed)
+    vec = GymnasiumVectorEnv("GridWorld-v0", 2)
+    with pytest.raises(ValueError, match=r"^GymnasiumVectorEnv\.reset\(seed=.*a seed must be a non-negative integer"):
+        vec.reset(seed=seed)
+    with pytest.raises(ValueError, match=r"^GymnasiumVectorEnv\.reset\(seed=\[\.\.\.\]\): .* got -1$"):
+        vec.reset(seed=[0, -1])
+
+
 def test_bad_actions_name_the_action_space():
     env = GymnasiumEnv("GridWorld-v0")
     env.reset(seed=0)

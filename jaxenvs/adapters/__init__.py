@@ -51,10 +51,15 @@ __all__ = [
 _U32 = 2**32
 
 
-def check_seed(seed: Any) -> int:
-    """``seed`` as a Python int; ValueError unless it is a non-negative integer."""
+def check_seed(seed: Any, where: str = "") -> int:
+    """``seed`` as a Python int; ValueError unless it is a non-negative integer.
+
+    ``where`` names the call that passed it (``"GymnasiumEnv.reset(seed=...)"``), so the message says
+    which of our calls was given the bad seed rather than surfacing Gymnasium's own words.
+    """
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"a seed must be a non-negative integer, got {seed!r}")
+        prefix = f"{where}: " if where else ""
+        raise ValueError(f"{prefix}a seed must be a non-negative integer (or None for a fresh one), got {seed!r}")
     return int(seed)
 
 

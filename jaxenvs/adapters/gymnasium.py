@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from jaxenvs import registration
-from jaxenvs.adapters import Runner, reset_keys, resolve_env, seed_to_key
+from jaxenvs.adapters import Runner, check_seed, reset_keys, resolve_env, seed_to_key
 from jaxenvs.adapters.host import (  # noqa: F401  (also importable from here, as before)
     ActionMasks,
     HumanWindow,
@@ -181,6 +181,8 @@ class GymnasiumEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         _check_open(self, "reset")
+        if seed is not None:
+            seed = check_seed(seed, f"{type(self).__name__}.reset(seed=...)")
         super().reset(seed=seed)
         if seed is not None:
             key = seed_to_key(seed)
@@ -353,14 +355,22 @@ class GymnasiumVectorEnv(VectorEnv):
 
     def reset(self, *, seed: int | list | None = None, options: dict | None = None):
         _check_open(self, "reset")
-        super().reset(seed=seed if isinstance(seed, (int, np.integer)) else None)
         n = self.num_envs
+        single = isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_))
+        if single:
+            seed = check_seed(seed, f"{type(self).__name__}.reset(seed=...)")
+        super().reset(seed=seed if single else None)
         if seed is None:
             seeds = [None] * n
-        elif isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        elif single:
             seeds = [int(seed) + i for i in range(n)]
+        elif not isinstance(seed, (list, tuple, np.ndarray)):
+            raise ValueError(
+                f"{type(self).__name__}.reset(seed=...): a seed must be a non-negative integer, a list of "
+                f"{n} of them (one per copy) or None, got {seed!r}"
+            )
         else:
-            seeds = list(seed)
+            seeds = [None if s is None else check_seed(s, f"{type(self).__name__}.reset(seed=[...])") for s in seed]
             if len(seeds) != n:
                 raise ValueError(f"reset(seed=...) got {len(seeds)} seeds for num_envs={n}")
         keys = reset_keys(self._keys, seeds, lambda size: self.np_random.integers(2**32, size=size))
