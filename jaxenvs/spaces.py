@@ -473,6 +473,12 @@ class Dict(Space):
     def __init__(self, spaces: Mapping[str, Space]):
         if not isinstance(spaces, Mapping) or not spaces:
             raise ValueError("Dict needs a non-empty mapping of names to spaces")
+        names = [k for k in spaces if not isinstance(k, str)]
+        if names:
+            raise TypeError(
+                f"Dict keys must be strings (the sub-spaces' names, sorted as JAX sorts a dict), got "
+                f"{names[0]!r} ({type(names[0]).__name__}) among {list(spaces)!r}"
+            )
         for k, s in spaces.items():
             if not isinstance(s, Space):
                 raise TypeError(f"Dict entry {k!r} is {type(s).__name__}, not a jaxenvs Space")

@@ -310,6 +310,7 @@ def test_from_gymnasium_maps_dtypes_to_supported_ones():
         (lambda: S.MultiBinary(0), ValueError, "positive sizes"),
         (lambda: S.Dict({}), ValueError, "non-empty mapping"),
         (lambda: S.Dict({"a": gs.Discrete(2)}), TypeError, "'a' is Discrete, not a jaxenvs Space"),
+        (lambda: S.Dict({"a": S.Discrete(2), 1: S.Discrete(3)}), TypeError, r"keys must be strings .* got 1 \(int\) among \['a', 1\]"),
         (lambda: S.Tuple([]), ValueError, "at least one"),
         (lambda: S.Tuple([S.Discrete(2), 3]), TypeError, "entry 1 is int"),
     ],
