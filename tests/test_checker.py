@@ -868,3 +868,11 @@ def test_every_rule_has_a_test_here():
     # 'scan' guards failures that only a lax.scan raises; every such failure known to us is caught
     # earlier (dtype-stable, shape-stable, structure-stable, vmap).
     assert untested == ["scan"]
+
+
+def test_a_gymnasium_env_is_refused_with_the_checker_that_fits_it():
+    gymnasium = pytest.importorskip("gymnasium")
+    with pytest.raises(TypeError, match=r"got gymnasium\.\S+TimeLimit, a gymnasium env\. Check it with "
+                       r"gymnasium\.utils\.env_checker\.check_env, or compare a jaxenvs port with it: "
+                       r"jaxenvs\.testing\.verify_port"):
+        check_env(gymnasium.make("CartPole-v1"))

@@ -35,6 +35,27 @@ __all__ = ["check_env", "EnvCheckError", "CheckReport", "Rule", "RULEBOOK", "RUL
 __doc__ = (__doc__ or "") + "\nThe rules:\n\n" + rules_table() + "\n"
 
 
+_HOST_ENV_CHECKERS = {
+    "gymnasium": "gymnasium.utils.env_checker.check_env",
+    "gym": "gymnasium.utils.env_checker.check_env",
+    "pettingzoo": "pettingzoo.test.api_test",
+}
+
+
+def _refuse_host_env(env) -> None:
+    """A Gymnasium or PettingZoo env (a stateful host object) is not a jaxenvs environment: say so
+    and name the checker that fits it, instead of failing on the first missing attribute."""
+    for cls in type(env).__mro__:
+        library = cls.__module__.split(".")[0]
+        if library in _HOST_ENV_CHECKERS:
+            raise TypeError(
+                f"check_env takes a jaxenvs Environment (pure reset(key, params) and step(key, state, action, "
+                f"params)); got {type(env).__module__}.{type(env).__qualname__}, a {library} env. Check it with "
+                f"{_HOST_ENV_CHECKERS[library]}, or compare a jaxenvs port with it: "
+                f"jaxenvs.testing.verify_port(port, reference=<this env or its id>)"
+            )
+
+
 def check_env(
     env,
     params: Any = None,
@@ -55,6 +76,7 @@ def check_env(
     The contract is about compiled programs (``jit``, ``retrace``, ``no-callbacks``), so the check
     runs with jit enabled even under `jax.disable_jit` or `JAX_DISABLE_JIT=1`.
     """
+    _refuse_host_env(env)
     if key is not None:
         check_key(key, "check_env")
     skip = tuple(skip)
