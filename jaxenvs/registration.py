@@ -222,8 +222,9 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
 
 
 def pprint_registry(print_output: bool = True) -> str | None:
-    """List the registered ids grouped by namespace, with their traits (``jaxenvs list`` prints
-    this listing too); returns it as a string instead when ``print_output`` is False."""
+    """List the registered ids grouped by namespace, with their traits and, indented below each, one
+    line about the env (``jaxenvs list`` prints this listing too); returns it as a string instead
+    when ``print_output`` is False."""
     groups: dict[str, list[EnvSpec]] = {}
     load_lazy_namespaces()
     for s in registry.values():
@@ -233,19 +234,31 @@ def pprint_registry(print_output: bool = True) -> str | None:
         lines.append(f"===== {ns} =====")
         for s in sorted(groups[ns], key=lambda s: s.id):
             try:
-                traits = getattr(s.load(), "traits", None)  # a class attribute: no env is built
+                entry = s.load()
+                traits = getattr(entry, "traits", None)  # a class attribute: no env is built
             except ImportError as e:  # one entry point that cannot be loaded must not hide the others
-                traits = f"(cannot be loaded: {' '.join(str(e).split())})"
+                entry, traits = None, f"(cannot be loaded: {' '.join(str(e).split())})"
             if isinstance(traits, Traits):
                 t = f"agents={traits.num_agents} {traits.dynamics} {traits.chance} {traits.utility}"
             else:
                 t = traits if isinstance(traits, str) else ""
             lines.append(f"{s.id:<32} max_episode_steps={str(s.max_episode_steps):<5} {t}".rstrip())
+            about = _description(entry)
+            if about:
+                lines.append(f"    {about}")
     out = "\n".join(lines)
     if print_output:
         print(out)
         return None
     return out
+
+
+def _description(entry) -> str:
+    """One line about an entry point for listings: its ``description`` attribute where it has one (a
+    factory that stands for another library's class), else its docstring's first sentence."""
+    text = getattr(entry, "description", None) or (getattr(entry, "__doc__", None) or "")
+    text = " ".join(text.strip().split("\n\n")[0].split()).replace("``", "")
+    return text if len(text) <= 100 else text[:99].rstrip() + "…"
 
 
 def _number(x) -> str:

@@ -56,9 +56,14 @@ def test_list_through_console_script(run):
     assert p.returncode == 0, p.stderr
     jaxenvs.registration.load_lazy_namespaces()  # as `jaxenvs list` does
     assert p.stdout.strip() == jaxenvs.pprint_registry(print_output=False)  # one listing
-    lines = {line.split()[0]: line for line in p.stdout.strip().splitlines() if not line.startswith("=====")}
+    rows = p.stdout.strip().splitlines()
+    lines = {line.split()[0]: line for line in rows if not line.startswith(("=====", " "))}
     assert set(lines) == set(jaxenvs.registry)
     assert re.search(r"max_episode_steps=300\s+agents=1 simultaneous deterministic", lines["GridWorld-v0"])
+    about = {row.split()[0]: nxt for row, nxt in zip(rows, rows[1:]) if nxt.startswith("    ")}
+    assert about["GridWorld-v0"] == "    Reach the target on a square grid (Gymnasium's custom-environment tutorial)."
+    assert about["TicTacToe-v0"].endswith("(PettingZoo's tictactoe_v3).")  # no reST markup in a terminal
+    assert about["gymnax/CartPole-v1"] == "    gymnax: JAX implementation of CartPole-v1 OpenAI gym environment."
 
 
 def test_describe(run):

@@ -243,6 +243,7 @@ def test_pprint_registry(registry, capsys):
     assert grid[0].endswith("agents=1 simultaneous deterministic general_sum")  # traits, from the class
     assert "===== test =====" in lines
     assert lines[lines.index("===== test =====") + 1].split()[:2] == ["test/Line-v0", "max_episode_steps=7"]
+    assert lines[lines.index(grid[0]) + 1] == "    Reach the target on a square grid (Gymnasium's custom-environment tutorial)."
     assert jaxenvs.pprint_registry() is None
     assert capsys.readouterr().out.strip() == out
 

@@ -253,6 +253,12 @@ class _GymnaxEntryPoint:
             ) from e
         return GymnaxEnv(env)
 
+    @property
+    def description(self) -> str:
+        """gymnax's own first line for the class (its docstring), for ``jaxenvs list``."""
+        doc = " ".join((getattr(self.factory, "__doc__", None) or "").strip().split("\n\n")[0].split())
+        return f"gymnax: {doc}" if doc else f"gymnax's {self.gymnax_id}"
+
     def __repr__(self) -> str:
         return f"gymnax.make({self.gymnax_id!r})"
 
