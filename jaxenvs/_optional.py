@@ -19,8 +19,17 @@ class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message names the extra that brings it."""
 
 
+# extras that pull torch: a bare `pip install` of them takes torch's default wheel, several GB of CUDA
+# libraries; a CPU build first keeps a CPU-only machine's install small (the README's two steps)
+_TORCH_EXTRAS = ("sb3", "all")
+_CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+
+
 def install_hint(extra: str) -> str:
-    """The command that installs ``extra``: ``pip install "jaxenvs[extra]"``."""
+    """The command that installs ``extra``: ``pip install "jaxenvs[extra]"``, preceded by a CPU build of
+    torch for the extras that need torch (without it pip takes the default CUDA wheels, several GB)."""
+    if extra in _TORCH_EXTRAS:
+        return f'{_CPU_TORCH} && pip install "jaxenvs[{extra}]" (on a machine with a GPU, drop the first step)'
     return f'pip install "jaxenvs[{extra}]"'
 
 

@@ -77,6 +77,9 @@ def test_each_missing_optional_module_names_its_extra():
         assert kind == "MissingExtraError", (code, kind, message)
         assert f"needs '{blocked}" in message and "which is not installed" in message, (code, message)
         assert f'pip install "jaxenvs[{extra}]"' in message, (code, message)
+        # torch's default wheel is several GB of CUDA libraries: the sb3 hint installs a CPU build first
+        cpu_torch = "pip install torch --index-url https://download.pytorch.org/whl/cpu && pip install"
+        assert (cpu_torch in message) == (extra == "sb3"), (code, message)
     status, stderr = results[-1]
     assert status == 1 and stderr.count("\n") == 1, stderr
     assert stderr.startswith("jaxenvs: error: saving a GIF needs 'imageio") and 'pip install "jaxenvs[render]"' in stderr
