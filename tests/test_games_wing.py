@@ -62,6 +62,9 @@ def test_a_person_plays_tic_tac_toe_at_the_terminal(tmp_path):
     p = jaxenvs_cli(["play", "TicTacToe-v0", "--human"], tmp_path, stdin="4\n")
     assert p.returncode == 1 and "game stopped: input ended before the game did" in p.stderr
     assert "Traceback" not in p.stderr
+    # q gives the game up: asked for, so a plain line and exit status 0, no "error"
+    p = jaxenvs_cli(["play", "TicTacToe-v0", "--human"], tmp_path, stdin="4\nq\n")
+    assert p.returncode == 0 and "game stopped: the game was given up" in p.stdout and "error" not in p.stderr
     # human against human: both seats typed
     p = jaxenvs_cli(["play", "TicTacToe-v0", "--human", "--opponent", "human"], tmp_path, stdin="0\n1\n3\n2\n6\n")
     assert p.returncode == 0, p.stderr

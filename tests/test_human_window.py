@@ -12,7 +12,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.games import make_opponent, random_legal
-from jaxenvs.games.human import InputEnded, Terminal, play_game
+from jaxenvs.games.human import GameGivenUp, InputEnded, Terminal, play_game
 from jaxenvs.games.window import BoardWindow, open_screen
 
 pygame = pytest.importorskip("pygame")
@@ -98,10 +98,11 @@ def test_kuhn_poker_buttons_hide_the_other_card_and_closing_the_window_stops(dum
     returns = play_game(env, [None, random_legal], jax.random.key(2), write=lambda s: None, screen=window)
     assert returns.sum() == 0 and abs(returns[0]) in (1, 2)
     assert all(cards[1] == -2 for cards in frames[:-1])  # the other card hidden while betting
-    # closing the window in the middle of a game: InputEnded, as end of input at the terminal
+    # closing the window in the middle of a game: GameGivenUp (an InputEnded), as q at the terminal
     script(monkeypatch, window, lambda w: pygame.event.Event(pygame.QUIT))
-    with pytest.raises(InputEnded, match="the window was closed"):
+    with pytest.raises(GameGivenUp, match="the window was closed") as stopped:
         play_game(env, [None, random_legal], jax.random.key(3), write=lambda s: None, screen=window)
+    assert isinstance(stopped.value, InputEnded)  # callers catching InputEnded still see it
     window.close()
 
 
@@ -127,11 +128,12 @@ def test_the_command_line_plays_in_the_window(dummy, monkeypatch, capsys):
             centre_of(w, int(np.flatnonzero(w.legal)[0])))), real_open(self, env, params))[1])
     assert main(["play", "TicTacToe-v0", "--human", "--opponent", "human", "--render", "human"]) == 0
     assert "agent 0 (person) wins (return +1)" in capsys.readouterr().out
-    # the window closed mid-game: the exit status of end of input at the terminal
+    # the window closed mid-game: given up, as q at the terminal (a plain line, exit status 0)
     monkeypatch.setattr(BoardWindow, "open", lambda self, env, params=None: (
         script(monkeypatch, self, lambda w: pygame.event.Event(pygame.QUIT)), real_open(self, env, params))[1])
-    assert main(["play", "TicTacToe-v0", "--human", "--render", "human"]) == 1
-    assert "game stopped: the window was closed before the game ended" in capsys.readouterr().err
+    assert main(["play", "TicTacToe-v0", "--human", "--render", "human"]) == 0
+    captured = capsys.readouterr()
+    assert "game stopped: the window was closed before the game ended" in captured.out and not captured.err
 
 
 def test_without_a_display_the_terminal_with_one_line(monkeypatch, capsys):

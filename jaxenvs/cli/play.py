@@ -190,6 +190,10 @@ def _human_game(args, env, policy, label: str) -> None:
         key, k = jax.random.split(key)
         try:
             returns = human.play_game(env, seats, k, labels=labels, screen=screen)
+        except human.GameGivenUp as e:  # asked for: a plain line, not an error
+            screen.close()
+            print(f"game stopped: {e}")
+            return
         except human.InputEnded as e:
             screen.close()
             raise Failure(f"game stopped: {e}") from e

@@ -15,8 +15,10 @@ mean (the game's ``ACTION_NAMES``); the person types a move number, or a move's 
 ``bet``; a unique beginning such as ``b`` will do). Input that is neither, or a move that is not
 legal, is refused and asked again with the legal moves listed; ``q`` (or ``quit``) gives the game
 up. The moves of the policies and, at the end, the final board and the result are written.
-End of input (Ctrl-D, a closed pipe), ``q`` or closing the window stops the game: `InputEnded`;
-Ctrl-C raises KeyboardInterrupt as usual (the command line exits 130, no traceback).
+End of input (Ctrl-D, a closed pipe) stops the game: `InputEnded` (the command line's error, exit
+status 1); ``q`` or closing the window gives it up: `GameGivenUp`, an `InputEnded` that the command
+line reports as a plain line (exit status 0), since the person asked for it. Ctrl-C raises
+KeyboardInterrupt as usual (the command line exits 130, no traceback).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["play_game", "InputEnded", "supports_people", "board_with_key", "Terminal", "parse_move", "legal_text",
+__all__ = ["play_game", "InputEnded", "GameGivenUp", "supports_people", "board_with_key", "Terminal", "parse_move", "legal_text",
            "seat_view"]
 
 QUIT = ("q", "quit", "exit")
@@ -35,6 +37,10 @@ QUIT = ("q", "quit", "exit")
 
 class InputEnded(Exception):
     """The person's input ended (EOF), they gave the game up (``q``) or closed the window."""
+
+
+class GameGivenUp(InputEnded):
+    """The person gave the game up on purpose: ``q`` at the terminal, or the window closed."""
 
 
 def supports_people(env) -> bool:
@@ -130,7 +136,7 @@ class Terminal:
             except EOFError:
                 raise InputEnded("input ended before the game did") from None
             if text.strip().lower() in QUIT:
-                raise InputEnded("the game was given up")
+                raise GameGivenUp("the game was given up")
             move, why = parse_move(env, text, legal)
             if move is not None:
                 return move

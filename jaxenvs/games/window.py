@@ -9,8 +9,8 @@ Tic-Tac-Toe cell, the Connect Four column); a game without ``move_at`` (Kuhn pok
 button per legal move under the picture, named by the game's ``ACTION_NAMES``. A number key plays
 that move too. A click on a move that is not legal is refused: the note says so and lists the
 legal moves. At the end the result is shown until a click, a key or closing the window.
-Closing the window (or Escape) during a game stops it: `jaxenvs.games.human.InputEnded`, as end
-of input does at the terminal.
+Closing the window (or Escape) during a game gives it up: `jaxenvs.games.human.GameGivenUp`, as
+``q`` does at the terminal.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from jaxenvs.games.human import InputEnded, Terminal, legal_text, parse_move
+from jaxenvs.games.human import GameGivenUp, Terminal, legal_text, parse_move
 from jaxenvs.rendering.window import HEADLESS_DRIVERS, Window, import_pygame
 
 __all__ = ["BoardWindow", "open_screen", "SCREENS"]
@@ -171,7 +171,7 @@ class BoardWindow:
                 self._draw(env, state, params, f"agent {player}, your move: {status}", note, legal, footer)
                 for ev in self._events():
                     if self._closing(ev):
-                        raise InputEnded("the window was closed before the game ended")
+                        raise GameGivenUp("the window was closed before the game ended")
                     move = self._move_of(ev)
                     if move is None:
                         continue
