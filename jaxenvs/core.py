@@ -300,6 +300,16 @@ class Environment:
         wherever params enter. Use `require_param`; it accepts stacked params too.
         """
 
+    def state_fits_params(self, state: Any, params: Any) -> jax.Array:
+        """bool[]: ``state`` is one these ``params`` can produce (jittable; read by checked mode only).
+
+        A state made with other params (a GridWorld of ``size=8`` stepped with ``size=5``) has the
+        right shapes and dtypes, so no trace-time check can see it; an env whose params bound its
+        state says so here, and ``make(..., checked=True)`` refuses such a state at the step it
+        enters. The default accepts every state.
+        """
+        return jnp.ones((), bool)
+
     # ---- public API ---------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: Any = None) -> tuple[Obs, Any]:
         """Initial ``(obs, state)`` drawn with ``key``.

@@ -127,7 +127,7 @@ def test_checked_mode_raises_on_out_of_range_actions():
     obs, state = env.reset(jax.random.key(0))
     step = jaxenvs.checked(env.step)
     for bad in (4, -1, 100):
-        with pytest.raises(checkify.JaxRuntimeError, match=r"GridWorld: action out of the action space Discrete\(4\)"):
+        with pytest.raises(checkify.JaxRuntimeError, match=r"GridWorld, step \d+: action out of the action space: .*; allowed: Discrete\(4\)"):
             step(jax.random.key(1), state, jnp.int32(bad))
 
 
@@ -164,7 +164,7 @@ def test_checked_mode_rejects_out_of_box_and_nan_actions():
     obs, *_ = step(jax.random.key(1), state, jnp.array([1.0, -1.0], jnp.float32))
     np.testing.assert_array_equal(obs, [1.0, -1.0])
     for bad in ([1.5, 0.0], [0.0, np.nan]):
-        with pytest.raises(checkify.JaxRuntimeError, match=r"Nudge: action out of the action space Box"):
+        with pytest.raises(checkify.JaxRuntimeError, match=r"Nudge, step \d+: action out of the action space: .*; allowed: Box"):
             step(jax.random.key(1), state, jnp.array(bad, jnp.float32))
 
 

@@ -76,12 +76,12 @@ def test_wide_integers_under_x64_are_clipped_too():
 
 
 def test_checked_mode_raises_on_nan_and_wide_integer_actions():
-    state = CheckedState(PointState(position=jnp.array([0.5, 0.5], jnp.float32)), jnp.zeros((), bool))
-    with pytest.raises(checkify.JaxRuntimeError, match=r"PointEnv: action out of the action space Box"):
+    state = CheckedState(PointState(position=jnp.array([0.5, 0.5], jnp.float32)), jnp.zeros((), bool), jnp.zeros((), jnp.int32))
+    with pytest.raises(checkify.JaxRuntimeError, match=r"^PointEnv, step 0: action out of the action space: .*; allowed: Box"):
         CHECKED_POINT_STEP(KEY, state, jnp.array([jnp.nan, 0.0], jnp.float32))
-    state = CheckedState(GRID_MIDDLE, jnp.zeros((), bool))
+    state = CheckedState(GRID_MIDDLE, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
     # clipped to int32's largest value: outside Discrete(4)
-    with pytest.raises(checkify.JaxRuntimeError, match=r"GridWorld: action out of the action space Discrete\(4\)"):
+    with pytest.raises(checkify.JaxRuntimeError, match=r"^GridWorld, step 0: action out of the action space: -?\d+; allowed: Discrete\(4\)$"):
         CHECKED_GRID_STEP(KEY, state, jnp.int32(2**31 - 1))
     # a host int64 beyond int32 would be wrapped by jit's argument conversion: refused first
     with pytest.raises(ValueError, match=r"checked: argument\[0\]\[2\] holds integers outside int32's range"):
@@ -148,8 +148,8 @@ LOTTERY = jaxenvs.make("Lottery-v0", checked=True, autoreset=False)
 NOT_TERMINATED = jnp.zeros((), bool)
 FINISHING = [
     # (checked step, a state one step from the end, the action that ends the episode)
-    (CHECKED_GRID_STEP, CheckedState(GridState(agent=jnp.array([0, 0], jnp.int32), target=jnp.array([1, 0], jnp.int32)), NOT_TERMINATED), jnp.int32(0)),
-    (CHECKED_POINT_STEP, CheckedState(PointState(position=jnp.array([0.05, 0.0], jnp.float32)), NOT_TERMINATED), jnp.array([-0.05, 0.0], jnp.float32)),
+    (CHECKED_GRID_STEP, CheckedState(GridState(agent=jnp.array([0, 0], jnp.int32), target=jnp.array([1, 0], jnp.int32)), NOT_TERMINATED, jnp.int32(0)), jnp.int32(0)),
+    (CHECKED_POINT_STEP, CheckedState(PointState(position=jnp.array([0.05, 0.0], jnp.float32)), NOT_TERMINATED, jnp.int32(0)), jnp.array([-0.05, 0.0], jnp.float32)),
     (jaxenvs.checked(LOTTERY.step), None, jnp.int32(2)),
 ]
 

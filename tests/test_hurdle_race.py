@@ -274,7 +274,7 @@ def test_checked_mode_raises_on_out_of_range_action():
     obs, st = env.reset(jax.random.key(0))
     step = jaxenvs.checked(env.step)
     step(jax.random.key(1), st, jnp.array([0, 1]))
-    with pytest.raises(Exception, match="action out of the action space Discrete"):
+    with pytest.raises(Exception, match=r"action out of the action space: .*; allowed: Discrete"):
         step(jax.random.key(1), st, jnp.array([0, 2]))
 
 

@@ -69,3 +69,57 @@ def test_state_check_costs_nothing_in_the_compiled_step():
     raw = jax.jit(lambda k, s, a: GRID.step_env(k, s, a, GRID.default_params)).lower(KEY, state, jnp.int32(1)).as_text()
     count = lambda text: sum(line.strip().startswith("%") for line in text.splitlines())  # noqa: E731
     assert count(checked) == count(raw)
+
+
+# ---- checked mode: what shapes cannot tell, and messages that say where -------------------------
+
+CHECKED_GRID = jaxenvs.make("GridWorld-v0", checked=True, autoreset=False)
+
+
+def _grid_state(state):
+    while not hasattr(state, "agent"):  # through the wrappers' states (TimeLimit's, checked mode's)
+        state = state.env_state
+    return state
+
+
+@pytest.fixture(scope="module")
+def checked_grid_step():
+    return jaxenvs.checked(CHECKED_GRID.step)
+
+
+def test_checked_mode_refuses_a_state_made_with_other_params(checked_grid_step):
+    from jaxenvs.wrappers.checked import CheckError
+
+    big = jaxenvs.make("GridWorld-v0", checked=True, size=8, autoreset=False)
+    keys = jax.random.split(jax.random.key(0), 64)
+    states = [jaxenvs.checked(big.reset)(k)[1] for k in keys[:12]]
+    # a size-8 state whose agent or target lies beyond the 5 x 5 grid: same shapes, so only checked mode sees it
+    outside = next(s for s in states if int(jnp.max(jnp.stack([_grid_state(s).agent, _grid_state(s).target]))) >= 5)
+    with pytest.raises(CheckError, match=r"^GridWorld, step 0: the state does not fit these params \(was it made by "
+                       r"reset with other params\?\); allowed: states that reset and step with the same params produce$"):
+        checked_grid_step(jax.random.key(1), outside, 0)
+    inside = jaxenvs.checked(CHECKED_GRID.reset)(keys[0])[1]
+    checked_grid_step(jax.random.key(1), inside, 0)  # a state of these params passes
+
+
+def test_checked_messages_name_the_step_and_have_no_checkify_words(checked_grid_step):
+    _, state = jaxenvs.checked(CHECKED_GRID.reset)(jax.random.key(0))
+    for _ in range(3):
+        _, state, *_ = checked_grid_step(jax.random.key(1), state, 1)
+    with pytest.raises(jax.experimental.checkify.JaxRuntimeError) as e:
+        checked_grid_step(jax.random.key(1), state, 7)
+    assert str(e.value) == "GridWorld, step 3: action out of the action space: 7; allowed: Discrete(4)"
+
+
+def test_checked_batched_names_each_failing_env_of_the_batch():
+    keys = jax.random.split(jax.random.key(0), 4)
+    _, states = jaxenvs.checked(CHECKED_GRID.reset, batched=True)(keys)
+    step = jaxenvs.checked(CHECKED_GRID.step, batched=True)
+    with pytest.raises(jax.experimental.checkify.JaxRuntimeError) as e:
+        step(keys, states, jnp.array([0, 1, 9, -2], jnp.int32))
+    assert str(e.value).splitlines() == [
+        "env 2 of 4: GridWorld, step 0: action out of the action space: 9; allowed: Discrete(4)",
+        "env 3 of 4: GridWorld, step 0: action out of the action space: -2; allowed: Discrete(4)",
+    ]
+    obs, states, *_ = step(keys, states, jnp.array([0, 1, 2, 3], jnp.int32))  # a good batch steps
+    assert obs["agent"].shape == (4, 2) and np.all(np.asarray(states.env_state.steps) == 1)

@@ -99,6 +99,11 @@ class GridWorld(Environment):
     def _obs(self, state):
         return {"agent": state.agent, "target": state.target}
 
+    def state_fits_params(self, state, params):
+        """Agent and target on the ``size`` x ``size`` grid (checked mode refuses other states)."""
+        cells = jnp.stack([state.agent, state.target])
+        return jnp.all((cells >= 0) & (cells < params.size))
+
     def _info(self, state):
         return {"distance": jnp.sum(jnp.abs(state.agent - state.target)).astype(jnp.int32)}
 

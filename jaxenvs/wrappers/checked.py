@@ -19,9 +19,17 @@ What checked mode catches, beyond the trace-time checks every ``step`` makes:
   ``chance_outcomes``, or given at a state that is not a chance node;
 * a ``step`` from a state in which the episode already terminated (without an auto-reset in
   between): the wrapper keeps a ``terminated`` flag in its state (`CheckedState`);
+* a state that the params cannot produce (``env.state_fits_params``: a GridWorld state of
+  ``size=8`` stepped with ``size=5`` params), at the step it enters;
 * host integers outside int32's range among the arguments of a function made by `checked`
   (a ValueError before the call: ``jax.jit`` would wrap them, e.g. ``2**32 + 1`` into ``1``,
   while x64 is off).
+
+A failed check raises `CheckError` (a ``checkify.JaxRuntimeError``) whose message names the env,
+the step of the episode (``step 3``: the steps since its reset, counted in `CheckedState`), what
+was wrong and what is allowed. In a batch, ``checked(env.step, batched=True)`` vmaps the function
+itself and names each failing env of the batch by its index (``env 2 of 4``); with
+``checked(jax.vmap(env.step))`` checkify can only report the first failure, without its index.
 """
 
 from __future__ import annotations
@@ -38,7 +46,12 @@ from jaxenvs import struct
 from jaxenvs.core import SHAPES_ONLY, is_concrete
 from jaxenvs.wrappers.base import Wrapper
 
-__all__ = ["CheckedActions", "CheckedState", "NotCheckedError", "checked"]
+__all__ = ["CheckedActions", "CheckedState", "CheckError", "NotCheckedError", "checked"]
+
+
+class CheckError(checkify.JaxRuntimeError):
+    """A check of checked mode failed: the message names the env, the step, what was wrong and what
+    is allowed (and the env's index in a batch made by ``checked(..., batched=True)``)."""
 
 
 class NotCheckedError(RuntimeError):
@@ -69,6 +82,7 @@ def _check(env_name: str, pred, msg: str, **fmt) -> None:
 class CheckedState:
     env_state: Any
     terminated: jax.Array  # bool scalar: the last step terminated the episode
+    steps: jax.Array  # int32 scalar: the steps taken since the episode's reset (named in messages)
 
 
 class CheckedActions(Wrapper):
@@ -98,12 +112,13 @@ class CheckedActions(Wrapper):
     def reset_env(self, key, params):
         self._check_params(params)
         obs, state = self.env.reset_env(key, params)
-        return obs, CheckedState(state, jnp.zeros((), bool))
+        return obs, CheckedState(state, jnp.zeros((), bool), jnp.zeros((), jnp.int32))
 
     def step_env(self, key, state, action, params):
         self._check_params(params)
         space = self.env.action_space(params)
         traits = self.env.traits
+        name, t = f"{self.env.name}, step {{t}}", state.steps  # `t` filled in by checkify from the state
         chance = self.env.is_chance_node(state.env_state, params)  # the action is ignored there
         if traits.dynamics == "sequential":
             # only the mover's row is read; the others are ignored whatever their value
@@ -111,28 +126,38 @@ class CheckedActions(Wrapper):
             _check(
                 self.env.name,
                 chance | space.contains(jnp.asarray(action)[player]),
-                f"{self.env.name}: action of agent {{player}} out of the action space {space}: {{action}}",
+                f"{name}: action of agent {{player}} out of the action space: {{action}}; allowed: {space}",
                 action=action,
                 player=player,
+                t=t,
             )
         else:
             _check(
                 self.env.name,
                 self.env.action_in_space(action, params),
-                f"{self.env.name}: action out of the action space {space}: {{action}}",
+                f"{name}: action out of the action space: {{action}}; allowed: {space}",
                 action=action,
+                t=t,
             )
         if traits.action_style == "full_action_set":
-            self._check_legal(state.env_state, action, params, chance)
+            self._check_legal(state.env_state, action, params, chance, name, t)
         _check(
             self.env.name,
             ~state.terminated,
-            f"{self.env.name}: step after the episode terminated; reset first (or use AutoReset)",
+            f"{name}: step after the episode terminated; reset first (or use AutoReset)",
+            t=t,
+        )
+        _check(
+            self.env.name,
+            self.env.state_fits_params(state.env_state, params),
+            f"{name}: the state does not fit these params (was it made by reset with other params?); "
+            "allowed: states that reset and step with the same params produce",
+            t=t,
         )
         obs, env_state, reward, terminated, truncated, info = self.env.step_env(key, state.env_state, action, params)
-        return obs, CheckedState(env_state, terminated), reward, terminated, truncated, info
+        return obs, CheckedState(env_state, terminated, state.steps + 1), reward, terminated, truncated, info
 
-    def _check_legal(self, env_state, action, params, chance):
+    def _check_legal(self, env_state, action, params, chance, name, t):
         """checkify check: the action is legal (the mover's in a sequential game, every agent's
         otherwise); the message names the action and the legal set (the mask, 1 = legal)."""
         mask = self.env.legal_action_mask(env_state, params)
@@ -150,10 +175,12 @@ class CheckedActions(Wrapper):
         _check(
             self.env.name,
             chance | legal,
-            f"{self.env.name}: illegal move: {what} is not among the legal actions (mask, 1 = legal: {{mask}})",
+            f"{name}: illegal move: {what} is not among the legal actions; allowed: the actions whose mask "
+            "entry is 1 ({mask})",
             action=action,
             player=player,
             mask=mask.astype(jnp.int32),
+            t=t,
         )
 
     def apply_chance(self, state, outcome, params=None):
@@ -194,11 +221,28 @@ def _check_host_ints(tree) -> None:
             )
 
 
-def checked(fn: Callable, jit: bool = True) -> Callable:
-    """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise on failed checkify checks.
+def _message(error: checkify.Error, size: int | None) -> str | None:
+    """The failed checks' text without checkify's own words (``(`check` failed)``, its traceback
+    note); with ``size``, one line per failing env of the batch, named by its index."""
+    def clean(e) -> str:
+        return str(e).split(" (`check` failed)")[0].strip()
+
+    exc = error.get_exception()
+    if exc is None:
+        return None
+    mapping = getattr(exc, "error_mapping", None)
+    if mapping is None:
+        return clean(exc)
+    return "\n".join(f"env {', '.join(map(str, idx))} of {size}: {clean(e)}" for idx, e in mapping.items())
+
+
+def checked(fn: Callable, jit: bool = True, batched: bool = False) -> Callable:
+    """``fn`` (e.g. ``env.step``, or a whole rollout) made to raise `CheckError` on failed checks.
 
     ``jit=False`` runs ``fn`` under checkify without compiling it as a whole (the result raises on
-    the host, so it cannot itself go inside a ``jax.jit``).
+    the host, so it cannot itself go inside a ``jax.jit``). ``batched=True`` maps ``fn`` over the
+    leading axis of every argument (as ``jax.vmap(fn)`` does) with the checks inside the map, so the
+    message names each failing env by its index in the batch.
     """
 
     def traced(*args, **kwargs):
@@ -209,6 +253,8 @@ def checked(fn: Callable, jit: bool = True) -> Callable:
             _TRACING_CHECKED.depth -= 1
 
     f = checkify.checkify(traced)
+    if batched:
+        f = jax.vmap(f)
     if jit:
         f = jax.jit(f)
 
@@ -216,7 +262,10 @@ def checked(fn: Callable, jit: bool = True) -> Callable:
         if not jax.config.jax_enable_x64:
             _check_host_ints((args, kwargs))
         err, out = f(*args, **kwargs)
-        err.throw()
+        leaves = jax.tree.leaves((args, kwargs))
+        text = _message(err, np.shape(leaves[0])[0] if batched and leaves else None)
+        if text is not None:
+            raise CheckError(text)
         return out
 
     return wrapper
