@@ -114,6 +114,15 @@ def test_play_text_matches_an_in_process_rollout(run):
         if ep.outcome == "terminated":
             assert "T" not in pictures[-1]  # the agent stands on the target
     assert re.search(r"^2 episodes: mean return [\d.]+, mean length [\d.]+$", p.stdout, re.M)
+    # the boards come first, then what came of them
+    assert p.stdout.rindex("--- episode 2, t=") < p.stdout.index("episode 1: return")
+
+
+def test_play_refuses_a_render_mode_the_env_lacks_before_playing(run):
+    p = run("play", "gymnax/CartPole-v1", "--render", "text")
+    assert p.returncode == 1 and p.stdout == "", p.stdout  # nothing played, nothing printed
+    assert p.stderr == ("jaxenvs: error: --render text: gymnax/CartPole-v1 cannot draw that way (GymnaxEnv has no "
+                        "render_text()); try --render human, gif or mp4, or leave --render out\n")
 
 
 def test_play_multi_agent_gif(tmp_path, run):

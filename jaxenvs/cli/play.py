@@ -262,8 +262,35 @@ def run(args) -> None:
         seat = args.seat or 0
         policy, opponent_label = against_opponent(env, policy, args.opponent, seat)
         label += f" in seat {seat} (agent {env.agents[seat]}, {'first' if seat == 0 else 'second'} to move) vs {opponent_label}"
+    if mode is not None:
+        _check_renders(env, mode)
     print(f"{env.spec.id}: {label}")
     firsts, states = play_episodes(env, policy, args.seed, args.episodes, args.max_steps, mode is not None)
+    if mode == "text":  # the boards first, then what came of them
+        _render(args, env, firsts, states, path)
+    _print_results(env, args, firsts, seat)
+    if mode not in (None, "text"):
+        _render(args, env, firsts, states, path)
+
+
+def _check_renders(env, mode: str) -> None:
+    """Refuse ``--render MODE`` for an env that cannot draw that way before any episode is played
+    (one reset state drawn: text on the host, a frame traced for its shape only)."""
+    import jax
+
+    _, state = jax.jit(env.reset)(jax.random.key(0))
+    try:
+        if mode == "text":
+            env.render_text(state, env.default_params)
+        else:
+            jax.eval_shape(env.render, state, env.default_params)
+    except NotImplementedError as e:
+        other = "--render human, gif or mp4" if mode == "text" else "--render text"
+        raise Failure(f"--render {mode}: {env.spec.id} cannot draw that way ({message(e)}); try {other}, or "
+                      "leave --render out") from e
+
+
+def _print_results(env, args, firsts, seat) -> None:
     horizon = env.spec.max_episode_steps or args.max_steps
     for i, ep in enumerate(firsts, 1):
         note = f" (stopped after {horizon} steps; raise --max-steps)" if ep.outcome == "unfinished" else ""
@@ -277,8 +304,6 @@ def run(args) -> None:
     if seat is not None:
         counts = {k: sum(_seat_result(e.returns[seat]) == k for e in firsts) for k in ("win", "draw", "loss")}
         print(f"the policy in seat {seat}: {counts['win']} win, {counts['draw']} draw, {counts['loss']} loss")
-    if mode is not None:
-        _render(args, env, firsts, states, path)
 
 
 def _render(args, env, firsts, states, path) -> None:
