@@ -301,3 +301,21 @@ def test_exact_palette_is_numpys_sorted_unique_colours_and_their_ranks(count):
     np.testing.assert_array_equal(got[0], index.reshape(frames.shape).astype(np.uint8))
     assert got[0].dtype == np.uint8
     assert got[1] == np.stack([colours >> 16, (colours >> 8) & 255, colours & 255], axis=-1).reshape(-1).tolist()
+
+
+def test_captions_are_sized_to_the_frame():
+    PIL = pytest.importorskip("PIL")
+    from jaxenvs.rendering.legend import add_captions
+
+    def strip_height(width, caption="step 7"):  # one line at every width
+        frames = np.zeros((1, 8, width, 3), np.uint8)
+        return add_captions(frames, [caption]).shape[1] - 8
+
+    if tuple(int(x) for x in PIL.__version__.split(".")[:2]) >= (10, 1):  # a scalable bundled font
+        # 16 px type on a 512-pixel GridWorld frame (1/32 of its width), 11 px at least on small ones
+        assert strip_height(512) >= 20 and strip_height(512) > strip_height(160)
+        assert strip_height(160) == strip_height(96)  # both at the 11 px floor
+        # a long caption wraps at its spaces on a narrow frame, into more lines of the same type
+        assert strip_height(96, "episode 1 of 3: step 7: reached its end (terminated)") > strip_height(96)
+    else:
+        assert strip_height(512) > 0

@@ -41,10 +41,21 @@ def _pil():
     return Image, ImageDraw, ImageFont
 
 
+@functools.lru_cache(maxsize=8)
+def _font(width: int):
+    """Pillow's bundled font at a size that reads on a frame ``width`` pixels wide (about 1/32 of it,
+    at least 11 px: 16 px on a 512-pixel frame). Pillow before 10.1 has only its small bitmap font."""
+    _, _, ImageFont = _pil()
+    try:
+        return ImageFont.load_default(size=max(11, width // 32))
+    except TypeError:  # Pillow < 10.1: load_default() takes no size
+        return ImageFont.load_default()
+
+
 @functools.lru_cache(maxsize=32)
 def _strip(rows: tuple, width: int) -> np.ndarray:
-    Image, ImageDraw, ImageFont = _pil()
-    font = ImageFont.load_default()
+    Image, ImageDraw, _ = _pil()
+    font = _font(width)
     probe = ImageDraw.Draw(Image.new("RGB", (1, 1)))
     ascent, descent = font.getmetrics() if hasattr(font, "getmetrics") else (10, 2)
     line_h = ascent + descent + 3
@@ -92,11 +103,11 @@ def add_legend(env, frames: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
     return np.concatenate([frames, strips], axis=-3)
 
 
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` split at spaces into lines at most ``width`` pixels wide in the default font (a
-    single longer word keeps a line of its own)."""
-    Image, ImageDraw, ImageFont = _pil()
-    font, probe = ImageFont.load_default(), ImageDraw.Draw(Image.new("RGB", (1, 1)))
+def _wrap(text: str, width: int, frame_width: int) -> list[str]:
+    """``text`` split at spaces into lines at most ``width`` pixels wide in the font of frames
+    ``frame_width`` pixels wide (a single longer word keeps a line of its own)."""
+    Image, ImageDraw, _ = _pil()
+    font, probe = _font(frame_width), ImageDraw.Draw(Image.new("RGB", (1, 1)))
     lines: list[str] = []
     for word in text.split(" "):
         if lines and probe.textlength(lines[-1] + " " + word, font=font) <= width:
@@ -114,7 +125,7 @@ def add_captions(frames: Sequence[np.ndarray] | np.ndarray, captions: Sequence[s
     if len(captions) != len(frames):
         raise ValueError(f"add_captions needs one caption per frame: {len(frames)} frames, {len(captions)} captions")
     width = int(frames.shape[-2])
-    strips = {c: _strip(tuple(((None, line),) for line in _wrap(c, width - 8)), width) for c in set(captions)}
+    strips = {c: _strip(tuple(((None, line),) for line in _wrap(c, width - 8, width)), width) for c in set(captions)}
     height = max(s.shape[0] for s in strips.values())
     padded = {c: np.concatenate([s, np.full((height - s.shape[0], width, 3), draw.WHITE, np.uint8)]) for c, s in strips.items()}
     return np.concatenate([frames, np.stack([padded[c] for c in captions])], axis=-3)
