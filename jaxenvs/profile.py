@@ -111,13 +111,21 @@ def file_stem(env_id: str) -> str:
 
 @contextlib.contextmanager
 def _no_persistent_cache():
-    """JAX's persistent compilation cache off for the block: compile times are cold ones."""
+    """JAX's persistent compilation cache off for the block: compile times are cold ones.
+
+    JAX decides once per process whether it uses the cache and keeps that answer, so turning the
+    flag off after a first compile would change nothing (programs compiled by an earlier run were
+    still read back): the decision is reset on entry and again on exit."""
+    from jax.experimental.compilation_cache.compilation_cache import reset_cache
+
     before = jax.config.jax_enable_compilation_cache
     jax.config.update("jax_enable_compilation_cache", False)
+    reset_cache()
     try:
         yield
     finally:
         jax.config.update("jax_enable_compilation_cache", before)
+        reset_cache()
 
 
 @dataclasses.dataclass(frozen=True)

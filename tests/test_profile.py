@@ -258,3 +258,25 @@ def test_op_costs_finds_the_costly_op_and_counts_its_runs():
     assert "sort" in ops_table(ops, top=1).splitlines()[1]
     with pytest.raises(ValueError, match="calls must be an int >= 1"):
         op_costs(compiled, lambda: compiled(x, y), calls=0)
+
+
+def test_the_persistent_cache_is_really_off_while_profiling(tmp_path):
+    # JAX memoises "is the cache used" at the first compile: flipping the flag alone would leave it on
+    script = textwrap.dedent(f"""
+        import jax, jax.numpy as jnp
+        from jax._src import compilation_cache as cc
+        from jaxenvs.profile import _no_persistent_cache
+        jax.config.update("jax_compilation_cache_dir", {str(tmp_path)!r})
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.jit(lambda x: x + 1)(jnp.ones(3))  # the first compile decides: the cache is used
+        backend = jax.devices()[0].client
+        assert cc.is_cache_used(backend)
+        with _no_persistent_cache():
+            assert not cc.is_cache_used(backend)
+        assert cc.is_cache_used(backend)  # back on afterwards
+        print("ok")
+    """)
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr[-2000:]
