@@ -76,6 +76,8 @@ def test_cli_writes_the_run_directory(run_dir):
         assert str(run_dir / name) in stdout
     assert "steps 1,024/1,024 x2 seeds" in stdout and "steps/s" in stdout and "ETA" in stdout
     assert "success_rate" in stdout and "length_ratio" in stdout  # the progress line's measures
+    # what the rows judge, beside what the verdict judges
+    assert "progress rows: measured on 200 episodes per seed; the verdict at the end on 1000 episodes per seed" in stdout
     for phase in ("compiling", "evaluating 1000 episodes", "writing policy.gif", "wall time"):
         assert phase in stdout
     assert "verdict:" in stdout and "seed 1" in stdout
@@ -471,3 +473,11 @@ def test_a_tuned_run_below_its_bar_says_what_to_try():
                     "tuned values solve most seeds, not every one on every machine: try another --seed, --seeds 4 to "
                     "see the spread (each seed judged alone), or --total-timesteps 800000")
     assert solved_hint({"solved": True}, config) is None and solved_hint({"solved": None}, config) is None
+
+
+def test_the_progress_note_says_what_rows_and_verdict_judge():
+    from jaxenvs.train.evaluate import progress_note
+
+    assert progress_note("TicTacToe-v0") == ("progress rows: measured on 64 games per seat per seed; the verdict at "
+                                             "the end on 1000 games per seat per seed")
+    assert progress_note("KuhnPoker-v0") == "progress rows and the verdict at the end: exact (enumerated, no episodes played)"

@@ -40,7 +40,7 @@ from .xla import enable_compilation_cache
 
 __all__ = [
     "evaluate", "evaluate_params", "first_episodes", "progress_metrics", "format_table", "format_progress",
-    "solved_hint", "NUM_EPISODES", "PROGRESS_EPISODES", "PROG", "main", "evaluate_game_vs_random", "head_to_head_runs",
+    "solved_hint", "progress_note", "NUM_EPISODES", "PROGRESS_EPISODES", "PROG", "main", "evaluate_game_vs_random", "head_to_head_runs",
     "format_head_to_head", "what_is_counted",
 ]
 
@@ -152,6 +152,16 @@ def _cell(v) -> str:
     if isinstance(v, list):
         return "/".join(f"{x:.3f}" for x in v)
     return str(v)
+
+
+def progress_note(env_id: str) -> str:
+    """The line printed before training that says what the progress rows judge, beside what the
+    final verdict judges (the rows play far fewer episodes, to keep evaluation a small share)."""
+    if not _entry(env_id).counted:
+        return f"progress rows and the verdict at the end: {what_is_counted(env_id)}"
+    games = _entry(env_id).counted == "games per seat"
+    rows = what_is_counted(env_id, PROGRESS_GAMES if games else PROGRESS_EPISODES)
+    return f"progress rows: measured on {rows}; the verdict at the end on {what_is_counted(env_id)}"
 
 
 def what_is_counted(env_id: str, num_episodes: int = NUM_EPISODES) -> str:

@@ -269,8 +269,10 @@ class Run(ChunkProgram, RunOutputs):
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
-        from .evaluate import progress_metrics
+        from .evaluate import progress_metrics, progress_note
 
+        if self.main_process and not self.args.no_eval:
+            print(progress_note(config.env_id))
         total = config.num_updates * config.steps_per_update
         if done_updates == 0 and not self.args.no_eval:  # the untrained policy: where each curve starts
             params = to_host(self.runner.params)  # a collective in a multi-process run
