@@ -196,3 +196,17 @@ def test_an_unused_helper_is_ended_and_a_dead_one_is_replaced_by_drawing_here(tm
     with pytest.raises(FileNotFoundError):
         failing.draw(figure, tmp_path / "no" / "such" / "curve.png").result()
     assert "No such file or directory" in capsys.readouterr().err
+
+
+def test_a_per_update_series_that_never_moves_is_a_note_not_a_flat_panel():
+    from jaxenvs.train.plotting import curve_figure
+
+    steps = np.array([100, 200, 300])
+    ret = np.zeros((3, 2))
+    length = np.array([[9.0, 8.0], [7.0, 6.0], [5.0, 6.0]])
+    progress = [{"env_steps": s, "loss_vs_perfect_seat0": [0.5 - 0.1 * i] * 2} for i, s in enumerate(steps)]
+    training = {"illegal_rate": np.zeros((3, 2)), "win_seat0": np.array([[0.2, 0.3], [0.5, 0.6], [0.8, 0.9]])}
+    figure = curve_figure(steps, ret, length, "TicTacToe-v0", progress=progress, env_id="TicTacToe-v0", training=training)
+    names = [name for *_, name in figure["series"]]
+    assert "illegal_rate" not in names and "win_seat0" in names  # the masked policy's rate is 0 by construction
+    assert "illegal-move rate of the training updates: 0 throughout (not shown)" in figure["notes"]

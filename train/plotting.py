@@ -77,7 +77,9 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
     (``training``: ``{metric: float[updates, seeds]}`` of the compiled update, e.g. a turn-based game's
     ``illegal_rate`` and win rates against random-legal play, drawn per update):
     with progress measures, a training series that is constant by construction (the return of
-    zero-sum self-play, GridWorld's return of 1, one-step games' length of 1) says nothing."""
+    zero-sum self-play, GridWorld's return of 1, one-step games' length of 1) says nothing; nor
+    does a per-update series that never moves (a masked policy's illegal-move rate, 0 by
+    construction): each is a note under the figure instead of a flat panel."""
     out, notes = [], []
     if progress:
         names = [k for k in progress[0] if k != "env_steps"]
@@ -87,7 +89,10 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
                         _unit_range(n, env_id), n))
     for n, values in (training or {}).items():
         values = np.asarray(values, np.float64)
-        if values.size:
+        c = _constant(values) if values.size else None
+        if c is not None:  # e.g. the illegal-move rate of a masked policy: 0 by construction
+            notes.append(f"{_label(n, env_id).replace(' (training)', '')} of the training updates: {c:g} throughout (not shown)")
+        elif values.size:
             out.append((_label(n, env_id), env_steps[: len(values)], values, _unit_range(n, env_id), n))
     for label, values in (("mean episodic return (training)", returns), ("mean episode length (training)", lengths)):
         c = _constant(values)
