@@ -158,9 +158,10 @@ class RunOutputs:
             print(f"warning: cannot write {self.run_dir / 'timings.json'}: {e.strerror or e}", file=sys.stderr)
 
     def wall_summary(self, started: float, imported: float) -> str:
-        """The command's wall time from ``started`` (``time.perf_counter()`` when it began), with
-        the imports (until ``imported``) and every phase."""
-        t = {"imports": imported - started, **self.say.times}
+        """The command's wall time from ``started`` (``time.perf_counter()`` when its process began,
+        as ``time`` measures it), with Python's start-up and the imports (until ``imported``) and
+        every phase."""
+        t = {"imports": imported - started, **self.say.times}  # Python's start-up included
         parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
         return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
 
