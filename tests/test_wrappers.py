@@ -536,3 +536,15 @@ def test_wrapping_something_else_names_what_it_got():
         TimeLimit(GridWorld, 10)
     with pytest.raises(TypeError, match=r"TimeLimit wraps a jaxenvs Environment \(reset/step as pure JAX functions\), got int$"):
         TimeLimit(3, 10)
+
+
+def test_checked_mode_refuses_a_nan_action_before_normalize_observation_sees_it():
+    from jaxenvs.wrappers import NormalizeObservation
+    from jaxenvs.wrappers.checked import CheckError
+
+    env = NormalizeObservation(jaxenvs.make("PointEnv-v0", checked=True))
+    obs, state = jaxenvs.checked(env.reset)(jax.random.key(0))
+    step = jaxenvs.checked(env.step)
+    obs, state, *_ = step(jax.random.key(1), state, jnp.array([0.05, 0.0], jnp.float32))
+    with pytest.raises(CheckError, match=r"^PointEnv, step 1: action out of the action space: \[nan  0\.\]; allowed: Box"):
+        step(jax.random.key(2), state, jnp.array([jnp.nan, 0.0], jnp.float32))
