@@ -388,9 +388,15 @@ class Box(Space):
     def __repr__(self):
         if self._traced:
             return f"Box(<traced bounds>, {self.shape}, {self.dtype.name})"
-        lo = self.low.flat[0] if np.all(self.low == self.low.flat[0]) else self.low
-        hi = self.high.flat[0] if np.all(self.high == self.high.flat[0]) else self.high
-        return f"Box({lo}, {hi}, {self.shape}, {self.dtype.name})"
+        def text(bound):  # the shortest text that reads back as the same value of the box's dtype
+            if np.all(bound == bound.flat[0]):
+                x = bound.flat[0]
+                if np.issubdtype(self.dtype, np.floating) and np.isfinite(x):
+                    return np.format_float_positional(np.asarray(x, self.dtype)[()], unique=True, trim="0")
+                return str(x)
+            return str(bound)
+
+        return f"Box({text(self.low)}, {text(self.high)}, {self.shape}, {self.dtype.name})"
 
     def __eq__(self, other):
         return (

@@ -327,3 +327,5 @@ def test_equality_and_repr():
     assert S.Discrete(3) != S.Discrete(3, start=1)
     assert repr(S.Discrete(3, start=1)) == "Discrete(3, start=1)"
     assert repr(S.Box(0.0, 1.0, (2,))) == "Box(0.0, 1.0, (2,), float32)"
+    # bounds given as float64 text of a float32 value print as the float32 they are
+    assert repr(S.Box(-0.10000000149011612, np.float32(0.1), (2,))) == "Box(-0.1, 0.1, (2,), float32)"
