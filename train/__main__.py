@@ -19,7 +19,9 @@ last line gives the wall time of the whole command. The initial state's program 
 background thread (XLA compiles without Python's GIL; with XLA's cheapest compile: it runs once)
 while the training program is traced; the training program then compiles in the background while
 the progress evaluation's and the final evaluation's and GIF's programs compile on the main thread
-(the GIF's also with the cheapest compile); the learning curve is drawn in a thread beside the GIF.
+(the GIF's also with the cheapest compile); the learning curve is drawn by a helper process
+(`train.curve_drawing`, which imported matplotlib at a lower priority while the run started) while
+the GIF is written.
 
 Every config field has a flag (``--help`` lists them with their defaults and each environment's
 tuned values; ``--show-config`` prints the resolved config). Config values are checked before

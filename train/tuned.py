@@ -231,34 +231,7 @@ ENTRIES: dict[str, TunedEnv] = {
         # network's greedy move among the moves whose every line of play 4 plies deep scores best by the game's
         # rewards (`jaxenvs.games.search.lookahead_policy`, Connect Four's own on bool planes: a few seconds per
         # 1000 games per seat); the progress rows follow the network alone.
-        # History (greedy network unless said; 1000 games per seat, first / second mover; load 2-10):
-        # - pure self-play stalled (second seat <= 0.92 against random play); random-legal opponents only won
-        #   0 of 100 games against the heuristic; "heuristic,win-block": 0.83 / 0.66 against no-blunder;
-        # - the previous default (16 x 128, 3M, eight opponents one block each; 4 of 4 seeds on the bar of the
-        #   heuristic and its orders): those 1.0 / 1.0 (one seed 0.962 second), random 0.984-0.988 /
-        #   0.934-0.948, but heuristic-soft 0.742-0.814 / 0.483-0.575 and no-blunder 0.810-0.877 / 0.636-0.695;
-        #   64 simulations of mctx search (the PPO critic as its value) did not fix that (soft 0.86 / 0.61,
-        #   no-blunder 0.92 / 0.67) and lost the heuristic (0.96 / 0.92; one seed of an earlier mix lost every
-        #   game as first mover): no play_search. A (256, 256) MLP ran at half the speed, the convolutional torso
-        #   (torso="board") finished no 100k-step chunk in 3 minutes;
-        # - 32 x 128 with the stochastic players weighted up: 4M (soft x4, no-blunder x5, noisy x2, one block
-        #   each of the rest) soft 0.871 / 0.659, no-blunder 0.889 / 0.744, but the heuristic 1.0 / 0.76 (too
-        #   few deterministic blocks); 6M with this mix: heuristic and both orders 1.0 / 1.0, soft 0.867 / 0.642,
-        #   no-blunder 0.912 / 0.768, random 0.983 / 0.934;
-        # - look-ahead on that 6M network (500 games per seat at depths 2-3): depth 2 soft 0.950 / 0.824,
-        #   no-blunder 0.964 / 0.914; depth 3 0.966 / 0.856, 0.982 / 0.944; depth 4 (1000 games) 0.971 / 0.928,
-        #   0.987 / 0.965, heuristic, both orders and random 1.0 / 1.0; depth 5 0.975 / 0.938, 0.990 / 0.971 at
-        #   4x the cost of depth 4;
-        # - self-play in a quarter of the envs (random_opponents 0.75, 8M, seed 0) did not help: the network alone
-        #   heuristic-soft 0.760 / 0.582, no-blunder 0.807 / 0.717 (this default's seed 0: 0.820 / 0.665, 0.852 /
-        #   0.717); with the look-ahead 0.956 / 0.918, 0.969 / 0.968;
-        # - this default, 8M: 4 of 4 seeds solved (the default run and --seeds 3 --seed 1; 1000 games per seat,
-        #   look-ahead 4): heuristic and both orders 1.0 / 1.0, heuristic-soft 0.966-0.972 / 0.879-0.927,
-        #   no-blunder 0.978-0.983 / 0.945-0.960, random 0.999-1.0 / 0.997-1.0, heuristic-noisy and win-block
-        #   0.990-1.0 / 0.974-0.989 (no bar); the network alone: soft 0.820-0.876 / 0.665-0.697, no-blunder
-        #   0.847-0.886 / 0.717-0.784, random 0.967-0.988 / 0.941-0.968. The default run (seed 0) 4:00 wall with
-        #   an empty compilation cache at load 2.3-3.4, evaluation 40.7 s of it (17%: progress 8.6, warm-up 30.4,
-        #   final 1.7); the 3 seeds 14:55 at load 3-6.
+        # How these values were chosen (the runs tried, with their figures): benchmarks/results/tuning_connect_four.md
         training=dict(ppo=dict(total_timesteps=8_000_000, num_envs=32, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0, play_lookahead=4,
                                training_opponents=("heuristic-soft,no-blunder,heuristic,heuristic-left,heuristic-right,"
