@@ -202,11 +202,29 @@ def test_registering_twice_is_an_error(registry):
         jaxenvs.register("test/Line", Line)
 
 
-@pytest.mark.parametrize("bad_id", ["", "1Line-v0", "my env-v0", "ns//Line-v0", "ns/", "Line-v0/"])
+@pytest.mark.parametrize("bad_id", ["", "1Line-v0", "my env-v0", "ns//Line-v0", "ns/", "Line-v0/", "../Up-v0",
+                                    "./Up-v0", "../../x/Up-v0", "ns/../Up-v0", ".hidden-v0", "ns/.Up-v0", "a/b/Up-v0",
+                                    "mod:ns/Up-v0", "-ns/Up-v0", "ns/Up v0", "ns\\Up-v0"])
 def test_malformed_ids_are_rejected(registry, bad_id):
-    with pytest.raises(ValueError, match="malformed environment id"):
+    """An id becomes part of a run directory's name: a namespace or name that is not a plain word
+    (a path, a leading dot, a module prefix) is refused at registration, saying what is allowed."""
+    with pytest.raises(ValueError, match="malformed environment id") as e:
         jaxenvs.register(bad_id, Line)
+    assert "[namespace/]Name[-vN]" in str(e.value) and "start with a letter or '_'" in str(e.value)
     assert bad_id not in registry
+
+
+def test_every_built_in_and_gymnax_id_is_well_formed():
+    """The rule refuses none of the ids the package registers (its own, and gymnax's unversioned
+    ones such as ``Catch-bsuite``)."""
+    from jaxenvs.envs.gymnax_env import NAMESPACE
+
+    gymnax = pytest.importorskip("gymnax")
+    ids = list(jaxenvs.registry) + [f"{NAMESPACE}/{gid}" for gid in gymnax.registered_envs]
+    assert len(ids) > 30 and "gymnax/Catch-bsuite" in ids
+    for env_id in ids:
+        parse_env_id(env_id)
+    assert parse_env_id("gymnax/Catch-bsuite") == ("gymnax", "Catch-bsuite", None)
 
 
 def test_id_parsing():
