@@ -83,14 +83,10 @@ def test_cli_writes_the_run_directory(run_dir):
     timings = json.loads((run_dir / "timings.json").read_text())  # what .ci/run prints
     assert {"init", "train", "evaluate", "gif"} <= set(timings["phases_s"]) and timings["wall_s"] > 0
     counts = timings["jax"]["counts"]  # the session's cache may already hold these programs (another test's run)
-    # every program compiled went through JAX's cache (a hit, or written to it) or into the store of
-    # whole programs (jaxenvs._cache.ExecutableStore, which JAX's cache does not keep a second copy of)
-    # (an earlier test's run of the same config may have stored them all: then they load, and only
-    # what the store does not keep compiles)
-    stored, loaded = timings["executables"]["compiled"], timings["executables"]["loaded"]
-    assert counts["compile"] + len(loaded) >= 3
-    assert counts["cache_hits"] + counts["cache_misses"] + len(stored) >= counts["compile"]
-    assert {"init", "chunk"} <= set(stored + loaded)
+    # every program compiled (init, chunk, evaluation, GIF at least) went through JAX's cache: a hit, or written to it
+    assert counts["compile"] >= 3
+    assert counts["cache_hits"] + counts["cache_misses"] >= counts["compile"]
+    assert "executables" not in timings and not (cache / "executables").exists()  # no store of whole programs
 
 
 def test_learning_curve_panels_hold_the_progress_measures(run_dir):

@@ -44,9 +44,7 @@ class RunOutputs:
     def warm_up_evaluation(self) -> None:
         """While the training program compiles in the background: compile the programs of the
         final evaluation, by running it once on the untrained policy (results dropped), so after
-        training they only run. Skipped on a warm start (`train.run.Run.loaded_whole`): the earlier
-        run that stored the training programs stored these too, and loading one where it is first
-        used takes a few ms."""
+        training they only run."""
         from .evaluate import evaluate
 
         if not self.args.no_eval:
@@ -140,7 +138,6 @@ class RunOutputs:
             "phases_s": {"imports": imported - started, **self.say.times},
             "jax": self.compile_log.summary() if self.compile_log is not None else None,
             "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
-            "executables": _store_summary(),
             "learning_curve_drawn_in": "this process" if self.curve is None else "a helper process",
             "env_id": self.config.env_id, "algo": self.config.ALGO,
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
@@ -164,11 +161,3 @@ class RunOutputs:
         parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
         return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
 
-
-def _store_summary() -> dict | None:
-    """The programs the command loaded whole from its store of compiled programs and those it
-    compiled (and stored) (`jaxenvs._cache.ExecutableStore`); None when the store is off."""
-    from jaxenvs import _cache
-
-    store = _cache.active_store()
-    return None if store is None else {"folder": str(store.folder), "loaded": store.hits, "compiled": store.misses}

@@ -19,7 +19,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxenvs import _cache
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
@@ -133,8 +132,6 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
-    store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
-    loaded_whole: bool = False  # the init program came from the store: an earlier run stored this run's programs
     curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
     gif_job: object = None  # train.phases.Background compiling the GIF's programs during the training
 
@@ -164,7 +161,6 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
         with self.say.phase(f"building {config.env_id} and initialising {settings.num_seeds} seed(s)", "init"):
             self.trainer = trainer = make_trainer(config, mesh=self.mesh)
-            _cache.keep_store_for(trainer.env)  # an environment defined outside the package: no stored programs
             num_seeds = settings.num_seeds
 
             def init_seeds(key, hp):  # the seeds' keys split inside: one program, nothing compiled outside it
@@ -174,36 +170,21 @@ class Run(ChunkProgram, RunOutputs):
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
             key, hp = key_on_host(settings.seed), config.hparams()
-            self.store = self._executable_store()
             # the init program runs once, for a millisecond: XLA's cheapest compile (no LLVM
             # optimisation) takes half the time; its float rounding may differ from the optimised
             # compile's in the last bit (|difference| < 1e-6 in the initial parameters, as between
             # CPUs with and without fused multiply-add); the environments' states and keys are equal
             options = compiler_options(jax.default_backend())
-            description = self._program_description() + (f" compiled with {sorted(options.items())}" if options else "")
-            init = self.store.load("init", description, (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
-            if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
-                self.loaded_whole = True
-                self.runner = init(key, hp)
-                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.runner)
-            else:
-                traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
-                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
-                lowered = traced.lower()
-
-                def compile_init():
-                    if self.store:
-                        return self.store.compile_lowered("init", description, (key, hp), lowered, options)
-                    return lowered.compile(options)
-
-                init_job = Background(compile_init, "jaxenvs-compile")  # XLA compiles it while Python traces the next
+            traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
+            template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+            lowered = traced.lower()
+            init_job = Background(lambda: lowered.compile(options), "jaxenvs-compile")  # XLA compiles it while Python traces the next
             # the training program needs only the runner's shapes: it compiles while init runs
             self.chunk_job = (plan, self._start_chunk_program(plan, template))
             if after_tracing is not None:
                 after_tracing()
-            if init is None:
-                self.runner = init_job.result()(key, hp)
+            self.runner = init_job.result()(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:
@@ -223,7 +204,6 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(stored.num_envs, args.devices, args.distributed)
         with self.say.phase(f"loading {self.run_dir / CHECKPOINT}", "init"):
             self.trainer, runner, meta = load_run(self.run_dir, mesh=self.mesh, **overrides)
-            _cache.keep_store_for(self.trainer.env)
             self.runner = place_runner(runner, self.mesh)
         self.config, self.settings = self.trainer.config, meta["run"]
         self.resumed_at = meta["update"]
@@ -277,8 +257,8 @@ class Run(ChunkProgram, RunOutputs):
             if self.main_process:
                 with say.phase("evaluating the untrained policy", "progress evaluation"):
                     self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
-        warm_up = self.chunk_job is not None and self.main_process and not self.loaded_whole
-        if warm_up:  # a warm start loads the output programs where they are first used
+        warm_up = self.chunk_job is not None and self.main_process
+        if warm_up:
             self.warm_up_evaluation()
         run_chunk = self.compile_chunks(plan)
         if warm_up:
