@@ -112,7 +112,7 @@ def _run(run: Run, started: float, imported: float) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        missing = outputs_complete(run.run_dir, run.args.no_eval)
+        missing = outputs_complete(run.run_dir, run.resumed_at, run.args.no_eval, run.args.no_gif)
         steps = f"{run.resumed_at * run.config.steps_per_update:,} env steps"
         if run.resumed_at < run.config.num_updates:
             run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({steps})")

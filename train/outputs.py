@@ -13,7 +13,7 @@ import jax
 
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, write_text_atomic
+from .checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
 from .distributed import params_digest
 from .envids import from_here
 from .exits import StorageError
@@ -108,6 +108,8 @@ class RunOutputs:
             raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
         say.times["plot"] = time.perf_counter() - t0
         say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
+        written = (["evaluation.json"] if result is not None else []) + [curve.name] + ([gif.name] if gif else [])
+        self.record_outputs(written)
         if result is not None:
             print(format_table(result))
             hint = solved_hint(result, config)
@@ -120,6 +122,13 @@ class RunOutputs:
         print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
         if trainer.turns.turn_based and trainer.num_agents == 2:  # a person's seat against it
             print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
+
+    def record_outputs(self, written: list[str]) -> None:
+        """Write the run directory's `train.checkpoint.OUTPUTS` record, last of all its outputs: the
+        update they were written after and their names (``--resume`` calls the run complete only
+        with this record and every file it names, `train.run.outputs_complete`)."""
+        update = int(to_host(self.runner.update).reshape(-1)[0])
+        self._write(OUTPUTS, json.dumps({"update": update, "outputs": written}) + "\n")
 
     def _write(self, name: str, text: str) -> None:
         try:

@@ -22,7 +22,7 @@ import numpy as np
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
+from .checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
 from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
 from .distributed import choose_mesh, from_process_0, place_runner, put_global, replicated, runner_shardings
@@ -90,15 +90,30 @@ def probe_run_dir(run_dir: Path, need_bytes: int) -> None:
                            f"checkpoint needs; nothing was trained. Free some space, or choose another --out")
 
 
-def outputs_complete(run_dir: Path, no_eval: bool) -> list[str]:
-    """The expected outputs of a finished run that are missing or older than its checkpoint
-    (``[]``: complete): the metrics files (written with every checkpoint, just before it), then what
-    is written after the last one (the learning curve, and the evaluation unless ``no_eval``).
-    ``policy.gif`` is left out: it is optional (``--no-gif``, environments without a render)."""
+def outputs_complete(run_dir: Path, update: int, no_eval: bool, no_gif: bool) -> list[str]:
+    """The outputs of a run trained to ``update`` that are missing (``[]``: complete): the metrics
+    files (written with every checkpoint), those written after the last checkpoint that are absent
+    or older than it (the learning curve, the evaluation unless ``no_eval``), every file the run's
+    `train.checkpoint.OUTPUTS` record lists, and, without a record of ``update`` (a run stopped, or killed, before it
+    wrote the record: the learning curve may have been finished by its helper process after the kill),
+    ``policy.gif`` unless ``no_gif``, else the record itself. The record is written after every other
+    output, so a kill at any point leaves a run that is not complete."""
     ckpt = (run_dir / CHECKPOINT).stat().st_mtime
-    after = ["learning_curve.png"] + ([] if no_eval else ["evaluation.json"])
+
+    def absent(name):
+        return not (run_dir / name).exists() or (run_dir / name).stat().st_mtime < ckpt
+
     missing = [n for n in ("metrics.json", "metrics.csv") if not (run_dir / n).exists()]
-    return missing + [n for n in after if not (run_dir / n).exists() or (run_dir / n).stat().st_mtime < ckpt]
+    missing += [n for n in ["learning_curve.png"] + ([] if no_eval else ["evaluation.json"]) if absent(n)]
+    try:
+        record = json.loads((run_dir / OUTPUTS).read_text())
+        listed = [str(n) for n in record["outputs"]] if record.get("update") == update else None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        listed = None
+    if listed is None:
+        missing += ["policy.gif"] if not no_gif and absent("policy.gif") else []
+        return missing or [OUTPUTS]
+    return missing + [n for n in listed if n not in missing and not (run_dir / n).exists()]
 
 
 def _tree_bytes(tree) -> int:
