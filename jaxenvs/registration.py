@@ -210,7 +210,8 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     if overrides:
         params = params.replace(**overrides)
     env.validate_params(params)
-    env.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
+    # the base env holds the spec (wrappers forward it): an entry point may return a wrapped env
+    env.unwrapped.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
     if overrides:
         env = WithParams(env, params)
     if checked:

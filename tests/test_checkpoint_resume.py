@@ -346,6 +346,36 @@ def test_a_kill_between_outputs_is_finished_by_resume(point, grid_run, tmp_path,
     assert code == 0 and "is complete" in out
 
 
+def test_a_missing_matplotlib_and_gif_writer_are_named_and_the_other_outputs_kept(grid_run, tmp_path, capsys, monkeypatch):
+    """Without matplotlib (the learning curve) and imageio (the GIF) the run still writes its
+    evaluation and metrics, names each missing package and the extra that installs it, exits 2
+    without blaming --env, and is not complete: once they are back, --resume writes both."""
+    import sys
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    for name in ("learning_curve.png", "outputs.json"):
+        (run_dir / name).unlink()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "imageio.v3", None)
+    code, out, err = train(capsys, "--resume", str(run_dir))
+    assert code == 2 and "--env" not in err and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("jaxenvs-train: error: ")]
+    assert "drawing learning_curve.png needs 'matplotlib', which is not installed: pip install \"jaxenvs[train]\"" in line
+    assert "writing policy.gif: saving a GIF needs 'imageio.v3', which is not installed: pip install \"jaxenvs[render]\"" in line
+    assert "Every other output is written" in line and f"--resume {run_dir.resolve()}" in line
+    assert "learning curve: (not written: drawing learning_curve.png needs 'matplotlib'" in out
+    assert "policy GIF:     (not written: writing policy.gif: saving a GIF needs 'imageio.v3'" in out
+    assert "success_rate" in out  # the evaluation's table
+    left = {p.name for p in run_dir.iterdir()}
+    assert {"evaluation.json", "metrics.json", "metrics.csv", "checkpoint.msgpack"} <= left
+    assert not {"learning_curve.png", "policy.gif", "outputs.json"} & left
+    monkeypatch.undo()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--no-eval")
+    assert code == 0, err
+    assert {"learning_curve.png", "policy.gif", "outputs.json"} <= {p.name for p in run_dir.iterdir()}
+
+
 def test_a_deleted_metrics_json_is_rebuilt_with_its_updates_marked_not_relabelled(grid_run, tmp_path, capsys):
     run_dir = tmp_path / "run"
     shutil.copytree(grid_run, run_dir)

@@ -235,6 +235,28 @@ def test_id_parsing():
         parse_env_id(3)
 
 
+def test_an_entry_point_may_return_a_wrapped_env(registry):
+    """The spec goes on the base env (wrappers forward it); params overrides, the spec's time limit
+    and auto-reset wrap what the entry point returned."""
+    jaxenvs.register("test/Wrapped-v0", lambda: TimeLimit(GridWorld(), 7), max_episode_steps=3, kwargs={"size": 4})
+    env = jaxenvs.make("test/Wrapped-v0", autoreset=False)
+    assert env.spec.id == "test/Wrapped-v0" and env.spec.max_episode_steps == 3 and env.spec.kwargs == {"size": 4}
+    assert isinstance(env, TimeLimit) and isinstance(env.env, WithParams) and env.env.env.max_episode_steps == 7
+    assert env.unwrapped.spec is env.spec and env.default_params.size == 4
+    plain = jaxenvs.make("GridWorld-v0", autoreset=False, size=4, max_episode_steps=3)
+    key = jax.random.key(0)
+    (obs, state), (obs_p, state_p) = env.reset(key, env.default_params), plain.reset(key, plain.default_params)
+    for t in range(4):  # the same steps as GridWorld-v0 with the same size and limit, truncated at step 3
+        for a, b in zip(jax.tree.leaves(obs), jax.tree.leaves(obs_p), strict=True):
+            np.testing.assert_array_equal(a, b)
+        k = jax.random.fold_in(key, t)
+        obs, state, reward, terminated, truncated, _ = env.step(k, state, jnp.int32(t % 4), env.default_params)
+        obs_p, state_p, reward_p, terminated_p, truncated_p, _ = plain.step(k, state_p, jnp.int32(t % 4), plain.default_params)
+        assert (float(reward), bool(terminated), bool(truncated)) == (float(reward_p), bool(terminated_p), bool(truncated_p))
+        if t == 2:
+            assert bool(truncated) or bool(terminated)
+
+
 def test_bad_entry_points(registry):
     with pytest.raises(TypeError, match="'package.module:Attribute'"):
         jaxenvs.register("test/A-v0", "jaxenvs.envs.grid_world.GridWorld")

@@ -16,14 +16,26 @@ from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
 from .distributed import params_digest
 from .envids import from_here
-from .exits import StorageError
+from .exits import StorageError, UsageError
 from .metrics_log import MetricsLog
 from .phases import Background
 from . import tuned
 
-__all__ = ["EVALUATE", "RunOutputs", "progress_line"]
+__all__ = ["EVALUATE", "RunOutputs", "progress_line", "missing_module"]
 
 EVALUATE = "python -m jaxenvs.train.evaluate"
+
+
+def missing_module(error: ImportError, purpose: str) -> str:
+    """What a missing package keeps from being done, and what installs it: ``error`` is the
+    ImportError of a missing optional package (`jaxenvs._optional.MissingExtraError` says so
+    already; a bare ``No module named 'matplotlib'`` gets the trainer's extra)."""
+    from jaxenvs._optional import MissingExtraError, install_hint
+
+    if isinstance(error, MissingExtraError):
+        return f"{purpose}: {error}"
+    name = getattr(error, "name", None) or "a package"
+    return f"{purpose} needs {name!r}, which is not installed: {install_hint('train')}"
 
 
 def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
@@ -91,6 +103,7 @@ class RunOutputs:
             plotting = Background(lambda: plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
         say("plotting learning_curve.png (in the background) ...")
         gif, gif_note = None, "(not written: --no-gif)"
+        not_installed = []  # outputs a missing package kept from being written: the run is not complete
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 if self.gif_job is not None:  # compiled during the training (start_gif_compile)
@@ -98,30 +111,42 @@ class RunOutputs:
                 params0 = jax.tree.map(lambda x: x[0], params)
                 try:
                     gif = policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
+                    gif_note = f"(not written: {config.env_id} has no render)"
                 except OSError as e:
                     raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
-            gif_note = f"(not written: {config.env_id} has no render)"
+                except ImportError as e:  # the GIF's writer is not installed: the other outputs still come
+                    not_installed.append(missing_module(e, "writing policy.gif"))
+                    gif_note = f"(not written: {not_installed[-1]})"
         t0 = time.perf_counter()
+        curve = None
         try:
             curve = plotting.result()
         except OSError as e:
             raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+        except ImportError as e:  # matplotlib is not installed: the other outputs still come
+            not_installed.append(missing_module(e, "drawing learning_curve.png"))
         say.times["plot"] = time.perf_counter() - t0
-        say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
-        written = (["evaluation.json"] if result is not None else []) + [curve.name] + ([gif.name] if gif else [])
-        self.record_outputs(written)
+        if curve is not None:
+            say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
+        if not not_installed:
+            written = (["evaluation.json"] if result is not None else []) + [curve.name] + ([gif.name] if gif else [])
+            self.record_outputs(written)
         if result is not None:
             print(format_table(result))
             hint = solved_hint(result, config)
             if hint:
                 print(f"hint: {hint}")
-        print(f"learning curve: {curve.resolve()}")
+        print(f"learning curve: {curve.resolve() if curve else f'(not written: {not_installed[-1]})'}")
         print(f"policy GIF:     {gif.resolve() if gif else gif_note}")
         print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
         print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
         print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
         if trainer.turns.turn_based and trainer.num_agents == 2:  # a person's seat against it
             print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
+        if not_installed:
+            resume = from_here(config.env_id, f"jaxenvs-train --resume {run_dir.resolve()}")
+            raise UsageError(f"{'; '.join(not_installed)}. Every other output is written; once it is installed, {resume} "
+                             "writes what is missing")
 
     def record_outputs(self, written: list[str]) -> None:
         """Write the run directory's `train.checkpoint.OUTPUTS` record, last of all its outputs: the
