@@ -267,6 +267,27 @@ def test_usage_errors_exit_2_with_a_message(tmp_path, capsys, no_cache):
     assert code == 2 and "does not exist" in err
 
 
+@pytest.mark.parametrize("env_id", ["GridWorld-v0", "KuhnPoker-v0"])
+def test_play_search_and_lookahead_are_refused_for_envs_that_cannot_use_them(env_id, tmp_path, capsys, no_cache):
+    """Tree search and look-ahead play perfect-information two-player games only: the flags (or the
+    fields in --config) are refused before anything is built, naming what was given and what takes it;
+    the games that take them still do (--show-config resolves without building anything)."""
+    out = str(tmp_path / "runs")
+    for argv, named in [(["--play-lookahead", "2"], "--play-lookahead 2"), (["--play-search", "8"], "--play-search 8"),
+                        (["--play-search", "8", "--play-lookahead", "1"], "--play-search 8, --play-lookahead 1")]:
+        code, _, err = _main(capsys, "--env", env_id, *argv, "--out", out)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"{named}: tree search and look-ahead play two-player zero-sum turn-based games" in err
+        assert f"(TicTacToe-v0, ConnectFour-v0); {env_id} is not one" in err
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"play_lookahead": 3}')
+    code, _, err = _main(capsys, "--env", env_id, "--config", str(cfg), "--out", out)
+    assert code == 2 and "play_lookahead 3 (from --config)" in err
+    assert not (tmp_path / "runs").exists()
+    code, stdout, err = _main(capsys, "--env", "TicTacToe-v0", "--play-lookahead", "2", "--show-config")
+    assert code == 0 and json.loads(stdout)["play_lookahead"] == 2, err
+
+
 def test_help_shows_defaults_and_tuned_values_and_show_config_resolves_them(capsys, no_cache):
     text = build_parser().format_help()
     assert "--lr X" in text and "default: 0.0003" in text and "PointEnv-v0 0.001" in text

@@ -116,6 +116,29 @@ def outputs_complete(run_dir: Path, update: int, no_eval: bool, no_gif: bool) ->
     return missing + [n for n in listed if n not in missing and not (run_dir / n).exists()]
 
 
+def _check_play_fields(config, flags: dict) -> None:
+    """A `UsageError` before anything is built when ``play_search`` or ``play_lookahead`` (what the
+    trained policy plays with, `train.policy`) is set for an environment that tree search and
+    look-ahead cannot play (`jaxenvs.games.search.supports_search`): ``jaxenvs play`` would refuse
+    the run afterwards."""
+    given = {name: getattr(config, name, 0) for name in ("play_search", "play_lookahead")}
+    given = {name: value for name, value in given.items() if value}
+    if not given:
+        return
+    import jaxenvs
+    from jaxenvs.games.search import supports_search
+
+    if supports_search(jaxenvs.make(config.env_id, **config.env_kwargs)):
+        return
+    named = ", ".join(f"{flag_of(name)} {value}" if name in flags else f"{name} {value} (from --config)"
+                      for name, value in given.items())
+    raise UsageError(
+        f"{named}: tree search and look-ahead play two-player zero-sum turn-based games of perfect information "
+        f"whose class rebuilds its state from an observation (TicTacToe-v0, ConnectFour-v0); {config.env_id} is not "
+        f"one: leave {'them' if len(given) > 1 else 'it'} out"
+    )
+
+
 def _tree_bytes(tree) -> int:
     """Bytes of the arrays of ``tree`` (PRNG keys as their key data): about a checkpoint's size."""
     def nbytes(x):
@@ -166,7 +189,9 @@ class Run(ChunkProgram, RunOutputs):
         foreign = sorted(k for k in overrides if k not in {f.name for f in dataclasses.fields(cls)})
         if foreign:
             raise UsageError(f"--algo {algo} has no field(s) {foreign}; leave those flags out")
-        return get_config(env_id, algo=algo, **{**file_cfg, **overrides}), file_run.replace(**run_overrides)
+        config = get_config(env_id, algo=algo, **{**file_cfg, **overrides})
+        _check_play_fields(config, overrides)
+        return config, file_run.replace(**run_overrides)
 
     def start_new(self, after_tracing=None):
         """Set up a new run; ``after_tracing()``, when given, is called once its programs are
