@@ -448,6 +448,7 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
                        capture_output=True, text=True, timeout=300, env=env)
     assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
+    assert f"warning: importing {(here / 'my_module.py').resolve()} (module 'my_module'" in q.stderr  # before it runs
     # the run plays from the folder that holds the module, as check does; elsewhere a one-line error says why
     (play,) = [line.split("play it:        ", 1)[1] for line in p.stdout.splitlines() if line.startswith("play it: ")]
     assert play == f"cd {here} && jaxenvs play {run_dir.resolve()}"
