@@ -11,6 +11,7 @@ import time
 
 import jax
 
+from jaxenvs._optional import MissingExtraError, install_hint
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from .checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
@@ -30,8 +31,6 @@ def missing_module(error: ImportError, purpose: str) -> str:
     """What a missing package keeps from being done, and what installs it: ``error`` is the
     ImportError of a missing optional package (`jaxenvs._optional.MissingExtraError` says so
     already; a bare ``No module named 'matplotlib'`` gets the trainer's extra)."""
-    from jaxenvs._optional import MissingExtraError, install_hint
-
     if isinstance(error, MissingExtraError):
         return f"{purpose}: {error}"
     name = getattr(error, "name", None) or "a package"

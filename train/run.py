@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+import jaxenvs
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
@@ -125,8 +126,7 @@ def _check_play_fields(config, flags: dict) -> None:
     given = {name: value for name, value in given.items() if value}
     if not given:
         return
-    import jaxenvs
-    from jaxenvs.games.search import supports_search
+    from jaxenvs.games.search import supports_search  # only when asked: the games wing's import
 
     if supports_search(jaxenvs.make(config.env_id, **config.env_kwargs)):
         return
