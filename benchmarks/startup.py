@@ -181,7 +181,6 @@ def main_job(cache: str, quick: bool, workdir: str, timeout: float, env_id: str 
         timings = json.loads(found[0].read_text())
         jax_log = timings.get("jax") or {}
         out["jax"] = {"seconds": jax_log.get("seconds", {}), "counts": jax_log.get("counts", {})}
-        out["executables"] = timings.get("executables")  # the programs stored whole: compiled or loaded
         out["learning_curve_drawn_in"] = timings.get("learning_curve_drawn_in")  # the command's helper process
         out["outputs_sha256"] = outputs_digest(found[0].parent)
     return out | {"lines": lines}

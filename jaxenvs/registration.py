@@ -22,7 +22,11 @@ from jaxenvs.wrappers.checked import CheckedActions
 
 __all__ = ["EnvSpec", "register", "make", "spec", "registry", "pprint_registry", "describe", "parse_env_id"]
 
-ENV_ID_RE = re.compile(r"^(?:(?P<namespace>[\w:.-]+)/)?(?P<name>[A-Za-z_][\w.-]*?)(?:-v(?P<version>\d+))?$")
+# a namespace and a name each start with a letter or "_" (so neither is ever "." or ".." where an id
+# becomes a file name: run directories are named after ids) and hold letters, digits, "_", "-", "."
+ENV_ID_RE = re.compile(r"^(?:(?P<namespace>[^\W\d][\w.-]*)/)?(?P<name>[^\W\d][\w.-]*?)(?:-v(?P<version>[0-9]+))?$")
+ENV_ID_RULE = ("an id is [namespace/]Name[-vN]: the namespace and the name each start with a letter or '_' and hold only "
+               "letters, digits, '_', '-' and '.'; N is a number")
 
 
 @dataclasses.dataclass
@@ -90,10 +94,7 @@ def parse_env_id(env_id: str) -> tuple[str | None, str, int | None]:
         raise TypeError(f"an environment id is a string, got {type(env_id).__name__}")
     m = ENV_ID_RE.fullmatch(env_id)
     if m is None:
-        raise ValueError(
-            f"malformed environment id {env_id!r}; expected '[namespace/]Name[-vN]', "
-            "e.g. 'GridWorld-v0' or 'mylab/Maze-v2'"
-        )
+        raise ValueError(f"malformed environment id {env_id!r}; {ENV_ID_RULE} (e.g. 'GridWorld-v0' or 'mylab/Maze-v2')")
     v = m.group("version")
     return m.group("namespace"), m.group("name"), None if v is None else int(v)
 
@@ -209,7 +210,8 @@ def make(env_id: str, autoreset: bool = True, checked: bool = False, **kwargs: A
     if overrides:
         params = params.replace(**overrides)
     env.validate_params(params)
-    env.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
+    # the base env holds the spec (wrappers forward it): an entry point may return a wrapped env
+    env.unwrapped.spec = dataclasses.replace(spec_, max_episode_steps=max_steps, kwargs=all_kwargs)
     if overrides:
         env = WithParams(env, params)
     if checked:

@@ -8,6 +8,7 @@ session's compilation cache (tests/conftest.py).
 import json
 import os
 import shutil
+import time
 
 import jax
 import numpy as np
@@ -299,6 +300,82 @@ def test_evaluation_json_comes_before_the_plot_and_resume_writes_what_is_missing
     assert code == 0 and "is complete" in out
 
 
+class Killed(BaseException):
+    """A kill the command cannot catch (SIGKILL): no checkpoint saved, nothing printed."""
+
+
+def _kill(*args, **kwargs):
+    raise Killed
+
+
+@pytest.mark.parametrize("point", ["gif", "record"])
+def test_a_kill_between_outputs_is_finished_by_resume(point, grid_run, tmp_path, capsys, monkeypatch):
+    """Killed while the GIF is written (the learning curve finished meanwhile, as the helper process
+    finishes it after the command dies) or after the last output, before the record of them:
+    ``--resume`` does not call the run complete, and writes every output."""
+    from jaxenvs.train import outputs, plotting
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    for name in ("learning_curve.png", "outputs.json"):  # as left by a kill just after training's last checkpoint
+        (run_dir / name).unlink()
+    if point == "gif":
+        def killed_in_the_gif(*args, **kwargs):
+            deadline = time.monotonic() + 120
+            while not (run_dir / "learning_curve.png").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise Killed
+
+        monkeypatch.setattr(plotting, "policy_gif", killed_in_the_gif)
+    else:
+        monkeypatch.setattr(outputs.RunOutputs, "record_outputs", _kill)
+    with pytest.raises(Killed):
+        cli.main(["--resume", str(run_dir)])
+    monkeypatch.undo()
+    left = {p.name for p in run_dir.iterdir()}
+    assert {"evaluation.json", "learning_curve.png"} <= left and "outputs.json" not in left
+    assert ("policy.gif" in left) == (point == "record")
+    code, out, err = train(capsys, "--resume", str(run_dir))
+    assert code == 0, err
+    said = "policy.gif is missing" if point == "gif" else "outputs.json is missing"
+    assert f"trained to the end (8 env steps) but {said} or older than its checkpoint; writing the outputs" in out
+    assert json.loads((run_dir / "outputs.json").read_text()) == {
+        "update": 1, "outputs": ["evaluation.json", "learning_curve.png", "policy.gif"]}
+    assert all((run_dir / name).stat().st_size > 0 for name in ("evaluation.json", "learning_curve.png", "policy.gif"))
+    code, out, _ = train(capsys, "--resume", str(run_dir))
+    assert code == 0 and "is complete" in out
+
+
+def test_a_missing_matplotlib_and_gif_writer_are_named_and_the_other_outputs_kept(grid_run, tmp_path, capsys, monkeypatch):
+    """Without matplotlib (the learning curve) and imageio (the GIF) the run still writes its
+    evaluation and metrics, names each missing package and the extra that installs it, exits 2
+    without blaming --env, and is not complete: once they are back, --resume writes both."""
+    import sys
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(grid_run, run_dir)
+    for name in ("learning_curve.png", "outputs.json"):
+        (run_dir / name).unlink()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "imageio.v3", None)
+    code, out, err = train(capsys, "--resume", str(run_dir))
+    assert code == 2 and "--env" not in err and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("jaxenvs-train: error: ")]
+    assert "drawing learning_curve.png needs 'matplotlib', which is not installed: pip install \"jaxenvs[train]\"" in line
+    assert "writing policy.gif: saving a GIF needs 'imageio.v3', which is not installed: pip install \"jaxenvs[render]\"" in line
+    assert "Every other output is written" in line and f"--resume {run_dir.resolve()}" in line
+    assert "learning curve: (not written: drawing learning_curve.png needs 'matplotlib'" in out
+    assert "policy GIF:     (not written: writing policy.gif: saving a GIF needs 'imageio.v3'" in out
+    assert "success_rate" in out  # the evaluation's table
+    left = {p.name for p in run_dir.iterdir()}
+    assert {"evaluation.json", "metrics.json", "metrics.csv", "checkpoint.msgpack"} <= left
+    assert not {"learning_curve.png", "policy.gif", "outputs.json"} & left
+    monkeypatch.undo()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--no-eval")
+    assert code == 0, err
+    assert {"learning_curve.png", "policy.gif", "outputs.json"} <= {p.name for p in run_dir.iterdir()}
+
+
 def test_a_deleted_metrics_json_is_rebuilt_with_its_updates_marked_not_relabelled(grid_run, tmp_path, capsys):
     run_dir = tmp_path / "run"
     shutil.copytree(grid_run, run_dir)
@@ -401,3 +478,69 @@ def test_a_real_ctrl_c_during_the_background_compile_exits_130_not_an_abort(tmp_
     # the background compile was still running when the run stopped: it never reported being done
     assert not any(line.startswith("compiling the training program") and "done in" in line for line in out.splitlines())
     assert load_run(only_run(tmp_path / "runs"))[2]["update"] == 0
+
+
+LAB_MODULE = """
+import sys
+import jaxenvs
+from jaxenvs.envs.grid_world import GridWorld
+sys.stderr.write("lab_envs ran\\n")
+jaxenvs.register("lab/Grid-v0", entry_point=lambda **kw: GridWorld(**kw), max_episode_steps=20)
+"""
+
+
+@pytest.fixture
+def lab_module(tmp_path, monkeypatch):
+    """``./lab_envs.py`` registering ``lab/Grid-v0``, importable from the current folder;
+    ``forget()`` makes the next load import it again (as a new process would)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *(p for p in __import__("sys").path if p not in ("", "."))])
+    (tmp_path / "lab_envs.py").write_text(LAB_MODULE)
+
+    def forget():
+        import sys
+
+        sys.modules.pop("lab_envs", None)
+        jaxenvs.registry.pop("lab/Grid-v0", None)
+
+    forget()
+    yield forget
+    forget()
+
+
+def _notice(err: str, path) -> None:
+    """The one warning line naming the module's resolved file comes before the module's own code runs."""
+    lines = err.strip().splitlines()
+    i = lines.index("lab_envs ran")
+    warned = [line for line in lines[:i] if line.startswith("warning: importing ")]
+    assert len(warned) == 1 and str(path.resolve()) in warned[0], lines
+    assert "module 'lab_envs' of the env id 'lab_envs:lab/Grid-v0'" in warned[0] and "its code runs as you" in warned[0]
+
+
+def test_loading_a_run_of_a_module_env_names_the_module_file_first(lab_module, tmp_path, capsys):
+    """--resume, load_policy and ``jaxenvs play .`` inside the run directory (which may ship a
+    module of its own) each print one line naming the file they import before its code runs."""
+    from jaxenvs.cli import main as jaxenvs_main
+    from jaxenvs.train import load_policy
+
+    code, _, err = train(capsys, "--env", "lab_envs:lab/Grid-v0", "--total-timesteps", str(STEPS), *TINY,
+                         "--out", str(tmp_path / "runs"))
+    assert code == 0 and "warning: importing" not in err, err  # the user named the module on the command line
+    run_dir = only_run(tmp_path / "runs")
+    lab_module()
+    code, out, err = train(capsys, "--resume", str(run_dir), "--no-eval", "--no-gif")
+    assert code == 0 and "is complete" in out, err
+    _notice(err, tmp_path / "lab_envs.py")
+    lab_module()
+    policy = load_policy(run_dir)
+    assert policy.env_id == "lab_envs:lab/Grid-v0"
+    _notice(capsys.readouterr().err, tmp_path / "lab_envs.py")
+    policy = load_policy(run_dir)  # imported already: nothing runs, nothing said
+    assert capsys.readouterr().err == ""
+    # a run directory from someone else, shipping its own lab_envs.py, played from inside it
+    shipped = run_dir / "lab_envs.py"
+    shipped.write_text(LAB_MODULE)
+    lab_module()
+    os.chdir(run_dir)  # play puts the current folder first on the import path, as python -m does
+    assert jaxenvs_main(["play", ".", "--episodes", "1"]) == 0
+    _notice(capsys.readouterr().err, shipped)

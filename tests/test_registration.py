@@ -202,11 +202,29 @@ def test_registering_twice_is_an_error(registry):
         jaxenvs.register("test/Line", Line)
 
 
-@pytest.mark.parametrize("bad_id", ["", "1Line-v0", "my env-v0", "ns//Line-v0", "ns/", "Line-v0/"])
+@pytest.mark.parametrize("bad_id", ["", "1Line-v0", "my env-v0", "ns//Line-v0", "ns/", "Line-v0/", "../Up-v0",
+                                    "./Up-v0", "../../x/Up-v0", "ns/../Up-v0", ".hidden-v0", "ns/.Up-v0", "a/b/Up-v0",
+                                    "mod:ns/Up-v0", "-ns/Up-v0", "ns/Up v0", "ns\\Up-v0"])
 def test_malformed_ids_are_rejected(registry, bad_id):
-    with pytest.raises(ValueError, match="malformed environment id"):
+    """An id becomes part of a run directory's name: a namespace or name that is not a plain word
+    (a path, a leading dot, a module prefix) is refused at registration, saying what is allowed."""
+    with pytest.raises(ValueError, match="malformed environment id") as e:
         jaxenvs.register(bad_id, Line)
+    assert "[namespace/]Name[-vN]" in str(e.value) and "start with a letter or '_'" in str(e.value)
     assert bad_id not in registry
+
+
+def test_every_built_in_and_gymnax_id_is_well_formed():
+    """The rule refuses none of the ids the package registers (its own, and gymnax's unversioned
+    ones such as ``Catch-bsuite``)."""
+    from jaxenvs.envs.gymnax_env import NAMESPACE
+
+    gymnax = pytest.importorskip("gymnax")
+    ids = list(jaxenvs.registry) + [f"{NAMESPACE}/{gid}" for gid in gymnax.registered_envs]
+    assert len(ids) > 30 and "gymnax/Catch-bsuite" in ids
+    for env_id in ids:
+        parse_env_id(env_id)
+    assert parse_env_id("gymnax/Catch-bsuite") == ("gymnax", "Catch-bsuite", None)
 
 
 def test_id_parsing():
@@ -215,6 +233,28 @@ def test_id_parsing():
     assert parse_env_id("Maze") == (None, "Maze", None)
     with pytest.raises(TypeError, match="is a string"):
         parse_env_id(3)
+
+
+def test_an_entry_point_may_return_a_wrapped_env(registry):
+    """The spec goes on the base env (wrappers forward it); params overrides, the spec's time limit
+    and auto-reset wrap what the entry point returned."""
+    jaxenvs.register("test/Wrapped-v0", lambda: TimeLimit(GridWorld(), 7), max_episode_steps=3, kwargs={"size": 4})
+    env = jaxenvs.make("test/Wrapped-v0", autoreset=False)
+    assert env.spec.id == "test/Wrapped-v0" and env.spec.max_episode_steps == 3 and env.spec.kwargs == {"size": 4}
+    assert isinstance(env, TimeLimit) and isinstance(env.env, WithParams) and env.env.env.max_episode_steps == 7
+    assert env.unwrapped.spec is env.spec and env.default_params.size == 4
+    plain = jaxenvs.make("GridWorld-v0", autoreset=False, size=4, max_episode_steps=3)
+    key = jax.random.key(0)
+    (obs, state), (obs_p, state_p) = env.reset(key, env.default_params), plain.reset(key, plain.default_params)
+    for t in range(4):  # the same steps as GridWorld-v0 with the same size and limit, truncated at step 3
+        for a, b in zip(jax.tree.leaves(obs), jax.tree.leaves(obs_p), strict=True):
+            np.testing.assert_array_equal(a, b)
+        k = jax.random.fold_in(key, t)
+        obs, state, reward, terminated, truncated, _ = env.step(k, state, jnp.int32(t % 4), env.default_params)
+        obs_p, state_p, reward_p, terminated_p, truncated_p, _ = plain.step(k, state_p, jnp.int32(t % 4), plain.default_params)
+        assert (float(reward), bool(terminated), bool(truncated)) == (float(reward_p), bool(terminated_p), bool(truncated_p))
+        if t == 2:
+            assert bool(truncated) or bool(terminated)
 
 
 def test_bad_entry_points(registry):

@@ -58,15 +58,11 @@ def test_startup_json_structure(quick_run):
         # the training program compiles in the background, so the time waited for it may be shorter)
         assert {"init"} <= set(med["phases_s"]) <= {
             "imports", "init", "compile", "train", "progress evaluation", "evaluation warm-up", "evaluate", "plot", "gif"}
-        # the run's timings.json: its programs compiled into the store of whole programs (cold) or
-        # loaded from it (warm: nothing traced or compiled again), and what JAX compiled besides
+        # the run's timings.json: what JAX compiled; warm, every program comes from its persistent cache
         counts, (run,) = med["jax"]["counts"], job["runs"]
-        store = run["executables"]
         if kind == "warm":
-            assert {"init", "chunk"} <= set(store["loaded"]) and store["compiled"] == [], store
-            assert counts["cache_misses"] == 0 and counts["cache_hits"] == counts["compile"], counts
+            assert counts["cache_misses"] == 0 and counts["cache_hits"] == counts["compile"] >= 2, counts
         else:
-            assert {"init", "chunk"} <= set(store["compiled"]) and store["loaded"] == [], store
             assert counts["compile"] >= 2 and med["jax"]["seconds"]["compile_s"] > 0, counts
         assert run["learning_curve_drawn_in"] == "a helper process"  # the command, not an in-process call
         assert result["per_env"]["GridWorld-v0"][kind] == med  # the main job is the first (only) env's

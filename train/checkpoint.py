@@ -30,15 +30,17 @@ from .configs import (
     RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, run_record,
     run_settings_from_dict,
 )
+from .envids import announce_env_module
 from .trainers import make_trainer
 
 __all__ = [
-    "CHECKPOINT", "CONFIG", "CheckpointError", "save_checkpoint", "load_checkpoint", "load_run", "runner_template",
+    "CHECKPOINT", "CONFIG", "OUTPUTS", "CheckpointError", "save_checkpoint", "load_checkpoint", "load_run", "runner_template",
     "atomic_write", "write_text_atomic", "check_run_dir",
 ]
 
 CHECKPOINT = "checkpoint.msgpack"
 CONFIG = "config.json"
+OUTPUTS = "outputs.json"  # written last by a run's end: {"update": N, "outputs": [the files written after update N]}
 FORMAT_VERSION = 2
 # Config fields and run settings a resumed run may change: the checkpoint still fits after either.
 RESUMABLE_FIELDS = ("total_timesteps", "num_chunks")
@@ -254,4 +256,5 @@ def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple
     run_overrides = {k: overrides.pop(k) for k in RUN_FIELDS if k in overrides}
     config = config_from_dict({**stored, **overrides})
     settings = run_settings_from_dict(stored).replace(**run_overrides)
+    announce_env_module(config.env_id, str(run_dir / CONFIG))  # a module:id env's module runs its code: say which
     return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh), settings)

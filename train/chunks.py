@@ -60,48 +60,17 @@ class ChunkProgram:
             self.say(f"{label}: done in {job[1].duration:.1f}s (in the background; {waited:.1f}s waited for it)")
             return run
         with self.say.phase(label, "compile"):
-            self.store = self._executable_store()
             return self._start_chunk_program(plan, self.runner, background=False).result()
-
-    # -- the store of whole compiled programs (jaxenvs._cache.ExecutableStore) -------------------
-    def _executable_store(self):
-        """The command's store of compiled programs, or None: off with the cache, with a device
-        mesh (layouts are not part of its key) and in a multi-process run."""
-        from jaxenvs import _cache
-
-        if self.mesh is not None or jax.process_count() > 1:
-            return None
-        return _cache.active_store()
-
-    def _program_description(self) -> str:
-        """What the init and chunk programs close over besides their arguments: the config (the
-        environment and its kwargs included) and the number of seeds."""
-        import json
-
-        return json.dumps({"config": self.config.to_dict(), "num_seeds": self.settings.num_seeds}, sort_keys=True)
 
     def _start_chunk_program(self, plan: list[int], runner, background: bool = True):
         """The chunk program for ``runner`` (arrays or their shapes) as a `Background` job whose
-        result is `_chunk_runner`'s function: loaded from the store when an earlier run stored it,
-        else traced and lowered here (Python) and compiled (XLA) in the background, then stored.
-        ``background=False``: the caller waits for the job at once, inside its own compile phase, so
-        no line announces it."""
-        store, length = self.store, plan[0]
-        args = (runner, self.hparams, np.int32(length))
-        description = f"{self._program_description()} chunk of {length}{'' if len(set(plan)) == 1 else ' or fewer'}"
-        compiled = store.load("chunk", description, args) if store else None
-        if compiled is not None:
-            self.say(f"{self._compile_label(plan)}: loaded from {store.folder}")
-            return Background(lambda: self._chunk_runner(compiled), "jaxenvs-compile")
+        result is `_chunk_runner`'s function: traced and lowered here (Python) and compiled (XLA)
+        in the background. ``background=False``: the caller waits for the job at once, inside its
+        own compile phase, so no line announces it."""
         lowered = self._lower_chunk_program(plan, runner)  # Python's part here, XLA's in the background
-
-        def compile_and_store():
-            compiled = store.compile_lowered("chunk", description, args, lowered) if store else lowered.compile()
-            return self._chunk_runner(compiled)
-
         if background:
             self.say(f"{self._compile_label(plan)} (in the background) ...")
-        return Background(compile_and_store, "jaxenvs-compile")
+        return Background(lambda: self._chunk_runner(lowered.compile()), "jaxenvs-compile")
 
     def _lower_chunk_program(self, plan: list[int], runner):
         """`compile_chunks`'s program, traced and lowered for ``runner`` (arrays, or their shapes)."""

@@ -13,6 +13,7 @@ import time
 
 import jax
 
+from jaxenvs._optional import MissingExtraError
 from jaxenvs.sharding import initialize_distributed, to_host
 from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_config_file
 from .configs import config_from_dict, run_record, run_settings_from_dict
@@ -20,7 +21,7 @@ from .distributed import is_main_process
 from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
-from .outputs import EVALUATE
+from .outputs import EVALUATE, missing_module
 from .phases import Say
 from .run import Run, outputs_complete
 from .xla import CompileLog, enable_compilation_cache
@@ -63,8 +64,13 @@ def _main(argv, started, curve) -> int:
         return _fail(run, str(e), EXIT_USAGE)
     except StorageError as e:
         return _fail(run, str(e), EXIT_STORAGE)
-    except ImportError as e:  # --env module:id whose module cannot be imported
-        return _fail(run, f"{e}; --env takes {ENV_ID_FORMS}", EXIT_USAGE)
+    except ImportError as e:  # --env module:id whose module cannot be imported, or a missing package
+        message = str(e)
+        if message.startswith("could not import module"):  # the id's module (jaxenvs.registration)
+            message += f"; --env takes {ENV_ID_FORMS}"
+        elif not isinstance(e, MissingExtraError) and e.name and e.name.split(".")[0] in TRAIN_PACKAGES:
+            message = missing_module(e, "jaxenvs-train")
+        return _fail(run, message, EXIT_USAGE)
     except KeyError as e:  # an unknown id
         message = e.args[0] if e.args else str(e)
         if isinstance(message, str) and message.startswith("no environment registered"):
@@ -84,6 +90,9 @@ def _main(argv, started, curve) -> int:
         run.compile_log.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+TRAIN_PACKAGES = ("flax", "optax", "matplotlib", "imageio", "PIL")  # what the train extra installs
 
 
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -112,7 +121,7 @@ def _run(run: Run, started: float, imported: float) -> int:
         return 0
     if args.resume:
         run.start_resume()
-        missing = outputs_complete(run.run_dir, run.args.no_eval)
+        missing = outputs_complete(run.run_dir, run.resumed_at, run.args.no_eval, run.args.no_gif)
         steps = f"{run.resumed_at * run.config.steps_per_update:,} env steps"
         if run.resumed_at < run.config.num_updates:
             run.say(f"resuming {run.run_dir} at update {run.resumed_at} ({steps})")

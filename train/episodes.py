@@ -11,7 +11,6 @@ final evaluation (1000 episodes) share one compiled program.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 import jax
@@ -19,10 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
-from jaxenvs._cache import StoredJit
 from jaxenvs.prng import split_on_host
 from jaxenvs.rollout import rollout
-
+from .xla import AheadOfTime
 
 __all__ = ["NUM_EPISODES", "BLOCK", "eval_env", "greedy_policy", "first_episodes", "episodes", "initial_probs", "payoff_matrix"]
 
@@ -92,10 +90,7 @@ def _episode_fn(trainer, versus_random: bool, num_episodes: int) -> Callable:
                 policy = greedy
             return rollout(env, key, policy, steps, num_envs=num_episodes, record_states=False)
 
-        description = json.dumps({"config": trainer.config.to_dict(), "versus_random": versus_random,
-                                  "num_episodes": num_episodes}, sort_keys=True)
-        # the trainer is kept so its id stays unique; a command's store keeps the compiled program
-        _EPISODE_FNS[cache_key] = (trainer, StoredJit(run, "episodes", description))
+        _EPISODE_FNS[cache_key] = (trainer, AheadOfTime(run))  # the trainer is kept so its id stays unique
     return _EPISODE_FNS[cache_key][1]
 
 

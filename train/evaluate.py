@@ -32,7 +32,6 @@ import sys
 import jax
 import numpy as np
 
-from jaxenvs._cache import keep_store_for
 from jaxenvs.prng import key_on_host
 from . import evaluations, tuned
 from .episodes import BLOCK, NUM_EPISODES, first_episodes
@@ -347,7 +346,6 @@ def main(argv=None) -> int:
         trainer, runner, _ = load_run(args.run_dir)
     except (ValueError, TypeError, KeyError, OSError, ImportError) as e:
         parser.error(e.args[0] if isinstance(e, KeyError) and e.args else str(e))  # not a run, a corrupt checkpoint: exit 2
-    keep_store_for(trainer.env)  # an environment defined outside the package: no stored programs
     if args.search is None:
         from .policy import run_search
 

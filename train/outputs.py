@@ -11,19 +11,30 @@ import time
 
 import jax
 
+from jaxenvs._optional import MissingExtraError, install_hint
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, write_text_atomic
+from .checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
 from .distributed import params_digest
 from .envids import from_here
-from .exits import StorageError
+from .exits import StorageError, UsageError
 from .metrics_log import MetricsLog
 from .phases import Background
 from . import tuned
 
-__all__ = ["EVALUATE", "RunOutputs", "progress_line"]
+__all__ = ["EVALUATE", "RunOutputs", "progress_line", "missing_module"]
 
 EVALUATE = "python -m jaxenvs.train.evaluate"
+
+
+def missing_module(error: ImportError, purpose: str) -> str:
+    """What a missing package keeps from being done, and what installs it: ``error`` is the
+    ImportError of a missing optional package (`jaxenvs._optional.MissingExtraError` says so
+    already; a bare ``No module named 'matplotlib'`` gets the trainer's extra)."""
+    if isinstance(error, MissingExtraError):
+        return f"{purpose}: {error}"
+    name = getattr(error, "name", None) or "a package"
+    return f"{purpose} needs {name!r}, which is not installed: {install_hint('train')}"
 
 
 def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
@@ -44,9 +55,7 @@ class RunOutputs:
     def warm_up_evaluation(self) -> None:
         """While the training program compiles in the background: compile the programs of the
         final evaluation, by running it once on the untrained policy (results dropped), so after
-        training they only run. Skipped on a warm start (`train.run.Run.loaded_whole`): the earlier
-        run that stored the training programs stored these too, and loading one where it is first
-        used takes a few ms."""
+        training they only run."""
         from .evaluate import evaluate
 
         if not self.args.no_eval:
@@ -93,6 +102,7 @@ class RunOutputs:
             plotting = Background(lambda: plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
         say("plotting learning_curve.png (in the background) ...")
         gif, gif_note = None, "(not written: --no-gif)"
+        not_installed = []  # outputs a missing package kept from being written: the run is not complete
         if not self.args.no_gif:
             with say.phase("writing policy.gif (seed 0, greedy)", "gif"):
                 if self.gif_job is not None:  # compiled during the training (start_gif_compile)
@@ -100,28 +110,49 @@ class RunOutputs:
                 params0 = jax.tree.map(lambda x: x[0], params)
                 try:
                     gif = policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
+                    gif_note = f"(not written: {config.env_id} has no render)"
                 except OSError as e:
                     raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
-            gif_note = f"(not written: {config.env_id} has no render)"
+                except ImportError as e:  # the GIF's writer is not installed: the other outputs still come
+                    not_installed.append(missing_module(e, "writing policy.gif"))
+                    gif_note = f"(not written: {not_installed[-1]})"
         t0 = time.perf_counter()
+        curve = None
         try:
             curve = plotting.result()
         except OSError as e:
             raise StorageError(f"cannot write {run_dir / 'learning_curve.png'}: {e.strerror or e}") from None
+        except ImportError as e:  # matplotlib is not installed: the other outputs still come
+            not_installed.append(missing_module(e, "drawing learning_curve.png"))
         say.times["plot"] = time.perf_counter() - t0
-        say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
+        if curve is not None:
+            say(f"plotting learning_curve.png: done in {plotting.duration:.1f}s ({say.times['plot']:.1f}s waited for it)")
+        if not not_installed:
+            written = (["evaluation.json"] if result is not None else []) + [curve.name] + ([gif.name] if gif else [])
+            self.record_outputs(written)
         if result is not None:
             print(format_table(result))
             hint = solved_hint(result, config)
             if hint:
                 print(f"hint: {hint}")
-        print(f"learning curve: {curve.resolve()}")
+        print(f"learning curve: {curve.resolve() if curve else f'(not written: {not_installed[-1]})'}")
         print(f"policy GIF:     {gif.resolve() if gif else gif_note}")
         print(f"checkpoint:     {(run_dir / CHECKPOINT).resolve()}")
         print(f"evaluate again: {from_here(config.env_id, f'{EVALUATE} {run_dir.resolve()}')}")
         print(f"play it:        {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()}')}")
         if trainer.turns.turn_based and trainer.num_agents == 2:  # a person's seat against it
             print(f"play against it: {from_here(config.env_id, f'jaxenvs play {run_dir.resolve()} --human')}")
+        if not_installed:
+            resume = from_here(config.env_id, f"jaxenvs-train --resume {run_dir.resolve()}")
+            raise UsageError(f"{'; '.join(not_installed)}. Every other output is written; once it is installed, {resume} "
+                             "writes what is missing")
+
+    def record_outputs(self, written: list[str]) -> None:
+        """Write the run directory's `train.checkpoint.OUTPUTS` record, last of all its outputs: the
+        update they were written after and their names (``--resume`` calls the run complete only
+        with this record and every file it names, `train.run.outputs_complete`)."""
+        update = int(to_host(self.runner.update).reshape(-1)[0])
+        self._write(OUTPUTS, json.dumps({"update": update, "outputs": written}) + "\n")
 
     def _write(self, name: str, text: str) -> None:
         try:
@@ -140,7 +171,6 @@ class RunOutputs:
             "phases_s": {"imports": imported - started, **self.say.times},
             "jax": self.compile_log.summary() if self.compile_log is not None else None,
             "compilation_cache": str(self.cache_dir) if self.cache_dir is not None else None,
-            "executables": _store_summary(),
             "learning_curve_drawn_in": "this process" if self.curve is None else "a helper process",
             "env_id": self.config.env_id, "algo": self.config.ALGO,
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "jax": jax.__version__,
@@ -165,11 +195,3 @@ class RunOutputs:
         parts = ", ".join(f"{k} {v:.1f}s" for k, v in t.items() if v >= 0.05)
         return f"wall time {time.perf_counter() - started:.1f}s of this command ({parts}; the rest: writing files)"
 
-
-def _store_summary() -> dict | None:
-    """The programs the command loaded whole from its store of compiled programs and those it
-    compiled (and stored) (`jaxenvs._cache.ExecutableStore`); None when the store is off."""
-    from jaxenvs import _cache
-
-    store = _cache.active_store()
-    return None if store is None else {"folder": str(store.folder), "loaded": store.hits, "compiled": store.misses}

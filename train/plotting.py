@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from pathlib import Path
@@ -11,10 +10,10 @@ import jax
 import numpy as np
 
 import jaxenvs
-from jaxenvs._cache import StoredJit
 from jaxenvs.rendering.io import save_gif
 from jaxenvs.rollout import rollout
 from .curve_drawing import draw_learning_curve, log_axis, nan_fill_forward
+from .xla import AheadOfTime
 
 __all__ = ["plot_learning_curve", "curve_figure", "curve_panels", "policy_gif", "gif_frames"]
 
@@ -154,13 +153,12 @@ def _gif_env(trainer):
 def _gif_render(trainer, env, frames: int):
     """``render(states) -> uint8[frames, H, W, 3]`` of a flat batch of ``frames`` states: the
     env's ``render`` vmapped (`jaxenvs.rendering.render_frames`' program), one per trainer, kept in
-    the command's store of compiled programs like the rollouts."""
+    `AheadOfTime` like the rollouts."""
     cache_key = (id(trainer), "render", frames)
     if cache_key not in _GIF_FNS:
         params = env.default_params
-        description = json.dumps({"config": trainer.config.to_dict(), "render": frames}, sort_keys=True)
-        _GIF_FNS[cache_key] = (trainer, StoredJit(lambda states: jax.vmap(env.render, in_axes=(0, None))(states, params),
-                                                  "gif_render", description, fast=True))
+        _GIF_FNS[cache_key] = (trainer, AheadOfTime(lambda states: jax.vmap(env.render, in_axes=(0, None))(states, params),
+                                                     fast=True))
     return _GIF_FNS[cache_key][1]
 
 
@@ -199,10 +197,9 @@ def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
 
             return jax.vmap(lambda k: rollout(env, k, policy, steps))(keys)
 
-        description = json.dumps({"config": trainer.config.to_dict(), "steps": steps, "num_episodes": num_episodes}, sort_keys=True)
-        # the trainer is kept so its id stays unique; a command's store keeps the compiled program
-        # run once for a few milliseconds: XLA's cheapest compile (the same frames, tested)
-        _GIF_FNS[cache_key] = (trainer, StoredJit(run, "gif_rollouts", description, fast=True))
+        # the trainer is kept so its id stays unique; the program runs once for a few milliseconds:
+        # XLA's cheapest compile (the same frames, tested)
+        _GIF_FNS[cache_key] = (trainer, AheadOfTime(run, fast=True))
     return _GIF_FNS[cache_key][1]
 
 
@@ -223,7 +220,7 @@ def _gif_programs(trainer, num_episodes: int, max_frames: int):
 
 
 def compile_gif_programs(trainer, params, key, num_episodes: int = 3, max_frames: int = 100) -> None:
-    """Compile (or load from the command's store) the programs `gif_frames` runs for params and a
+    """Compile the programs `gif_frames` runs for params and a
     key of these shapes, without running them: a later `gif_frames` only runs them."""
     _, _, batch, rollouts, render = _gif_programs(trainer, num_episodes, max_frames)
     rollouts.compile(params, key)

@@ -19,11 +19,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxenvs import _cache
+import jaxenvs
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
+from .checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
 from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
 from .distributed import choose_mesh, from_process_0, place_runner, put_global, replicated, runner_shardings
@@ -91,15 +91,52 @@ def probe_run_dir(run_dir: Path, need_bytes: int) -> None:
                            f"checkpoint needs; nothing was trained. Free some space, or choose another --out")
 
 
-def outputs_complete(run_dir: Path, no_eval: bool) -> list[str]:
-    """The expected outputs of a finished run that are missing or older than its checkpoint
-    (``[]``: complete): the metrics files (written with every checkpoint, just before it), then what
-    is written after the last one (the learning curve, and the evaluation unless ``no_eval``).
-    ``policy.gif`` is left out: it is optional (``--no-gif``, environments without a render)."""
+def outputs_complete(run_dir: Path, update: int, no_eval: bool, no_gif: bool) -> list[str]:
+    """The outputs of a run trained to ``update`` that are missing (``[]``: complete): the metrics
+    files (written with every checkpoint), those written after the last checkpoint that are absent
+    or older than it (the learning curve, the evaluation unless ``no_eval``), every file the run's
+    `train.checkpoint.OUTPUTS` record lists, and, without a record of ``update`` (a run stopped, or killed, before it
+    wrote the record: the learning curve may have been finished by its helper process after the kill),
+    ``policy.gif`` unless ``no_gif``, else the record itself. The record is written after every other
+    output, so a kill at any point leaves a run that is not complete."""
     ckpt = (run_dir / CHECKPOINT).stat().st_mtime
-    after = ["learning_curve.png"] + ([] if no_eval else ["evaluation.json"])
+
+    def absent(name):
+        return not (run_dir / name).exists() or (run_dir / name).stat().st_mtime < ckpt
+
     missing = [n for n in ("metrics.json", "metrics.csv") if not (run_dir / n).exists()]
-    return missing + [n for n in after if not (run_dir / n).exists() or (run_dir / n).stat().st_mtime < ckpt]
+    missing += [n for n in ["learning_curve.png"] + ([] if no_eval else ["evaluation.json"]) if absent(n)]
+    try:
+        record = json.loads((run_dir / OUTPUTS).read_text())
+        listed = [str(n) for n in record["outputs"]] if record.get("update") == update else None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        listed = None
+    if listed is None:
+        missing += ["policy.gif"] if not no_gif and absent("policy.gif") else []
+        return missing or [OUTPUTS]
+    return missing + [n for n in listed if n not in missing and not (run_dir / n).exists()]
+
+
+def _check_play_fields(config, flags: dict) -> None:
+    """A `UsageError` before anything is built when ``play_search`` or ``play_lookahead`` (what the
+    trained policy plays with, `train.policy`) is set for an environment that tree search and
+    look-ahead cannot play (`jaxenvs.games.search.supports_search`): ``jaxenvs play`` would refuse
+    the run afterwards."""
+    given = {name: getattr(config, name, 0) for name in ("play_search", "play_lookahead")}
+    given = {name: value for name, value in given.items() if value}
+    if not given:
+        return
+    from jaxenvs.games.search import supports_search  # only when asked: the games wing's import
+
+    if supports_search(jaxenvs.make(config.env_id, **config.env_kwargs)):
+        return
+    named = ", ".join(f"{flag_of(name)} {value}" if name in flags else f"{name} {value} (from --config)"
+                      for name, value in given.items())
+    raise UsageError(
+        f"{named}: tree search and look-ahead play two-player zero-sum turn-based games of perfect information "
+        f"whose class rebuilds its state from an observation (TicTacToe-v0, ConnectFour-v0); {config.env_id} is not "
+        f"one: leave {'them' if len(given) > 1 else 'it'} out"
+    )
 
 
 def _tree_bytes(tree) -> int:
@@ -133,8 +170,6 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
-    store: object = None  # jaxenvs._cache.ExecutableStore of the init and chunk programs (None: off)
-    loaded_whole: bool = False  # the init program came from the store: an earlier run stored this run's programs
     curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
     gif_job: object = None  # train.phases.Background compiling the GIF's programs during the training
 
@@ -154,7 +189,9 @@ class Run(ChunkProgram, RunOutputs):
         foreign = sorted(k for k in overrides if k not in {f.name for f in dataclasses.fields(cls)})
         if foreign:
             raise UsageError(f"--algo {algo} has no field(s) {foreign}; leave those flags out")
-        return get_config(env_id, algo=algo, **{**file_cfg, **overrides}), file_run.replace(**run_overrides)
+        config = get_config(env_id, algo=algo, **{**file_cfg, **overrides})
+        _check_play_fields(config, overrides)
+        return config, file_run.replace(**run_overrides)
 
     def start_new(self, after_tracing=None):
         """Set up a new run; ``after_tracing()``, when given, is called once its programs are
@@ -164,7 +201,6 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(config.num_envs, self.args.devices, self.args.distributed)
         with self.say.phase(f"building {config.env_id} and initialising {settings.num_seeds} seed(s)", "init"):
             self.trainer = trainer = make_trainer(config, mesh=self.mesh)
-            _cache.keep_store_for(trainer.env)  # an environment defined outside the package: no stored programs
             num_seeds = settings.num_seeds
 
             def init_seeds(key, hp):  # the seeds' keys split inside: one program, nothing compiled outside it
@@ -174,36 +210,21 @@ class Run(ChunkProgram, RunOutputs):
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
             key, hp = key_on_host(settings.seed), config.hparams()
-            self.store = self._executable_store()
             # the init program runs once, for a millisecond: XLA's cheapest compile (no LLVM
             # optimisation) takes half the time; its float rounding may differ from the optimised
             # compile's in the last bit (|difference| < 1e-6 in the initial parameters, as between
             # CPUs with and without fused multiply-add); the environments' states and keys are equal
             options = compiler_options(jax.default_backend())
-            description = self._program_description() + (f" compiled with {sorted(options.items())}" if options else "")
-            init = self.store.load("init", description, (key, hp)) if self.store else None
             plan = chunk_plan(config.num_updates, settings.num_chunks)
-            if init is not None:  # stored whole by an earlier run: nothing to trace, lower or compile
-                self.loaded_whole = True
-                self.runner = init(key, hp)
-                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), self.runner)
-            else:
-                traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
-                template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
-                lowered = traced.lower()
-
-                def compile_init():
-                    if self.store:
-                        return self.store.compile_lowered("init", description, (key, hp), lowered, options)
-                    return lowered.compile(options)
-
-                init_job = Background(compile_init, "jaxenvs-compile")  # XLA compiles it while Python traces the next
+            traced = jax.jit(init_seeds, out_shardings=shardings).trace(key, hp)
+            template = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), traced.out_info)
+            lowered = traced.lower()
+            init_job = Background(lambda: lowered.compile(options), "jaxenvs-compile")  # XLA compiles it while Python traces the next
             # the training program needs only the runner's shapes: it compiles while init runs
             self.chunk_job = (plan, self._start_chunk_program(plan, template))
             if after_tracing is not None:
                 after_tracing()
-            if init is None:
-                self.runner = init_job.result()(key, hp)
+            self.runner = init_job.result()(key, hp)
         self.run_dir = make_run_dir(out, config.env_id, self.main_process)
         self.created = True
         if self.main_process:
@@ -223,7 +244,6 @@ class Run(ChunkProgram, RunOutputs):
         self.mesh = choose_mesh(stored.num_envs, args.devices, args.distributed)
         with self.say.phase(f"loading {self.run_dir / CHECKPOINT}", "init"):
             self.trainer, runner, meta = load_run(self.run_dir, mesh=self.mesh, **overrides)
-            _cache.keep_store_for(self.trainer.env)
             self.runner = place_runner(runner, self.mesh)
         self.config, self.settings = self.trainer.config, meta["run"]
         self.resumed_at = meta["update"]
@@ -279,8 +299,8 @@ class Run(ChunkProgram, RunOutputs):
             if self.main_process:
                 with say.phase("evaluating the untrained policy", "progress evaluation"):
                     self.log.progress = [{"env_steps": 0, **progress_metrics(self.trainer, params)}]
-        warm_up = self.chunk_job is not None and self.main_process and not self.loaded_whole
-        if warm_up:  # a warm start loads the output programs where they are first used
+        warm_up = self.chunk_job is not None and self.main_process
+        if warm_up:
             self.warm_up_evaluation()
         run_chunk = self.compile_chunks(plan)
         if warm_up:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import warnings
 
-__all__ = ["CPU_SCHEDULER_FLAG", "use_safe_cpu_scheduler", "jax_started", "enable_compilation_cache", "CompileLog"]
+__all__ = ["CPU_SCHEDULER_FLAG", "use_safe_cpu_scheduler", "jax_started", "enable_compilation_cache", "CompileLog", "AheadOfTime"]
 
 CPU_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
 
@@ -68,15 +68,57 @@ def use_safe_cpu_scheduler() -> bool:
 
 def enable_compilation_cache():
     """JAX's persistent compilation cache for the trainer's commands (`jaxenvs._cache`), keeping
-    every program however quick to compile: a warm start then compiles nothing. Beside it, the
-    store of whole compiled programs (`jaxenvs._cache.ExecutableStore`, in its ``executables``
-    folder): a warm start of the same run then does not even trace or lower its programs (the
-    initialisation, the chunk program, the evaluation and the GIF's rollouts)."""
+    every program however quick to compile: a warm start then compiles nothing (it still traces
+    and lowers, which is how JAX's cache finds a program)."""
     from jaxenvs import _cache
 
-    folder = _cache.enable_compilation_cache(min_compile_s=0.0)
-    _cache.activate_executable_store(folder)
-    return folder
+    return _cache.enable_compilation_cache(min_compile_s=0.0)
+
+
+def _signature(args) -> str:
+    """The arguments' tree structure, shapes, dtypes and weak types (what a compiled program takes);
+    arrays and ``jax.ShapeDtypeStruct`` leaves of the same shapes give the same signature."""
+    import jax
+
+    leaves, treedef = jax.tree.flatten(args)
+    parts = []
+    for x in leaves:
+        if not isinstance(x, jax.ShapeDtypeStruct):
+            x = jax.typeof(x)
+        parts.append(f"{x.dtype}{list(x.shape)}{'w' if getattr(x, 'weak_type', False) else ''}")
+    return f"{treedef} {parts}"
+
+
+class AheadOfTime:
+    """``jax.jit(fn)`` that can be compiled for given argument shapes before it is first called
+    (`compile`, e.g. in a background thread while the training runs): the compiled program is kept
+    per argument signature and called as such. ``fast=True``: XLA's cheapest compile (no LLVM
+    optimisation, `jaxenvs._fast_compile`), for programs that run once for milliseconds (a GIF's
+    rollouts and frames), where the optimised compile costs more than it saves."""
+
+    def __init__(self, fn, fast: bool = False):
+        import jax
+
+        options = None
+        if fast:
+            from jaxenvs._fast_compile import compiler_options
+
+            options = compiler_options(jax.default_backend())
+        self.jitted = jax.jit(fn, compiler_options=options) if options else jax.jit(fn)
+        self._compiled: dict = {}
+
+    def compile(self, *args):
+        """The compiled program for ``args`` (arrays or ``jax.ShapeDtypeStruct`` of their shapes),
+        compiled now (JAX's persistent cache answers a warm start) and kept for the calls that follow."""
+        sig = _signature(args)
+        if sig not in self._compiled:
+            self._compiled[sig] = self.jitted.lower(*args).compile()
+        return self._compiled[sig]
+
+    def __call__(self, *args):
+        if not self._compiled:
+            return self.jitted(*args)
+        return self.compile(*args)(*args)
 
 
 class CompileLog:
