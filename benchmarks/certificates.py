@@ -66,7 +66,7 @@ def rows():
     from jaxenvs.adapters.gymnax_states import reference as gx_ref
 
     out = []
-    for env_id in ("GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"):
+    for env_id in ("GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0", "Maze-v0"):
         out.append((env_id, "tests/reference_envs.py (the tutorial's original)", lambda e=env_id: R.REFERENCES[e],
                     {"state_to_jax": R.STATE_TO_JAX[env_id]}))
     out.append(("TicTacToe-v0", "PettingZoo tictactoe_v3", lambda: pz("tictactoe_v3"), {}))

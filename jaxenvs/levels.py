@@ -346,7 +346,7 @@ def _host_leaves(level):
 def _digest(leaves) -> str:
     h = hashlib.sha256()
     for path, a in leaves:
-        a = np.ascontiguousarray(a)
+        a = np.asarray(a, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
         if a.dtype.byteorder == ">":
             a = a.astype(a.dtype.newbyteorder("<"))
         h.update(f"{path}|{a.dtype.str.lstrip('<>=|')}|{a.shape}|".encode())

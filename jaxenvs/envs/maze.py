@@ -66,6 +66,24 @@ HELDOUT_SEED = 48_000  # the generated part of the held-out set: param_space().s
 NUM_HELDOUT_GENERATED = 500
 
 
+# the default level of the 13 x 13 maze (``#`` wall, ``S`` start, ``G`` goal; see `level_from_text`)
+DEFAULT_LAYOUT = """
+S....#.......
+.###.#.#####.
+.#...#.....#.
+.#.#####.#.#.
+.#.......#...
+.#####.###.#.
+.....#...#.#.
+####.###.#.#.
+.....#...#.#.
+.#####.###.#.
+.#.....#...#.
+.#.#####.###.
+...#........G
+"""
+
+
 @struct.dataclass
 class EnvParams:
     walls: jax.Array  # bool[size, size], True on a wall; (row, column)
@@ -170,10 +188,14 @@ class Maze(Environment):
             raise ValueError(f"Maze num_walls must be an int in [0, {size * size - 2}], got {num_walls!r}")
         self.size, self.view_size, self.num_walls = size, view_size, num_walls
 
-    @property
+    @functools.cached_property
     def default_params(self) -> EnvParams:
-        """An open grid (no walls), start in the top-left corner, goal in the bottom-right one."""
+        """`DEFAULT_LAYOUT` for the 13 x 13 maze; for other sizes an open grid (no walls) with the
+        start in the top-left corner and the goal in the bottom-right one."""
         n = self.size
+        if n == DEFAULT_SIZE:
+            level = level_from_text(DEFAULT_LAYOUT)
+            return level.replace(max_steps=DEFAULT_MAX_STEPS)
         return EnvParams(
             walls=jnp.zeros((n, n), bool),
             start=jnp.zeros((2,), jnp.int32),
