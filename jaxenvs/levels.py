@@ -58,6 +58,7 @@ __all__ = [
     "save_levels",
     "load_levels",
     "stack_levels",
+    "concat_levels",
     "unstack_levels",
     "num_levels",
     "overlap",
@@ -381,10 +382,18 @@ def unstack_levels(levels: Any) -> list[Any]:
 
 
 def stack_levels(levels: Sequence[Any]) -> Any:
-    """Single levels stacked into a batch (a leading axis on every leaf)."""
+    """Single levels joined into one batch with a leading axis
+    on every leaf (host arrays, in each leaf's canonical JAX dtype)."""
     if not levels:
         raise ParamSpaceError("stack_levels needs at least one level")
-    return jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x) for x in xs]), *levels)
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(jnp.asarray(x)) for x in xs]), *levels)
+
+
+def concat_levels(batches: Sequence[Any]) -> Any:
+    """Batches of levels joined along their leading axis (host arrays)."""
+    if not batches:
+        raise ParamSpaceError("concat_levels needs at least one batch")
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *batches)
 
 
 def _to_python(a: np.ndarray):

@@ -104,7 +104,7 @@ def distances(walls: jax.Array, goal: jax.Array) -> jax.Array:
     path of a grid is shorter), each a min over the 4 neighbours: fixed work, jittable, vmappable."""
     h, w = walls.shape
     inf = jnp.int32(h * w)
-    free = ~walls
+    free = ~jnp.asarray(walls)
     rows, cols = jnp.arange(h)[:, None], jnp.arange(w)[None, :]
     d0 = jnp.where((rows == goal[0]) & (cols == goal[1]) & free, 0, inf).astype(jnp.int32)
 
@@ -140,7 +140,7 @@ def mutate_level(key: jax.Array, params: EnvParams) -> EnvParams:
     flat = jnp.arange(h * w)
     keep = (flat == params.start[0] * w + params.start[1]) | (flat == params.goal[0] * w + params.goal[1])
     cell = jnp.argmax(jnp.where(keep, -1.0, jax.random.uniform(key, (h * w,))))
-    walls = params.walls.reshape(-1)
+    walls = jnp.asarray(params.walls).reshape(-1)
     return params.replace(walls=walls.at[cell].set(~walls[cell]).reshape(h, w))
 
 
@@ -158,11 +158,12 @@ def level_from_text(rows, max_steps: int = DEFAULT_MAX_STEPS) -> EnvParams:
     for c, found in where.items():
         if len(found) != 1:
             raise ValueError(f"Maze level_from_text: exactly one {c!r} needed, found {len(found)}")
+    # numpy leaves: a level built while a function is traced holds no tracer
     return EnvParams(
-        walls=jnp.asarray(grid == "#"),
-        start=jnp.asarray(where["S"][0], jnp.int32),
-        goal=jnp.asarray(where["G"][0], jnp.int32),
-        max_steps=jnp.asarray(max_steps, jnp.int32),
+        walls=grid == "#",
+        start=where["S"][0].astype(np.int32),
+        goal=where["G"][0].astype(np.int32),
+        max_steps=np.int32(max_steps),
     )
 
 
@@ -170,7 +171,8 @@ class Maze(Environment):
     """Walk from start to goal in a maze that is a params value (see the module docstring).
 
     ``size`` (cells per side) and ``view_size`` (odd; the observation's window) fix shapes, so
-    they are constructor arguments; ``num_walls`` is the default param space's wall count.
+    they are constructor arguments; ``num_walls`` is the default param space's wall count (None:
+    60 on the 13 x 13 maze, the same density, ``60 * size**2 // 169``, on other sizes).
     """
 
     traits = Traits(num_agents=1, chance="deterministic", information="perfect", reward_style="terminal")
@@ -179,11 +181,13 @@ class Maze(Environment):
     # what the frame's colours mean (jaxenvs.rendering.legend)
     legend = (((WALL_COLOR, "wall"), (draw.GREEN, "goal"), (draw.RED, "agent"), (VIEW_COLOR, "agent's view")),)
 
-    def __init__(self, size: int = DEFAULT_SIZE, view_size: int = 5, num_walls: int = DEFAULT_NUM_WALLS):
+    def __init__(self, size: int = DEFAULT_SIZE, view_size: int = 5, num_walls: int | None = None):
         if not isinstance(size, int) or isinstance(size, bool) or size < 2:
             raise ValueError(f"Maze size must be an int >= 2, got {size!r}")
         if not isinstance(view_size, int) or isinstance(view_size, bool) or view_size < 1 or view_size % 2 == 0:
             raise ValueError(f"Maze view_size must be an odd int >= 1, got {view_size!r}")
+        if num_walls is None and isinstance(size, int):
+            num_walls = DEFAULT_NUM_WALLS * size * size // (DEFAULT_SIZE * DEFAULT_SIZE)
         if not isinstance(num_walls, int) or isinstance(num_walls, bool) or not 0 <= num_walls <= size * size - 2:
             raise ValueError(f"Maze num_walls must be an int in [0, {size * size - 2}], got {num_walls!r}")
         self.size, self.view_size, self.num_walls = size, view_size, num_walls
@@ -197,9 +201,9 @@ class Maze(Environment):
             level = level_from_text(DEFAULT_LAYOUT)
             return level.replace(max_steps=DEFAULT_MAX_STEPS)
         return EnvParams(
-            walls=jnp.zeros((n, n), bool),
-            start=jnp.zeros((2,), jnp.int32),
-            goal=jnp.full((2,), n - 1, jnp.int32),
+            walls=np.zeros((n, n), bool),
+            start=np.zeros((2,), np.int32),
+            goal=np.full((2,), n - 1, np.int32),
         )
 
     def param_space(self):
@@ -235,7 +239,7 @@ class Maze(Environment):
         n = self.size
         inside = jnp.all((params.start >= 0) & (params.start < n) & (params.goal >= 0) & (params.goal < n))
         start, goal = jnp.clip(params.start, 0, n - 1), jnp.clip(params.goal, 0, n - 1)
-        free = lambda rc: ~params.walls[rc[0], rc[1]]  # noqa: E731
+        free = lambda rc: ~jnp.asarray(params.walls)[rc[0], rc[1]]  # noqa: E731
         return inside & free(start) & free(goal) & jnp.any(start != goal) & (jnp.asarray(params.max_steps) >= 1)
 
     # ---- exact values of a level --------------------------------------------------------------
@@ -273,7 +277,7 @@ class Maze(Environment):
         target = state.pos + jnp.asarray(DIRECTIONS)[action]
         inside = jnp.all((target >= 0) & (target < n))
         safe = jnp.clip(target, 0, n - 1)
-        blocked = ~inside | params.walls[safe[0], safe[1]]
+        blocked = ~inside | jnp.asarray(params.walls)[safe[0], safe[1]]
         pos = jnp.where(blocked, state.pos, target).astype(jnp.int32)
         time = state.time + 1
         terminated = jnp.all(pos == params.goal)
@@ -286,7 +290,7 @@ class Maze(Environment):
         offs = jnp.arange(-r, r + 1)
         rows, cols = state.pos[0] + offs, state.pos[1] + offs
         inside = ((rows >= 0) & (rows < n))[:, None] & ((cols >= 0) & (cols < n))[None, :]
-        walls = params.walls[jnp.clip(rows, 0, n - 1)[:, None], jnp.clip(cols, 0, n - 1)[None, :]]
+        walls = jnp.asarray(params.walls)[jnp.clip(rows, 0, n - 1)[:, None], jnp.clip(cols, 0, n - 1)[None, :]]
         goal = (rows == params.goal[0])[:, None] & (cols == params.goal[1])[None, :]
         return jnp.stack([walls | ~inside, goal], axis=-1).astype(jnp.float32)
 
@@ -304,7 +308,7 @@ class Maze(Environment):
         rows, cols = jnp.arange(n)[:, None], jnp.arange(n)[None, :]
         in_view = (jnp.abs(rows - state.pos[0]) <= r) & (jnp.abs(cols - state.pos[1]) <= r)
         colour = jnp.where(in_view[..., None], jnp.asarray(VIEW_COLOR, jnp.uint8), jnp.asarray(draw.WHITE, jnp.uint8))
-        colour = jnp.where(params.walls[..., None], jnp.asarray(WALL_COLOR, jnp.uint8), colour)
+        colour = jnp.where(jnp.asarray(params.walls)[..., None], jnp.asarray(WALL_COLOR, jnp.uint8), colour)
         goal = (rows == params.goal[0]) & (cols == params.goal[1])
         colour = jnp.where(goal[..., None], jnp.asarray(draw.GREEN, jnp.uint8), colour)
         frame = jnp.repeat(jnp.repeat(colour, CELL_PX, axis=0), CELL_PX, axis=1)
@@ -334,11 +338,11 @@ def heldout_levels(env: Maze | None = None) -> EnvParams:
     by default; `jaxenvs.levels.overlap` checks a training batch against them), followed by
     `hard_levels`. ``maze_levels/heldout.sha256`` holds the SHA-256 of their hashes, so a change in
     the generator or in JAX's random numbers that would move the set is caught by the tests."""
-    from jaxenvs.levels import stack_levels, unstack_levels
+    from jaxenvs.levels import concat_levels
 
     env = Maze() if env is None else env
     generated = jax.jit(lambda k: env.param_space().sample(k, (NUM_HELDOUT_GENERATED,)))(jax.random.key(HELDOUT_SEED))
-    return stack_levels(unstack_levels(generated) + unstack_levels(hard_levels(env)))
+    return concat_levels([generated, hard_levels(env)])
 
 
 __all__ = [
