@@ -34,6 +34,9 @@ MUTANTS = {
         ({"mega_haul_prob": 0.11}, "reward TV 0.06 for MegaHaul (1/3 of visits): weighted TV 0.02", True),
         ({"mega_haul_prob": 0.04}, "reward TV 0.01 for MegaHaul (1/3 of visits): weighted TV 0.0033", False),
     ],
+    "Maze-v0": [
+        ({"size": 11}, "another level (the open 11 x 11 grid): cells the reference walls are free", True),
+    ],
     "HurdleRace-v0": [
         ({"jump_success_rate": 0.85}, "TV 0.05 of each jump over a hurdle", True),
     ],
