@@ -312,6 +312,7 @@ REFERENCES = {
     "HurdleRace-v0": HurdleRaceEnv,
     "Lottery-v0": LotteryEnv,
     "RockPaperScissors-v0": RockPaperScissorsEnv,
+    "Maze-v0": make_maze,
 }
 
 
