@@ -202,7 +202,7 @@ class ParamSpace:
         """``params`` with every leaf as a JAX array of its canonical dtype (Python scalars too)."""
         return jax.tree.map(jnp.asarray, params)
 
-    def _check_output(self, what, out, traced=False):
+    def _check_output(self, what, out):
         treedef, kinds = _tree_kinds(out)
         want_def, want = self._kinds
         fn = {"generator": self.generator, "mutate": self._mutate}[what]
@@ -257,7 +257,7 @@ class ParamSpace:
         level = self._draw_fields(k_fields, self._typed(self.base), list(self.fields))
         if self.generator is not None:
             level = self.generator(k_gen, level)
-            self._check_output("generator", level, traced=True)
+            self._check_output("generator", level)
         return level
 
     def mutate(self, key: jax.Array, level: Any) -> Any:
@@ -267,7 +267,7 @@ class ParamSpace:
         level = self._typed(level)
         if self._mutate is not None:
             out = self._mutate(key, level)
-            self._check_output("mutate", out, traced=True)
+            self._check_output("mutate", out)
             return out
         names = [n for n, (spec, *_) in self.fields.items() if spec is not None]
         if not names:
