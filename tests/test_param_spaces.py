@@ -298,3 +298,13 @@ def test_vector_per_env_params_wrong_leading_axis():
     assert np.all(np.asarray(obs["agent"]) < np.asarray(levels.size)[:, None])  # each env on its own grid
     with pytest.raises(ParamsError, match=r"params.size has shape \(8,\), which has no axis 0 of size 4"):
         VectorEnv(env, 4, params_axis=0).reset(jax.random.key(1), levels)
+
+
+def test_gymnax_cartpole_space_keeps_derived_fields():
+    pytest.importorskip("gymnax")
+    env = jaxenvs.make("gymnax/CartPole-v1")
+    levels = draw(param_space(env), jax.random.key(12), (64,))
+    np.testing.assert_allclose(np.asarray(levels.total_mass), np.asarray(levels.masscart + levels.masspole), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(levels.polemass_length), np.asarray(levels.masspole * levels.length), rtol=1e-6)
+    assert np.all((np.asarray(levels.length) >= 0.25) & (np.asarray(levels.length) < 1.0))
+    assert np.all(np.asarray(levels.gravity) == np.float32(9.8))  # not declared: gymnax's value
