@@ -45,6 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs import prng
+
 __all__ = [
     "ParamSpace",
     "Uniform",
@@ -241,19 +243,22 @@ class ParamSpace:
         return values[index]
 
     def _draw_fields(self, key, level, names):
-        keys = jax.random.split(key, max(len(names), 1))
+        if not names:
+            return level
+        keys = prng.split(key, len(names))
         return level.replace(**{n: self._draw_field(k, n) for n, k in zip(names, keys)})
 
     def sample(self, key: jax.Array, batch_shape: tuple[int, ...] = ()) -> Any:
         """A level (params), or levels with ``batch_shape`` leading every leaf; jittable and
         vmappable (one key gives one level: ``jax.vmap(space.sample)(keys)`` equals
-        ``space.sample(key, (n,))`` for ``keys = jax.random.split(key, n)``)."""
+        ``space.sample(key, (n,))`` for ``keys = jaxenvs.prng.split(key, n)``, which gives
+        ``jax.random.split``'s keys)."""
         batch_shape = tuple(batch_shape)
         if batch_shape:
             n = math.prod(batch_shape)
-            out = jax.vmap(self.sample)(jax.random.split(key, n))
+            out = jax.vmap(self.sample)(prng.split(key, n))
             return jax.tree.map(lambda x: x.reshape(batch_shape + x.shape[1:]), out)
-        k_fields, k_gen = jax.random.split(key)
+        k_fields, k_gen = prng.split(key)
         level = self._draw_fields(k_fields, self._typed(self.base), list(self.fields))
         if self.generator is not None:
             level = self.generator(k_gen, level)
@@ -272,7 +277,7 @@ class ParamSpace:
         names = [n for n, (spec, *_) in self.fields.items() if spec is not None]
         if not names:
             return self.sample(key)
-        k_which, k_draw = jax.random.split(key)
+        k_which, k_draw = prng.split(key)
         which = jax.random.randint(k_which, (), 0, len(names))
         fresh = self._draw_fields(k_draw, level, names)
         return level.replace(**{n: jnp.where(which == i, getattr(fresh, n), getattr(level, n)) for i, n in enumerate(names)})

@@ -365,6 +365,8 @@ class VectorEnv(Forwarding):
 
         if self.reset_capacity >= self.num_envs:
             obs, inner, levels = every_env()
-        else:
-            obs, inner, levels = jax.lax.cond(jnp.sum(done) <= self.reset_capacity, finished_only, every_env)
+        else:  # a level costs more than a reset (a maze's walls): a step where no env finishes draws none
+            finished = jnp.sum(done)
+            branch = jnp.where(finished == 0, 0, jnp.where(finished <= self.reset_capacity, 1, 2))
+            obs, inner, levels = jax.lax.switch(branch, [lambda: (obs, inner, levels), finished_only, every_env])
         return obs, LevelState(state=inner, params=levels), reward, terminated, truncated, info

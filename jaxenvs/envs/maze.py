@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs import spaces, struct
+from jaxenvs import prng, spaces, struct
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
 
@@ -124,11 +124,15 @@ def generate_level(key: jax.Array, params: EnvParams, num_walls: int = DEFAULT_N
     h, w = params.walls.shape
     if not 0 <= num_walls <= h * w - 2:
         raise ValueError(f"Maze generate_level: num_walls must be in [0, {h * w - 2}] (two cells stay free), got {num_walls}")
-    k_walls, k_cells = jax.random.split(key)
-    cells = jax.random.randint(k_walls, (num_walls,), 0, h * w)
-    walls = jnp.zeros((h * w,), bool).at[cells].set(True)
-    scores = jnp.where(walls, -1.0, jax.random.uniform(k_cells, (h * w,)))
-    pick = jax.lax.top_k(scores, 2)[1].astype(jnp.int32)  # two distinct free cells, uniformly
+    k_walls, k_cells = prng.split(key)
+    # modulo bias below 2**-32 * size**2 (negligible); a comparison, not a scatter: XLA fuses it
+    cells = (prng.bits(k_walls, (num_walls,)) % jnp.uint32(h * w)).astype(jnp.int32)
+    flat = jnp.arange(h * w, dtype=jnp.int32)
+    walls = jnp.any(cells[:, None] == flat[None, :], axis=0)
+    scores = jnp.where(walls, -1.0, prng.uniform(k_cells, (h * w,)))
+    first = jnp.argmax(scores)  # two distinct free cells, uniformly: the two largest scores
+    second = jnp.argmax(jnp.where(flat == first, -2.0, scores))
+    pick = jnp.stack([first, second]).astype(jnp.int32)
     to_rc = lambda i: jnp.stack([i // w, i % w]).astype(jnp.int32)  # noqa: E731
     return params.replace(walls=walls.reshape(h, w), start=to_rc(pick[0]), goal=to_rc(pick[1]))
 
@@ -139,7 +143,7 @@ def mutate_level(key: jax.Array, params: EnvParams) -> EnvParams:
     h, w = params.walls.shape
     flat = jnp.arange(h * w)
     keep = (flat == params.start[0] * w + params.start[1]) | (flat == params.goal[0] * w + params.goal[1])
-    cell = jnp.argmax(jnp.where(keep, -1.0, jax.random.uniform(key, (h * w,))))
+    cell = jnp.argmax(jnp.where(keep, -1.0, prng.uniform(key, (h * w,))))
     walls = jnp.asarray(params.walls).reshape(-1)
     return params.replace(walls=walls.at[cell].set(~walls[cell]).reshape(h, w))
 
