@@ -34,6 +34,9 @@ MUTANTS = {
         ({"mega_haul_prob": 0.11}, "reward TV 0.06 for MegaHaul (1/3 of visits): weighted TV 0.02", True),
         ({"mega_haul_prob": 0.04}, "reward TV 0.01 for MegaHaul (1/3 of visits): weighted TV 0.0033", False),
     ],
+    "Maze-v0": [
+        ({"size": 11}, "another level (the open 11 x 11 grid): cells the reference walls are free", True),
+    ],
     "HurdleRace-v0": [
         ({"jump_success_rate": 0.85}, "TV 0.05 of each jump over a hurdle", True),
     ],
@@ -66,7 +69,7 @@ def rows():
     from jaxenvs.adapters.gymnax_states import reference as gx_ref
 
     out = []
-    for env_id in ("GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"):
+    for env_id in ("GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0", "Maze-v0"):
         out.append((env_id, "tests/reference_envs.py (the tutorial's original)", lambda e=env_id: R.REFERENCES[e],
                     {"state_to_jax": R.STATE_TO_JAX[env_id]}))
     out.append(("TicTacToe-v0", "PettingZoo tictactoe_v3", lambda: pz("tictactoe_v3"), {}))

@@ -28,6 +28,14 @@ semantics (time limit, same-step auto-reset with ``info["final_obs"]``, through 
 The per-step draws (keys, resets) go through `jaxenvs.prng`, which computes ``jax.random``'s own
 values in a form XLA fuses on the CPU.
 
+Per-env levels: ``params_axis=0`` takes a batch of params, one per env (a leading axis of
+``num_envs`` on every leaf). ``levels=`` (a `jaxenvs.levels.ParamSpace`, or a function ``key ->
+params`` giving one level) also draws a new level for every env that finishes, at its auto-reset,
+inside the compiled program: the batch's levels then live in the state (`LevelState`), ``step``
+takes no params, and each restarted env plays a fresh draw (the ``j``-th finished env the ``j``-th
+of the step's level keys, as for reset keys). A run without ``levels`` runs the same program as
+before it existed.
+
 Trajectories differ from the plain path's for the same key (the keys are derived differently) but
 have the same distribution (with ``reset_pool``: the same distribution for each env, not
 independent across envs that start in the same step).
@@ -42,7 +50,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from jaxenvs import prng
+from jaxenvs import prng, struct
 from jaxenvs.core import ActionError, Environment, ParamsError, StateError, check_params, params_shape_mismatch
 from jaxenvs.wrappers.base import (
     AutoReset,
@@ -53,7 +61,16 @@ from jaxenvs.wrappers.base import (
     strip_autoreset,
 )
 
-__all__ = ["VectorEnv", "default_reset_capacity"]
+__all__ = ["VectorEnv", "LevelState", "default_reset_capacity"]
+
+
+@struct.dataclass
+class LevelState:
+    """A `VectorEnv` state when it draws levels: the batch of env states and the batch of levels
+    (params, a leading ``num_envs`` axis on every leaf) each env is playing."""
+
+    state: Any
+    params: Any
 
 
 def default_reset_capacity(num_envs: int, backend: str | None = None) -> int:
@@ -79,6 +96,10 @@ class VectorEnv(Forwarding):
     per step (see the module docstring; shared params only). ``reset_capacity``: how many fresh
     episodes a step draws when at most that many envs finish (exact: each finished env gets its own
     draw; more finished envs than that and every env draws); ``None`` is `default_reset_capacity`.
+    ``levels``: a `jaxenvs.levels.ParamSpace` or a function ``key -> params`` (one level, jittable)
+    from which every env draws its level at reset and at each auto-reset (see the module
+    docstring); the state is then a `LevelState`. Raises `ParamsError` at construction when the
+    function's output is not one params of the env's tree, shapes and dtypes.
     """
 
     def __init__(
@@ -89,6 +110,7 @@ class VectorEnv(Forwarding):
         params_axis: int | None = None,
         reset_pool: int | None = None,
         reset_capacity: int | None = None,
+        levels: Any = None,
     ):
         if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
@@ -116,6 +138,36 @@ class VectorEnv(Forwarding):
         self.reset_pool = reset_pool if self.autoreset else None
         # decided on the whole stack: an inner AutoReset draws randomness in step
         self._step_needs_key = step_draws_randomness(self.env)
+        self.levels = levels
+        self._draw_level = None if levels is None else self._level_drawer(levels, params_axis, reset_pool)
+
+    def _level_drawer(self, levels, params_axis, reset_pool):
+        """``key -> one level`` from ``levels``, its output checked against ``default_params``."""
+        from jaxenvs.levels import ParamSpace, _tree_kinds
+
+        if params_axis not in (None, 0) or reset_pool is not None:
+            raise ValueError("VectorEnv(levels=...) gives each env its own level on axis 0: leave params_axis and reset_pool unset")
+        self.params_axis = 0
+        draw = levels.sample if isinstance(levels, ParamSpace) else levels
+        if not callable(draw):
+            raise TypeError(f"VectorEnv levels must be a jaxenvs.levels.ParamSpace or a function key -> params, got {levels!r}")
+        out = jax.eval_shape(draw, jax.random.key(0))
+        want_def, want = _tree_kinds(jax.tree.map(jnp.asarray, self.env.default_params))
+        got_def, got = _tree_kinds(out)
+        name = getattr(draw, "__name__", repr(draw))
+        if got_def != want_def:
+            raise ParamsError(f"VectorEnv({self.env.name}) levels {name} returned a {type(out).__name__} tree {got_def}, expected {want_def}")
+        for (path, shape, dtype), (_, wshape, wdtype) in zip(got, want):
+            if (shape, dtype) != (wshape, wdtype):
+                raise ParamsError(
+                    f"VectorEnv({self.env.name}) levels {name} returned params{path} of shape {shape} and dtype {dtype}; "
+                    f"one level has shape {wshape} and dtype {wdtype} (the batch axis is added by VectorEnv)"
+                )
+        return draw
+
+    def draw_levels(self, key: jax.Array, n: int | None = None) -> Any:
+        """``n`` (default ``num_envs``) levels from ``levels``, a leading axis on every leaf."""
+        return jax.vmap(self._draw_level)(prng.split(key, self.num_envs if n is None else n))
 
     def __repr__(self):
         return f"<VectorEnv num_envs={self.num_envs} params_axis={self.params_axis} {self.env!r}>"
@@ -174,6 +226,8 @@ class VectorEnv(Forwarding):
     # turn-based games, batched: one result per env (leading num_envs axis)
     def _each(self, name, state, params, *args):
         fn = getattr(self.env, name)
+        if self.levels is not None and isinstance(state, LevelState):
+            state, params = state.state, state.params
         self._check_states(state, name)
         in_axes = (0,) * (1 + len(args)) + (self.params_axis,)
         return jax.vmap(fn, in_axes=in_axes)(state, *args, self._params(params))
@@ -197,6 +251,13 @@ class VectorEnv(Forwarding):
         return self._each("apply_chance", state, params, outcome)
 
     def reset(self, key: jax.Array, params: Any = None):
+        """``(obs, state)`` of every env; with ``levels``, ``params`` (optional) are the first
+        levels (a batch), drawn from ``levels`` when None, and the state is a `LevelState`."""
+        if self.levels is not None:
+            key_levels, key = prng.split(key, 2)
+            params = self.draw_levels(key_levels) if params is None else self._params(params)
+            obs, state = jax.vmap(self.env.reset)(prng.split(key, self.num_envs), params)
+            return obs, LevelState(state=state, params=params)
         params = self._params(params)
         keys = prng.split(key, self.num_envs)
         return jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(keys, params)
@@ -214,6 +275,8 @@ class VectorEnv(Forwarding):
         return jax.tree.map(lambda x: x[index], pool)
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any = None):
+        if self.levels is not None:
+            return self._step_levels(key, state, action, params)
         params = self._params(params)
         self._check_states(state)
         self._check_actions(action)
@@ -254,3 +317,56 @@ class VectorEnv(Forwarding):
         fresh_obs, fresh_state = jax.vmap(self.env.reset, in_axes=(0, self.params_axis))(prng.split(key, k), params)
         put = lambda full, part: full.at[index].set(part, mode="drop")  # noqa: E731
         return jax.tree.map(put, obs, fresh_obs), jax.tree.map(put, state, fresh_state)
+
+    def _step_levels(self, key, state, action, params):
+        """`step` with ``levels``: the levels come from the `LevelState`; each env that finishes
+        restarts on a fresh level (same capacity rule as the reset draws)."""
+        if params is not None:
+            raise ParamsError(
+                f"VectorEnv({self.env.name}, levels=...).step takes no params: each env's level is in state.params"
+            )
+        if not isinstance(state, LevelState):
+            raise StateError(
+                f"VectorEnv({self.env.name}, levels=...).step takes the LevelState its reset returns, got {type(state).__name__}"
+            )
+        self._check_states(state)
+        self._check_actions(action)
+        levels, inner = state.params, state.state
+        if self._step_needs_key:
+            keys = prng.split(key, self.num_envs + 1)
+            key_reset = keys[0]
+            out = jax.vmap(self.env.step)(keys[1:], inner, action, levels)
+        else:
+            key_reset = key
+            out = jax.vmap(self.env.step, in_axes=(None, 0, 0, 0))(key, inner, action, levels)
+        obs, inner, reward, terminated, truncated, info = out
+        if not self.autoreset:
+            return obs, LevelState(state=inner, params=levels), reward, terminated, truncated, info
+        done = terminated | truncated
+        key_levels, key_reset = prng.split(key_reset, 2)
+        info = dict(info)
+        info["final_obs"] = obs
+
+        def every_env():
+            fresh = jax.tree.map(lambda new, old: jnp.where(done.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
+                                 self.draw_levels(key_levels), levels)
+            reset_obs, reset_state = jax.vmap(self.env.reset)(prng.split(key_reset, self.num_envs), fresh)
+            o, s, _ = same_step_reset(done, obs, inner, {}, reset_obs, reset_state, batched=True)
+            return o, s, fresh
+
+        def finished_only():
+            n, k = self.num_envs, self.reset_capacity
+            index = jnp.nonzero(done, size=k, fill_value=n)[0]
+            fresh = self.draw_levels(key_levels, k)
+            fresh_obs, fresh_state = jax.vmap(self.env.reset)(prng.split(key_reset, k), fresh)
+            put = lambda full, part: full.at[index].set(part, mode="drop")  # noqa: E731
+            return (jax.tree.map(put, obs, fresh_obs), jax.tree.map(put, inner, fresh_state),
+                    jax.tree.map(lambda full, part: jnp.asarray(full).at[index].set(part, mode="drop"), levels, fresh))
+
+        if self.reset_capacity >= self.num_envs:
+            obs, inner, levels = every_env()
+        else:  # a level costs more than a reset (a maze's walls): a step where no env finishes draws none
+            finished = jnp.sum(done)
+            branch = jnp.where(finished == 0, 0, jnp.where(finished <= self.reset_capacity, 1, 2))
+            obs, inner, levels = jax.lax.switch(branch, [lambda: (obs, inner, levels), finished_only, every_env])
+        return obs, LevelState(state=inner, params=levels), reward, terminated, truncated, info

@@ -11,6 +11,9 @@ These are what :func:`jaxenvs.testing.verify_port` checks the built-in ports aga
   nor bounds the plane); ``make_point_env()`` adds ``TimeLimit(100)``;
 * :class:`HurdleRaceEnv` -- POSGGym's custom-environment tutorial (``HurdleRaceModel``) as a
   PettingZoo ``ParallelEnv`` with the model's state ``(positions, hurdles)`` and 50 steps at most;
+* :class:`MazeEnv` -- jaxenvs' Maze-v0 written plainly from its docstring (JaxUED's reward, four
+  absolute moves, the agent-centred 5 x 5 view) on its default 13 x 13 level; ``make_maze()`` adds
+  ``TimeLimit(250)``;
 * :class:`LotteryEnv` and :class:`RockPaperScissorsEnv` -- ReinforcementLearning.jl's
   ``LotteryEnv`` and ``RockPaperScissorsEnv`` (one-shot games; RPS as a ``ParallelEnv``).
 
@@ -25,7 +28,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 from pettingzoo import ParallelEnv
 
-from jaxenvs.envs import grid_world, hurdle_race, lottery, point_env, rock_paper_scissors
+from jaxenvs.envs import grid_world, hurdle_race, lottery, maze, point_env, rock_paper_scissors
 
 
 class GridWorldEnv(gym.Env):
@@ -243,11 +246,58 @@ class RockPaperScissorsEnv(ParallelEnv):
         )
 
 
+class MazeEnv(gym.Env):
+    """A grid maze in plain numpy: ``#`` walls, start ``S``, goal ``G`` (rows downwards)."""
+
+    metadata = {"render_modes": []}
+    MOVES = {0: (-1, 0), 1: (0, 1), 2: (1, 0), 3: (0, -1)}  # up, right, down, left
+
+    def __init__(self, layout: str = maze.DEFAULT_LAYOUT, max_steps: int = 250, view: int = 5):
+        rows = layout.strip().splitlines()
+        self.walls = np.array([[c == "#" for c in r] for r in rows])
+        self.start = next((y, x) for y, r in enumerate(rows) for x, c in enumerate(r) if c == "S")
+        self.goal = next((y, x) for y, r in enumerate(rows) for x, c in enumerate(r) if c == "G")
+        self.max_steps, self.view = max_steps, view
+        self.observation_space = spaces.Box(0.0, 1.0, (view, view, 2), np.float32)
+        self.action_space = spaces.Discrete(4)
+
+    def _obs(self):
+        r = self.view // 2
+        obs = np.zeros((self.view, self.view, 2), np.float32)
+        for i in range(self.view):
+            for j in range(self.view):
+                y, x = self._pos[0] - r + i, self._pos[1] - r + j
+                inside = 0 <= y < self.walls.shape[0] and 0 <= x < self.walls.shape[1]
+                obs[i, j, 0] = 1.0 if not inside or self.walls[y, x] else 0.0
+                obs[i, j, 1] = 1.0 if (y, x) == self.goal else 0.0
+        return obs
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self._pos, self._t = self.start, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        dy, dx = self.MOVES[int(action)]
+        y, x = self._pos[0] + dy, self._pos[1] + dx
+        if 0 <= y < self.walls.shape[0] and 0 <= x < self.walls.shape[1] and not self.walls[y, x]:
+            self._pos = (y, x)
+        self._t += 1
+        terminated = self._pos == self.goal
+        reward = 1.0 - 0.9 * min(self._t, self.max_steps) / self.max_steps if terminated else 0.0
+        return self._obs(), reward, terminated, False, {"time": self._t}
+
+
+def make_maze():
+    return TimeLimit(MazeEnv(), max_episode_steps=250)
+
+
 # reference env -> the jaxenvs port's (unwrapped) state
 STATE_TO_JAX = {
     "GridWorld-v0": lambda e: grid_world.EnvState(agent=e.unwrapped._agent_location, target=e.unwrapped._target_location),
     "PointEnv-v0": lambda e: point_env.EnvState(position=e.unwrapped._state),
     "HurdleRace-v0": lambda e: hurdle_race.EnvState(pos=np.array(e.pos), hurdles=np.array(e.hurdles)),
+    "Maze-v0": lambda e: maze.EnvState(pos=np.array(e.unwrapped._pos, np.int32), time=np.int32(e.unwrapped._t)),
     "Lottery-v0": lambda e: lottery.EnvState(
         played=np.int32(e.reward is not None), action=np.int32(-1), won=np.bool_(False)
     ),
@@ -262,6 +312,7 @@ REFERENCES = {
     "HurdleRace-v0": HurdleRaceEnv,
     "Lottery-v0": LotteryEnv,
     "RockPaperScissors-v0": RockPaperScissorsEnv,
+    "Maze-v0": make_maze,
 }
 
 

@@ -66,6 +66,9 @@ def test_wheel_holds_only_jaxenvs_with_the_trainer_inside(dists):
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxenvs").rglob("*.py")}
     sources |= {"jaxenvs/train/" + p.relative_to(ROOT / "train").as_posix() for p in (ROOT / "train").rglob("*.py")}
     assert sources - set(names) == set()
+    # data files the package reads (pyproject's package-data): Maze's hand-made and held-out levels
+    data = {p.relative_to(ROOT).as_posix() for p in (ROOT / "jaxenvs" / "envs" / "maze_levels").iterdir()}
+    assert data and data - set(names) == set()
     meta = zipfile.ZipFile(wheel).read(f"jaxenvs-{VERSION}.dist-info/METADATA").decode()
     assert "License-Expression: Apache-2.0" in meta and "Project-URL: Source, https://github.com/" in meta
     assert f"jaxenvs-{VERSION}.dist-info/licenses/LICENSE" in names

@@ -73,6 +73,13 @@ class GridWorld(Environment):
         # the reset draws a cell index below size**2 in int32: sizes above MAX_SIZE would wrap
         require_param("GridWorld", "size", params.size, integer=True, low=2, high=MAX_SIZE)
 
+    def param_space(self):
+        """`jaxenvs.levels.ParamSpace`: ``size`` uniform in 3..9 (a params field: shapes do not
+        change with it, so one program plays every size)."""
+        from jaxenvs.levels import ParamSpace, Uniform
+
+        return ParamSpace(self.default_params, size=Uniform(3, 9))
+
     def reset_env(self, key, params):
         n_cells = params.size * params.size
         # one draw of 64 random bits; modulo bias is below 2**-32 * n_cells (negligible)

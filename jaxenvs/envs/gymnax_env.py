@@ -220,6 +220,12 @@ class GymnaxEnv(Environment):
             "(gymnax.visualize.Visualizer draws matplotlib animations host-side)"
         )
 
+    def param_space(self):
+        """The classic-control physics ranges of `CLASSIC_CONTROL_SPACES` (keyed by the gymnax
+        class, which cannot declare its own), or None for other gymnax envs."""
+        declare = CLASSIC_CONTROL_SPACES.get(type(self.gymnax_env).__name__)
+        return None if declare is None else declare(self.default_params)
+
     def __repr__(self) -> str:
         return f"<GymnaxEnv {type(self.gymnax_env).__name__}>"
 
@@ -261,6 +267,46 @@ class _GymnaxEntryPoint:
 
     def __repr__(self) -> str:
         return f"gymnax.make({self.gymnax_id!r})"
+
+
+def _cartpole_space(base):
+    from jaxenvs.levels import ParamSpace, Uniform
+
+    def derived(key, p):  # gymnax keeps two products of other fields as fields of their own
+        return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
+
+    return ParamSpace(base, masscart=Uniform(0.5, 2.0), masspole=Uniform(0.05, 0.2), length=Uniform(0.25, 1.0),
+                      force_mag=Uniform(5.0, 15.0), generator=derived)
+
+
+def _pendulum_space(base):
+    from jaxenvs.levels import ParamSpace, Uniform
+
+    return ParamSpace(base, m=Uniform(0.5, 2.0), l=Uniform(0.5, 1.5), g=Uniform(8.0, 12.0))
+
+
+def _acrobot_space(base):
+    from jaxenvs.levels import ParamSpace, Uniform
+
+    return ParamSpace(base, link_mass_1=Uniform(0.5, 2.0), link_mass_2=Uniform(0.5, 2.0))
+
+
+def _mountain_car_space(base):
+    from jaxenvs.levels import ParamSpace, Uniform
+
+    force = "force" if hasattr(base, "force") else "power"
+    return ParamSpace(base, gravity=Uniform(0.002, 0.003), **{force: Uniform(0.75 * getattr(base, force), 1.25 * getattr(base, force))})
+
+
+# gymnax classic control: physics ranges for domain randomisation (roughly 0.5x-2x the masses,
+# +-25% of the forces; the time step and the limits stay as gymnax has them)
+CLASSIC_CONTROL_SPACES = {
+    "CartPole": _cartpole_space,
+    "Pendulum": _pendulum_space,
+    "Acrobot": _acrobot_space,
+    "MountainCar": _mountain_car_space,
+    "ContinuousMountainCar": _mountain_car_space,
+}
 
 
 def _default_max_steps(factory) -> int | None:

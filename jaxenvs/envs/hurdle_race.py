@@ -161,6 +161,14 @@ class HurdleRace(Environment):
     def validate_params(self, params: EnvParams) -> None:
         require_param("HurdleRace", "jump_success_rate", params.jump_success_rate, low=0, high=1)
 
+    def param_space(self):
+        """`jaxenvs.levels.ParamSpace`: ``jump_success_rate`` uniform in [0.5, 1). The hurdle
+        layout is not a level field: ``hurdle_slots`` fixes the state's shape, so it is a
+        constructor argument (the hurdles' cells are drawn from it at every reset)."""
+        from jaxenvs.levels import ParamSpace, Uniform
+
+        return ParamSpace(self.default_params, jump_success_rate=Uniform(0.5, 1.0))
+
     def reset_env(self, key, params):
         choice = jax.random.randint(key, self._slot_sizes.shape, 0, jnp.asarray(self._slot_sizes), dtype=jnp.int32)
         hurdles = jnp.asarray(self._slot_cells)[jnp.arange(len(self.hurdle_slots)), choice]

@@ -79,6 +79,14 @@ class PointEnv(Environment):
             # bounded so that the float32 distance sqrt(x**2 + y**2) of a reset or a step stays finite
             require_param("PointEnv", name, getattr(params, name), low=0, low_open=True, high=MAX_BOUND)
 
+    def param_space(self):
+        """`jaxenvs.levels.ParamSpace`: the start region's half-width ``reset_bound`` uniform in
+        [0.5, 2) and the goal's half-width ``goal_tolerance`` uniform in [0.005, 0.05); the action
+        bound stays 0.1 (the goal is always the origin: the tutorial has no goal field)."""
+        from jaxenvs.levels import ParamSpace, Uniform
+
+        return ParamSpace(self.default_params, reset_bound=Uniform(0.5, 2.0), goal_tolerance=Uniform(0.005, 0.05))
+
     def reset_env(self, key, params):
         b = params.reset_bound
         position = prng.uniform(key, (2,), -b, b)
