@@ -87,6 +87,7 @@ class ConnectFour(Environment):
     render_fps = 2
     ACTION_NAMES = tuple(f"drop a piece in column {c}" for c in range(COLS))
     MOVE_KEY = "moves: the column numbers under the board"
+    MAX_PLIES = ROWS * COLS  # the longest game: every cell filled (look-ahead and search stop there)
     # named opponents (jaxenvs.games.opponents; 'random' is every game's)
     OPPONENTS = {
         "heuristic": ("jaxenvs.games.connect_four:heuristic",
