@@ -13,7 +13,7 @@ import numpy as np
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
-from .policies import against_opponent, load_run_policy, named_opponent, play_episodes
+from .policies import against_opponent, episode_horizon, load_run_policy, named_opponent, play_episodes, say_cost
 
 VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
 
@@ -253,6 +253,8 @@ def run(args) -> None:
 
     if args.episodes is None:
         args.episodes = VIDEO_EPISODES if mode in ("gif", "mp4") else 1
+    horizon = episode_horizon(env, args.max_steps)
+    say_cost(env, policy, args.episodes, horizon)  # before the opponent's seat wraps the policy
     seat = None
     if args.opponent is not None:
         seat = args.seat or 0
@@ -260,7 +262,6 @@ def run(args) -> None:
         label += f" in seat {seat} (agent {env.agents[seat]}, {'first' if seat == 0 else 'second'} to move) vs {opponent_label}"
     print(f"{env.spec.id}: {label}")
     firsts, states = play_episodes(env, policy, args.seed, args.episodes, args.max_steps, mode is not None)
-    horizon = env.spec.max_episode_steps or args.max_steps
     for i, ep in enumerate(firsts, 1):
         note = f" (stopped after {horizon} steps; raise --max-steps)" if ep.outcome == "unfinished" else ""
         result = f"  {_seat_result(ep.returns[seat])}" if seat is not None and ep.outcome != "unfinished" else ""
