@@ -244,6 +244,7 @@ def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_
     from jaxenvs.cli import main as jaxenvs_main
     from jaxenvs.games import search
     from jaxenvs.train import load_policy
+    from jaxenvs.train.evaluate import main as evaluate_main
 
     def never(*args, **kwargs):
         raise AssertionError("a refused budget reached the search or the look-ahead")
@@ -264,6 +265,10 @@ def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_
         with pytest.raises(ValueError) as e:
             load_policy(ttt_run, **kw)
         assert says in str(e.value) and f"{argv[0]}: {e.value}" in err[0]
+        with pytest.raises(SystemExit) as exit_:  # the evaluation's head-to-head games likewise
+            evaluate_main([str(ttt_run), *argv, "--opponent", "random"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and err[-1].endswith(f"{argv[0]}: {e.value}") and "Traceback" not in "".join(err)
 
 
 def test_play_says_the_cost_of_a_slow_budget_and_stops_at_the_games_end(capsys):
