@@ -31,12 +31,14 @@ Compile time is excluded from steps/s and reported apart; every timing is the me
 ``--repeats`` runs, each ending in ``block_until_ready``. The JAX programs of one env and batch
 size run in turn, round after round (`time_in_turn`), and each ratio against the lean loop
 is the median of the per-round ratios (`paired_ratios`), so that a slow spell of a shared
-machine slows both sides of a ratio rather than one. Writes a JSON file and a log-log PNG
-under runs/benchmarks/ (untracked) unless ``--out`` says otherwise; the committed
-``benchmarks/results/steps_per_sec`` only takes a full run.
+machine slows both sides of a ratio rather than one. Prints one table (``--full`` also prints each
+row as it is measured) and writes a JSON file and a log-log PNG under runs/benchmarks/ (untracked)
+unless ``--out`` says otherwise; the committed ``benchmarks/results/steps_per_sec`` only takes a
+``--full`` run.
 
-    python benchmarks/steps_per_sec.py                       # all envs, 1..16384 envs -> runs/benchmarks/
-    python benchmarks/steps_per_sec.py --out benchmarks/results/steps_per_sec   # update the committed results
+    python benchmarks/steps_per_sec.py                       # GridWorld and PointEnv at 1 and 4096 envs, < 1 min
+    python benchmarks/steps_per_sec.py --full                # all envs, 1..16384 envs (about 6 min) -> runs/benchmarks/
+    python benchmarks/steps_per_sec.py --full --out benchmarks/results/steps_per_sec   # update the committed results
     python benchmarks/steps_per_sec.py --envs GridWorld-v0 --num-envs 1 64 4096
     python benchmarks/steps_per_sec.py --envs TicTacToe-v0 ConnectFour-v0 --num-envs 1024 4096 \
         --repeats 5 --target-steps 1000000 --python-steps 5000 --out benchmarks/results/steps_per_sec_games
@@ -96,7 +98,8 @@ from baselines import (  # noqa: E402
 )
 
 PGX_SAME = "pgx, same sampler"  # Pgx with jaxenvs' random-legal sampler: the vs_pgx baseline
-DEFAULT_ENVS = ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"]
+FULL_ENVS = ["GridWorld-v0", "PointEnv-v0", "HurdleRace-v0", "Lottery-v0", "RockPaperScissors-v0"]
+QUICK_ENVS = ["GridWorld-v0", "PointEnv-v0"]
 GAME_ENVS = list(GAMES)  # timed against Pgx, PettingZoo and OpenSpiel
 GAME_NUM_ENVS = [1024, 4096]
 
@@ -170,7 +173,11 @@ def num_steps_for(num_envs, target_steps):
     return int(max(16, min(2000, target_steps // num_envs)))
 
 
-DEFAULT_NUM_ENVS = [1, 64, 1024, 4096, 16384]
+FULL_NUM_ENVS = [1, 64, 1024, 4096, 16384]
+QUICK_NUM_ENVS = [1, 4096]
+# the default run (well under a minute on a 2-core CPU) and the sweep of --full
+QUICK = dict(envs=QUICK_ENVS, num_envs=QUICK_NUM_ENVS, repeats=3, target_steps=1_000_000, python_steps=5_000)
+FULL = dict(envs=FULL_ENVS, num_envs=FULL_NUM_ENVS, repeats=5, target_steps=4_000_000, python_steps=20_000)
 # the results committed with the repository (README's table): only a full run may replace them
 COMMITTED = os.path.join("benchmarks", "results", "steps_per_sec")
 COMMITTED_GAMES = os.path.join("benchmarks", "results", "steps_per_sec_games")  # the games' paired run
@@ -196,13 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--envs", nargs="+", default=DEFAULT_ENVS, metavar="ID", help="registered environment ids")
-    p.add_argument("--num-envs", nargs="+", type=_positive_int, default=DEFAULT_NUM_ENVS, metavar="N",
+    p.add_argument("--full", action="store_true",
+                   help=f"the full sweep (about 6 minutes on a 2-core CPU): --envs {' '.join(FULL_ENVS)} --num-envs "
+                   f"{' '.join(map(str, FULL_NUM_ENVS))} --repeats 5 --target-steps 4000000 --python-steps 20000, "
+                   "the per-row lines as they are measured, and the only run that may replace the committed results; "
+                   f"without it: --envs {' '.join(QUICK_ENVS)} --num-envs {' '.join(map(str, QUICK_NUM_ENVS))} "
+                   "--repeats 3 --target-steps 1000000 --python-steps 5000 (under a minute)")
+    p.add_argument("--envs", nargs="+", default=None, metavar="ID", help="registered environment ids")
+    p.add_argument("--num-envs", nargs="+", type=_positive_int, default=None, metavar="N",
                    help="batch sizes (parallel environments)")
-    p.add_argument("--repeats", type=_positive_int, default=5, help="timed calls per measurement; the median counts")
-    p.add_argument("--target-steps", type=_positive_int, default=4_000_000,
+    p.add_argument("--repeats", type=_positive_int, default=None, help="timed calls per measurement; the median counts")
+    p.add_argument("--target-steps", type=_positive_int, default=None,
                    help="env steps per timed call (approx.: 16 to 2000 steps per env)")
-    p.add_argument("--python-steps", type=_positive_int, default=20_000, help="env steps per Python-loop timing")
+    p.add_argument("--python-steps", type=_positive_int, default=None, help="env steps per Python-loop timing")
     p.add_argument("--python-max-envs", type=_positive_int, default=1024, help="largest batch for the Python baselines")
     p.add_argument(
         "--out", default=DEFAULT_OUT, metavar="STEM",
@@ -222,14 +235,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def fill_defaults(args) -> None:
+    """The flags not given take the default run's values (`QUICK`), or the full sweep's (`FULL`)
+    with ``--full``."""
+    for name, value in (FULL if args.full else QUICK).items():
+        if getattr(args, name) is None:
+            setattr(args, name, list(value) if isinstance(value, list) else value)
+
+
 def check_out(p: argparse.ArgumentParser, args) -> str:
     """The results' path stem; a partial run may not overwrite the committed results."""
+    fill_defaults(args)
     out = args.out[: -len(".json")] if args.out.endswith(".json") else args.out
-    partial = args.envs != DEFAULT_ENVS or args.num_envs != DEFAULT_NUM_ENVS or args.devices
+    partial = not args.full or args.envs != FULL_ENVS or args.num_envs != FULL_NUM_ENVS or args.devices
     if partial and os.path.abspath(out) == os.path.abspath(COMMITTED):
         p.error(
-            f"--out {args.out}: a run with other --envs, --num-envs or --devices than the defaults would "
-            f"overwrite the committed full results; write it elsewhere (default: {DEFAULT_OUT})"
+            f"--out {args.out}: only --full (with its own --envs and --num-envs, no --devices) may replace the "
+            f"committed full results; write this run elsewhere (default: {DEFAULT_OUT})"
         )
     games_run = args.envs == GAME_ENVS and args.num_envs == GAME_NUM_ENVS and not args.devices
     if not games_run and os.path.abspath(out) == os.path.abspath(COMMITTED_GAMES):
@@ -259,8 +281,12 @@ def main(argv=None):
     dev = device_name()
     if jax.process_count() > 1:
         dev += f" in {jax.process_count()} processes"
-    print(f"device: {dev}   jax {jax.__version__}")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"device: {dev}   jax {jax.__version__}   load average {load:.1f}"
+          + ("" if args.full else "   (the default run; --full: the whole sweep)"), flush=True)
     rows = []
+    say = print_rows if args.full else (lambda rows: None)  # the full sweep prints rows as they come
+    started = time.perf_counter()
 
     def record(env_id, method, n, sps, compile_s=None, vs_lean=None, vs_pgx=None):
         row = {"env": env_id, "method": method, "num_envs": n, "steps_per_sec": sps, "compile_s": compile_s}
@@ -271,7 +297,7 @@ def main(argv=None):
         # one game at a time in Python: recorded at num_envs 1
         record(env_id, "pettingzoo loop", 1, pettingzoo_loop_steps_per_sec(env_id, args.python_steps))
         record(env_id, "openspiel loop", 1, openspiel_loop_steps_per_sec(env_id, args.python_steps))
-        print_rows([r for r in rows if r["env"] == env_id])
+        say([r for r in rows if r["env"] == env_id])
 
     for env_id in args.envs:
         env = jaxenvs.make(env_id)
@@ -283,7 +309,7 @@ def main(argv=None):
                     if n % d == 0:
                         res = benchmark(env, n, t, repeats=args.repeats, mesh=env_mesh(d))
                         record(env_id, f"jaxenvs vmap, {d} devices", n, res.steps_per_s, res.compile_s)
-                print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
+                say([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
                 continue  # --devices measures scaling only
             programs = {
                 "jaxenvs vmap": benchmark_program(env, n, t),
@@ -307,9 +333,10 @@ def main(argv=None):
                 sv = sync_vector_steps_per_sec(env_id, n, args.python_steps)
                 if sv is not None:
                     record(env_id, "gymnasium SyncVectorEnv", n, sv)
-            print_rows([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
+            say([r for r in rows if r["env"] == env_id and r["num_envs"] == n])
 
-    print("\n" + summary(rows))
+    print(("\n" if args.full else "") + text_table(rows))
+    print(f"{time.perf_counter() - started:.0f} s of measuring, compiles included; steps/s exclude compiling")
     if jax.process_index() != 0:
         return rows
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
@@ -327,6 +354,29 @@ def print_rows(rows):
         c = f"  (compile {r['compile_s']:.2f}s)" if r["compile_s"] is not None else ""
         c += f"  {r['vs_pgx']:.2f}x Pgx (paired)" if "vs_pgx" in r else ""
         print(f"{r['env']:<22} {r['method']:<24} {r['num_envs']:>6} envs {r['steps_per_sec']:>16,.0f} steps/s{c}")
+
+
+def _si(x: float) -> str:
+    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k" if x >= 1e3 else f"{x:.0f}"
+
+
+def text_table(rows) -> str:
+    """One table for the terminal: a line per (env, num_envs), a column per method (steps/s), and
+    the paired ratio against the lean loop or Pgx in brackets where the row has one."""
+    order = ["jaxenvs vmap", "jaxenvs VectorEnv", "jaxenvs VectorEnv, reset pool", "lean JAX", "pgx", PGX_SAME]
+    methods = sorted(dict.fromkeys(r["method"] for r in rows), key=lambda m: order.index(m) if m in order else len(order))
+    cells: dict = {}
+    for r in rows:
+        ratio = r.get("vs_lean", r.get("vs_pgx"))
+        cells.setdefault((r["env"], r["num_envs"]), {})[r["method"]] = _si(r["steps_per_sec"]) + (
+            f" ({ratio:.2f}x)" if ratio is not None else "")
+    header = ["env", "envs", *methods]
+    body = [[env, str(n), *[c.get(m, "-") for m in methods]] for (env, n), c in cells.items()]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    fmt = lambda line: "  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(line, widths)))  # noqa: E731
+    note = ("steps/s of a random policy" + ("; (Nx): the paired ratio against lean JAX" if any("vs_lean" in r for r in rows) else "")
+            + ("; against Pgx with the same sampler" if any("vs_pgx" in r for r in rows) else ""))
+    return "\n".join([note, fmt(header), *(fmt(line) for line in body)])
 
 
 def summary(rows) -> str:

@@ -12,9 +12,9 @@ faster (and a program holding them compiles with fewer loops).
 
 They take the fast form for Threefry keys (typed ``jax.random.key`` keys of the ``threefry2x32``
 implementation, or raw ``jax.random.PRNGKey`` arrays when that is JAX's default implementation)
-under JAX's default ``jax_threefry_partitionable=True``, when JAX's default backend is the CPU; any
-other key, setting or backend goes to ``jax.random`` itself, with the same results (on a GPU JAX
-already lowers Threefry round by round).
+under JAX's default ``jax_threefry_partitionable=True``, when the programs are built for the CPU
+(`jaxenvs._backend.platform`); any other key, setting or backend goes to ``jax.random`` itself,
+with the same results (on a GPU JAX already lowers Threefry round by round).
 
 Use them where a batch of keys or values is drawn every step (auto-reset draws, a policy's
 actions, per-env keys); ``jax.random`` is as good anywhere else.
@@ -28,6 +28,8 @@ import jax
 from jax import lax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxenvs import _backend
 
 __all__ = ["bits", "split", "uniform", "normal", "categorical", "key_on_host", "split_on_host"]
 
@@ -73,8 +75,8 @@ def threefry2x32(k1, k2, x1, x2):
 
 def _threefry_data(key):
     """``uint32[..., 2]`` key data when ``key`` is a Threefry key this module reproduces on a CPU
-    (JAX's default backend), else None."""
-    if not jax.config.jax_threefry_partitionable or jax.default_backend() != "cpu":
+    (`jaxenvs._backend.platform`), else None."""
+    if not jax.config.jax_threefry_partitionable or not _backend.on_cpu():
         return None
     dtype = getattr(key, "dtype", None)
     if dtype is None:

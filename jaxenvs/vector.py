@@ -50,7 +50,7 @@ import jax.numpy as jnp
 
 import numpy as np
 
-from jaxenvs import prng, struct
+from jaxenvs import _backend, prng, struct
 from jaxenvs.core import ActionError, Environment, ParamsError, StateError, check_params, params_shape_mismatch
 from jaxenvs.wrappers.base import (
     AutoReset,
@@ -74,13 +74,13 @@ class LevelState:
 
 
 def default_reset_capacity(num_envs: int, backend: str | None = None) -> int:
-    """The fresh episodes a `VectorEnv` step draws by default on ``backend`` (default: JAX's default
-    backend). On a CPU: ``num_envs // 16``, at least 64 (all envs below 64: a small batch gains
-    nothing from compaction). On a GPU or TPU: ``num_envs`` (no compaction): XLA runs the
-    compaction's ``lax.cond`` there by reading its predicate back on the host every step, which costs
-    more than the resets it saves (an H100 ran GridWorld's compacted path at 0.29-0.35 of the lean
+    """The fresh episodes a `VectorEnv` step draws by default on ``backend`` (default: the backend
+    the programs are built for, `jaxenvs._backend.platform`). On a CPU: ``num_envs // 16``, at least
+    64 (all envs below 64: a small batch gains nothing from compaction). On a GPU or TPU:
+    ``num_envs`` (no compaction): XLA runs the compaction's ``lax.cond`` there by reading its
+    predicate back on the host every step, which costs more than the resets it saves (an H100 ran GridWorld's compacted path at 0.29-0.35 of the lean
     loop, the plain path at 0.82-0.94; benchmarks/results/gpu/)."""
-    if (backend or jax.default_backend()) != "cpu":
+    if (backend or _backend.platform()) != "cpu":
         return num_envs
     return min(num_envs, max(64, num_envs // 16))
 
@@ -299,11 +299,10 @@ class VectorEnv(Forwarding):
             return obs, state, reward, terminated, truncated, info
         info = dict(info)
         info["final_obs"] = obs
-        obs, state = jax.lax.cond(
-            jnp.sum(done) <= self.reset_capacity,
-            lambda: self._reset_finished(done, key_reset, params, obs, state),
-            lambda: same_step_reset(done, obs, state, {}, *self._fresh_episodes(key_reset, params), batched=True)[:2],
-        )
+        few = jnp.sum(done) <= self.reset_capacity
+        compacted = lambda: self._reset_finished(done, key_reset, params, obs, state)  # noqa: E731
+        every = lambda: same_step_reset(done, obs, state, {}, *self._fresh_episodes(key_reset, params), batched=True)[:2]  # noqa: E731
+        obs, state = _backend.cond(few, compacted, every)  # off a CPU: both, and a select
         return obs, state, reward, terminated, truncated, info
 
     def _reset_finished(self, done, key, params, obs, state):

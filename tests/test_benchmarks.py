@@ -124,3 +124,37 @@ def test_permutation_speed_times_both_shuffles_and_they_agree(capsys):
 
     key = jax.random.key(3)
     np.testing.assert_array_equal(minibatch_permutation(key, 64), jax.random.permutation(key, 64))
+
+
+def test_the_default_run_is_the_quick_one_and_only_full_replaces_the_committed_results(steps_per_sec, capsys):
+    p = steps_per_sec.build_parser()
+    quick, full = p.parse_args([]), p.parse_args(["--full"])
+    steps_per_sec.fill_defaults(quick)
+    steps_per_sec.fill_defaults(full)
+    assert (quick.envs, quick.num_envs, quick.repeats, quick.target_steps) == (["GridWorld-v0", "PointEnv-v0"], [1, 4096],
+                                                                              3, 1_000_000)
+    assert full.envs == steps_per_sec.FULL_ENVS and full.num_envs == [1, 64, 1024, 4096, 16384] and full.repeats == 5
+    given = p.parse_args(["--full", "--repeats", "7"])
+    steps_per_sec.fill_defaults(given)
+    assert given.repeats == 7 and given.target_steps == 4_000_000  # a flag given wins over the sweep's value
+    committed = os.path.join(ROOT, steps_per_sec.COMMITTED)
+    with pytest.raises(SystemExit) as e:
+        steps_per_sec.main(["--out", committed])  # the default (quick) run
+    assert e.value.code == 2 and "only --full (with its own --envs and --num-envs" in capsys.readouterr().err
+    assert steps_per_sec.check_out(p, p.parse_args(["--full", "--out", committed])) == committed
+
+
+def test_the_printed_table_has_a_line_per_env_and_batch_and_a_column_per_method(steps_per_sec):
+    rows = [
+        {"env": "GridWorld-v0", "method": "lean JAX", "num_envs": 1, "steps_per_sec": 4.5e6, "compile_s": 0.5},
+        {"env": "GridWorld-v0", "method": "jaxenvs vmap", "num_envs": 1, "steps_per_sec": 5.55e6, "compile_s": 1.0,
+         "vs_lean": 1.21},
+        {"env": "GridWorld-v0", "method": "python loop", "num_envs": 1, "steps_per_sec": 112_000, "compile_s": None},
+        {"env": "PointEnv-v0", "method": "jaxenvs vmap", "num_envs": 4096, "steps_per_sec": 2.1e7, "compile_s": 1.0},
+    ]
+    lines = steps_per_sec.text_table(rows).splitlines()
+    assert lines[0] == "steps/s of a random policy; (Nx): the paired ratio against lean JAX"
+    assert lines[1].split() == ["env", "envs", "jaxenvs", "vmap", "lean", "JAX", "python", "loop"]
+    assert lines[2].split() == ["GridWorld-v0", "1", "5.55M", "(1.21x)", "4.50M", "112k"]
+    assert lines[3].split() == ["PointEnv-v0", "4096", "21.00M", "-", "-"] and len(lines) == 4
+    assert len({len(line) for line in lines[1:]}) == 1  # aligned columns

@@ -191,3 +191,98 @@ def test_bad_depths_and_games_it_cannot_play():
         lookahead_values(env, None, 0)
     with pytest.raises(ValueError, match="look-ahead plays two-player zero-sum"):
         lookahead_policy(jaxenvs.make("KuhnPoker-v0"), random_legal, 2)
+
+
+# ---- budgets: depths and simulations the game and this machine can hold --------------------------
+def test_check_budget_refuses_what_the_game_or_the_machine_cannot_hold():
+    from jaxenvs.games.search import MAX_SIMULATIONS, check_budget
+
+    t = jaxenvs.make("TicTacToe-v0", autoreset=False)
+    c = jaxenvs.make("ConnectFour-v0", autoreset=False)
+    gb = 10**9
+    cases = [
+        (t, dict(lookahead=10), "lookahead 10 is deeper than TicTacToe-v0 can last (9 plies); allowed: 0 to 9"),
+        (c, dict(lookahead=43), "lookahead 43 is deeper than ConnectFour-v0 can last (42 plies); allowed: 0 to 42"),
+        (c, dict(lookahead=1000), "lookahead 1000 is deeper than ConnectFour-v0 can last (42 plies)"),
+        # 9^9 lines of 4 x 13 bytes (the state) = 20.1 GB; 9^7 * 52 = 249 MB fits in 1 GB, 9^8 does not
+        (t, dict(lookahead=9, available=gb), "lookahead 9 on TicTacToe-v0 needs about 20.1 GB per move (look-ahead 9 "
+                                             "plies: 9^9 = 387,420,489 lines of play per move), more than the 1 GB "
+                                             "available; at most 7 plies fit"),
+        # Connect Four's declared look-ahead: 16 bytes a line; 7^12 * 16 = 221 GB, 7^10 * 16 = 4.5 GB
+        (c, dict(lookahead=12, available=8 * gb), "lookahead 12 on ConnectFour-v0 needs about 221 GB per move"),
+        (c, dict(lookahead=12, available=8 * gb), "at most 10 plies fit"),
+        (t, dict(search=10**20), f"search 100000000000000000000 simulations per move is more than the "
+                                 f"{MAX_SIMULATIONS:,} allowed"),
+        # (4096 + 1) nodes of 2 * 13 + 32 * 9 + 64 = 378 bytes
+        (t, dict(search=4096, available=10**6), "search 4096 on TicTacToe-v0 needs about 1.55 MB per move, more than "
+                                               "the 1 MB available; at most 2,644 simulations fit"),
+    ]
+    for env, kw, says in cases:
+        with pytest.raises(ValueError) as e:
+            check_budget(env, **kw)
+        assert says in str(e.value) and "\n" not in str(e.value), (kw, str(e.value))
+    # what fits: None when quick, one line with the estimate when it takes more than a few seconds
+    assert check_budget(t, lookahead=9, available=64 * gb).startswith("TicTacToe-v0, look-ahead 9 plies")
+    assert check_budget(c, lookahead=4, moves=84) is None and check_budget(t, search=64, moves=18) is None
+    line = check_budget(t, search=4096, moves=18, available=gb)
+    assert line == ("TicTacToe-v0, search 4096 simulations per move: about 1.55 MB and 0.41 s per move, 7.37 s for 18 "
+                    "moves (compiling not included)"), line
+    assert check_budget(t, lookahead=9, available=64 * gb) == check_budget(t, lookahead=9, available=64 * gb, moves=1)
+
+
+@pytest.fixture(scope="module")
+def ttt_run(tmp_path_factory):
+    from helpers import tiny_run_dir
+    from jaxenvs.train.configs import get_config
+
+    config = get_config("TicTacToe-v0", total_timesteps=64, num_envs=4, num_steps=16, hidden_sizes=(16,),
+                        update_epochs=1, num_minibatches=1)
+    return tiny_run_dir(tmp_path_factory.mktemp("runs"), "TicTacToe-v0-tiny", config)
+
+
+def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_run, monkeypatch, capsys):
+    from jaxenvs.cli import main as jaxenvs_main
+    from jaxenvs.games import search
+    from jaxenvs.train import load_policy
+    from jaxenvs.train.evaluate import main as evaluate_main
+
+    def never(*args, **kwargs):
+        raise AssertionError("a refused budget reached the search or the look-ahead")
+
+    monkeypatch.setattr(search, "lookahead_policy", never)
+    monkeypatch.setattr(search, "search_policy", never)
+    monkeypatch.setattr(search, "_available_memory", lambda: 2 * 10**9)
+    cases = [
+        (["--lookahead", "10"], dict(lookahead=10), "lookahead 10 is deeper than TicTacToe-v0 can last (9 plies)"),
+        (["--lookahead", "9"], dict(lookahead=9), "lookahead 9 on TicTacToe-v0 needs about 20.1 GB per move"),
+        (["--search", "99999999999999999999"], dict(search=99999999999999999999),
+         "search 99999999999999999999 simulations per move is more than the 1,048,576 allowed"),
+    ]
+    for argv, kw, says in cases:
+        assert jaxenvs_main(["play", str(ttt_run), *argv]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0] and err[0].count(argv[0]) == 1, err
+        with pytest.raises(ValueError) as e:
+            load_policy(ttt_run, **kw)
+        assert says in str(e.value) and f"{argv[0]}: {e.value}" in err[0]
+        with pytest.raises(SystemExit) as exit_:  # the evaluation's head-to-head games likewise
+            evaluate_main([str(ttt_run), *argv, "--opponent", "random"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_.value.code == 2 and err[-1].endswith(f"{argv[0]}: {e.value}") and "Traceback" not in "".join(err)
+
+
+def test_play_says_the_cost_of_a_slow_budget_and_stops_at_the_games_end(capsys):
+    from jaxenvs.cli.policies import episode_horizon, say_cost
+
+    env = jaxenvs.make("TicTacToe-v0")
+    assert episode_horizon(env, 1000) == 9 and episode_horizon(env, 5) == 5
+    assert episode_horizon(jaxenvs.make("GridWorld-v0"), 1000) == 300  # its time limit
+    policy = lambda key, obs: 0  # noqa: E731
+    policy.search, policy.lookahead = 4096, 0
+    say_cost(env, policy, episodes=1, horizon=9)  # 9 steps x 2 agents asked
+    err = capsys.readouterr().err
+    assert err.startswith("estimate: TicTacToe-v0, search 4096 simulations per move: about 1.55 MB and 0.41 s per move,"
+                          " 7.37 s for 18 moves") and err.count("\n") == 1, err
+    policy.search = 16
+    say_cost(env, policy, episodes=1, horizon=9)
+    assert capsys.readouterr().err == ""  # quick: nothing said

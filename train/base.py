@@ -48,7 +48,7 @@ import numpy as np
 from flax import struct
 
 import jaxenvs
-from jaxenvs import prng, spaces
+from jaxenvs import _backend, prng, spaces
 from jaxenvs._traces import TraceCounter
 from jaxenvs.core import is_prng_key
 from jaxenvs.prng import key_on_host
@@ -330,8 +330,8 @@ class Trainer:
         step that ended no episode ``final_obs[t]`` is the next step's observation, whose value the
         rollout already holds (``traj.value[t + 1]``); the last step's comes from one pass over
         ``final_obs[T - 1]``. Only when some step before the last was truncated does the full pass
-        over ``final_obs`` run (``lax.cond``), and its values are taken on the truncated steps.
-        Terminated steps get a value too (they bootstrap from 0 whatever it is). On a GPU or TPU the
+        over ``final_obs`` run (`jaxenvs._backend.cond`), and its values are taken on the truncated
+        steps. Terminated steps get a value too (they bootstrap from 0 whatever it is). On a GPU or TPU the
         full pass always runs and a select picks the same values: XLA reads a ``lax.cond``'s
         predicate back on the host there, a wait each update that costs more than the pass."""
         _, last = self.network.apply(params, traj.final_obs[-1])
@@ -342,9 +342,7 @@ class Trainer:
             return jnp.where(traj.truncated, values, shifted)
 
         early = traj.truncated[:-1].any()
-        if jax.default_backend() != "cpu":
-            return jnp.where(early, with_truncations(None), shifted)
-        return jax.lax.cond(early, with_truncations, lambda _: shifted, None)
+        return _backend.cond(early, with_truncations, lambda _: shifted, None)
 
     def advantages(self, traj: Transition, next_values, hp):
         """``(advantages, value targets)`` [T, B]: `train.gae.gae`, or in turn-based games

@@ -9,6 +9,8 @@ import time
 import jax
 import numpy as np
 
+from jaxenvs import _backend
+
 from .distributed import put_global, replicated, runner_shardings
 from .phases import Background
 
@@ -45,7 +47,9 @@ class ChunkProgram:
         runs ``n <= plan[0]`` updates. When the chunks differ in length (``--chunks`` not dividing
         the updates), the program's scan skips its last ``plan[0] - n`` steps with a
         ``lax.cond`` whose predicate is the same for every seed, so no update is computed twice and
-        nothing is compiled twice; the skipped steps' metrics are dropped on the host.
+        nothing is compiled twice; the skipped steps' metrics are dropped on the host. (Off a CPU
+        the skipped steps are computed and a select drops them, `jaxenvs._backend.cond`: a GPU
+        would copy the predicate to its host every update.)
 
         A new run started compiling it in the background (`start_new`); this waits for that
         program (the ``compile`` phase is the time waited) or, on a resume, compiles it here."""
@@ -90,7 +94,7 @@ class ChunkProgram:
 
                 def step(r, i):
                     skip = lambda r: (r, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))  # noqa: E731
-                    return jax.lax.cond(i < n, update, skip, r)
+                    return _backend.cond(i < n, update, skip, r)
 
                 return jax.lax.scan(step, r, jnp.arange(length))
 

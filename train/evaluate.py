@@ -354,6 +354,15 @@ def main(argv=None) -> int:
         from .policy import run_lookahead
 
         args.lookahead = run_lookahead(trainer.config) if args.opponent else 0
+    if args.search or args.lookahead:  # what the game or this machine cannot hold, before any game is played
+        from jaxenvs.games.search import check_budget
+
+        from .episodes import eval_env
+
+        try:
+            check_budget(eval_env(trainer), args.search, args.lookahead)
+        except ValueError as e:
+            parser.error(f"--{'lookahead' if str(e).startswith('lookahead') else 'search'}: {e}")
     opponents = []
     if args.opponent:
         from jaxenvs.games import OpponentError, make_opponent

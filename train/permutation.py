@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs import prng
+from jaxenvs import _backend, prng
 
 __all__ = ["minibatch_permutation"]
 
@@ -49,9 +49,9 @@ def minibatch_permutation(key: jax.Array, n: int) -> jax.Array:
     JAX shuffles with ``ceil(3 ln n / ln(2**32 - 1))`` rounds of stable sorts by fresh random
     uint32 keys (``jax._src.random._shuffle``); this repeats those rounds with the same keys and
     does each sort with `_stable_argsort_uint32`. Sizes above ``2**16``, and any backend but the
-    CPU (JAX's default backend), use ``jax.random.permutation`` itself.
+    CPU (`jaxenvs._backend.platform`), use ``jax.random.permutation`` itself.
     """
-    if n > 2**16 or jax.default_backend() != "cpu":
+    if n > 2**16 or not _backend.on_cpu():
         return jax.random.permutation(key, n)
     num_rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     perm = jnp.arange(n)

@@ -117,11 +117,17 @@ def make_policy(trainer, params, greedy: bool = True, search: int = 0, lookahead
     ``search > 0``, the action of that many simulations of tree search guided by the network
     (`jaxenvs.games.search.search_policy`; ``greedy=False`` draws the root's Gumbel noise). With
     ``lookahead`` plies of exact look-ahead (None: the run's ``play_lookahead``), that choice is made
-    among the moves of the best look-ahead score only (`jaxenvs.games.search.lookahead_policy`)."""
+    among the moves of the best look-ahead score only (`jaxenvs.games.search.lookahead_policy`).
+    ValueError (`jaxenvs.games.search.check_budget`) for a look-ahead deeper than the game lasts, or a
+    search or look-ahead whose memory estimate exceeds what this machine has available."""
     search = _check_search(search)
     lookahead = run_lookahead(trainer.config) if lookahead is None else _check_lookahead(lookahead)
     if search or lookahead:
+        from jaxenvs.games.search import check_budget
+
         from .episodes import eval_env
+
+        check_budget(eval_env(trainer), search, lookahead)  # refused before anything is traced or allocated
     if search:
         from jaxenvs.games.search import search_policy
 
@@ -161,7 +167,9 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
     path when ``run_dir`` does not exist, is not a run directory (no ``config.json`` /
     ``checkpoint.msgpack``) or holds an unreadable checkpoint; ValueError for a ``seed`` that is
     not an int or that the run does not have, a ``greedy`` that is not a bool, a ``search`` that is
-    not a non-negative int or a game search cannot play, a ``lookahead`` likewise.
+    not a non-negative int or a game search cannot play, a ``lookahead`` likewise, and for a
+    budget the game or this machine cannot hold (`jaxenvs.games.search.check_budget`: a look-ahead
+    deeper than the game lasts, more simulations than allowed, more memory than available).
     """
     from .checkpoint import check_run_dir, load_run
 

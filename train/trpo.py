@@ -22,7 +22,8 @@ baseline=LinearFeatureBaseline(...))``; this is that recipe, jitted end to end. 
    (``max_backtracks`` of them) until the surrogate improves and the mean KL(old || new) over the
    batch is at most ``max_kl``; if none does, the policy stays as it was (garage's
    ``ConjugateGradientOptimizer`` with ``accept_violation=False``). A ``lax.while_loop``: under
-   ``vmap`` over seeds it runs until every seed is done, masked.
+   ``vmap`` over seeds it runs until every seed is done, masked; off a CPU all ``max_backtracks``
+   candidates are tried, the same values (`jaxenvs._backend.bounded_while`).
 
 Actions: with ``normalize_env`` the trainer's environment is ``jaxenvs.wrappers.normalize`` of the
 registered one (Box actions in ``[-1, 1]``); `TRPOTrainer.act` maps them back to the
@@ -39,6 +40,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
+
+from jaxenvs import _backend
 
 from jaxenvs.wrappers import RescaleAction, normalize
 from .base import Trainer, all_finite, as_typed_key, episode_metrics
@@ -159,7 +162,7 @@ def line_search(loss_fn: Callable, kl_fn: Callable, theta, full_step, loss_befor
         return k + 1, ok, candidate, loss, kl
 
     init = (jnp.int32(0), jnp.bool_(False), theta, jnp.float32(loss_before), jnp.float32(0.0))
-    k, accepted, candidate, loss, kl = jax.lax.while_loop(cond, body, init)
+    k, accepted, candidate, loss, kl = _backend.bounded_while(cond, body, init, max_backtracks)
     info = dict(
         accepted=accepted,
         backtracks=jnp.where(accepted, k - 1, k),

@@ -13,7 +13,7 @@ import numpy as np
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
-from .policies import against_opponent, load_run_policy, named_opponent, play_episodes
+from .policies import against_opponent, episode_horizon, load_run_policy, named_opponent, play_episodes, say_cost
 
 VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
 
@@ -257,6 +257,8 @@ def run(args) -> None:
 
     if args.episodes is None:
         args.episodes = VIDEO_EPISODES if mode in ("gif", "mp4") else 1
+    horizon = episode_horizon(env, args.max_steps)
+    say_cost(env, policy, args.episodes, horizon)  # before the opponent's seat wraps the policy
     seat = None
     if args.opponent is not None:
         seat = args.seat or 0
@@ -268,7 +270,7 @@ def run(args) -> None:
     firsts, states = play_episodes(env, policy, args.seed, args.episodes, args.max_steps, mode is not None)
     if mode == "text":  # the boards first, then what came of them
         _render(args, env, firsts, states, path)
-    _print_results(env, args, firsts, seat)
+    _print_results(env, firsts, seat, horizon)
     if mode not in (None, "text"):
         _render(args, env, firsts, states, path)
 
@@ -290,8 +292,7 @@ def _check_renders(env, mode: str) -> None:
                       "leave --render out") from e
 
 
-def _print_results(env, args, firsts, seat) -> None:
-    horizon = env.spec.max_episode_steps or args.max_steps
+def _print_results(env, firsts, seat, horizon: int) -> None:
     for i, ep in enumerate(firsts, 1):
         note = f" (stopped after {horizon} steps; raise --max-steps)" if ep.outcome == "unfinished" else ""
         result = f"  {_seat_result(ep.returns[seat])}" if seat is not None and ep.outcome != "unfinished" else ""

@@ -4,6 +4,7 @@ one seat of a game, and the episodes themselves (`play_episodes`)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,30 @@ def _episode_states(traj, ep):
     return jax.tree.map(pick, traj.state, traj.last_state)
 
 
+def episode_horizon(env, max_steps: int) -> int:
+    """The steps `play_episodes` runs: the env's time limit, else ``max_steps``, and never more than
+    a game's longest game (its class's ``MAX_PLIES``: every step after it would only re-ask a
+    policy, a search or a look-ahead, about a finished game)."""
+    horizon = env.spec.max_episode_steps or max_steps
+    longest = getattr(type(getattr(env, "unwrapped", env)), "MAX_PLIES", None)
+    return min(horizon, longest) if longest else horizon
+
+
+def say_cost(env, policy, episodes: int, horizon: int) -> None:
+    """One line on stderr with the memory and time a policy's search or look-ahead will take over
+    ``episodes`` episodes of ``horizon`` steps (every agent asked every step), when that is more
+    than a few seconds (`jaxenvs.games.search.check_budget`)."""
+    search, lookahead = getattr(policy, "search", 0) or 0, getattr(policy, "lookahead", 0) or 0
+    if not (search or lookahead):
+        return
+    from jaxenvs.games.search import check_budget
+
+    moves = episodes * horizon * getattr(env, "num_agents", 1)
+    line = check_budget(env, search, lookahead, moves=moves)
+    if line:
+        print(f"estimate: {line}", file=sys.stderr, flush=True)
+
+
 def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_states: bool = True):
     """``(episodes, states)``: the first episode of each of ``episodes`` parallel non-resetting
     envs (`jaxenvs.rollout.Episode`), and per episode the host copies of its states from
@@ -101,7 +126,7 @@ def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_
 
     from jaxenvs.rollout import episode_stats, rollout
 
-    horizon = env.spec.max_episode_steps or max_steps
+    horizon = episode_horizon(env, max_steps)
     traj = rollout(env, jax.random.key(seed), policy, horizon, num_envs=episodes, record_states=record_states)
     firsts = [e for e in episode_stats(traj, include_unfinished=True) if e.start == 0]
     states = [_episode_states(traj, ep) for ep in firsts] if record_states else None

@@ -87,6 +87,7 @@ class ConnectFour(Environment):
     render_fps = 2
     ACTION_NAMES = tuple(f"drop a piece in column {c}" for c in range(COLS))
     MOVE_KEY = "moves: the column numbers under the board"
+    MAX_PLIES = ROWS * COLS  # the longest game: every cell filled (look-ahead and search stop there)
     # named opponents (jaxenvs.games.opponents; 'random' is every game's)
     OPPONENTS = {
         "heuristic": ("jaxenvs.games.connect_four:heuristic",
@@ -107,6 +108,7 @@ class ConnectFour(Environment):
     # exact look-ahead at play time (jaxenvs.games.search.lookahead_policy): the same values as the generic
     # search over step_env, on bool planes (about 40x faster at depth 4)
     LOOKAHEAD = "jaxenvs.games.connect_four:lookahead_values"
+    LOOKAHEAD_BYTES = 16  # per line of play of LOOKAHEAD (measured 4-8: jaxenvs.games.search.check_budget)
 
     @property
     def default_params(self) -> EnvParams:

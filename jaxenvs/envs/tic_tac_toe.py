@@ -82,6 +82,7 @@ class TicTacToe(Environment):
     # action i marks cell i; cells are numbered column-major (PettingZoo's picture and render_text)
     ACTION_NAMES = tuple(f"mark cell {i} (column {i // 3}, row {i % 3})" for i in range(NUM_CELLS))
     MOVE_KEY = "cells, column-major as in PettingZoo:\n0 3 6\n1 4 7\n2 5 8"
+    MAX_PLIES = NUM_CELLS  # the longest game: every cell marked (look-ahead and search stop there)
     # named opponents (jaxenvs.games.opponents; 'random' is every game's)
     OPPONENTS = {"perfect": ("jaxenvs.games.tic_tac_toe:perfect",
                              "minimax over every position, uniform among the optimal moves: never loses")}

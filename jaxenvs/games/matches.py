@@ -19,9 +19,11 @@ opponent's), on chance plies (no seat with a legal move) none runs, and where mo
 across the batch each seat that moves somewhere answers for every game (the other games' answers,
 like a non-mover's, are ignored by the game). Only the movers' actions are read, so the results
 are those of asking every seat on every ply (``every_ply=True``, kept as the baseline); under an
-outer `jax.vmap` (e.g. over seeds) the conditions become selects and every seat runs again. Chance
-plies are the environment's business (`step` draws them with its key). When `info` has `"illegal_action"`
-(bool), illegal moves are counted per seat. A game is played until `terminated | truncated`, then
+outer `jax.vmap` (e.g. over seeds), and off a CPU (`jaxenvs._backend.cond`: a GPU would copy each
+condition to its host), the conditions become selects and every seat runs again; off a CPU the
+loop also runs all ``max_plies`` plies (at most the game's ``MAX_PLIES``, its longest game;
+`jaxenvs._backend.bounded_while`), finished games left as they were. Chance plies are the environment's business (`step` draws them with its key). When
+`info` has `"illegal_action"` (bool), illegal moves are counted per seat. A game is played until `terminated | truncated`, then
 frozen (whether or not the env auto-resets); a game still running after `max_plies` steps is
 counted as `unfinished` and `head_to_head` raises rather than report it.
 
@@ -37,6 +39,9 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxenvs import _backend
+from jaxenvs.wrappers.base import AutoReset, TimeLimit, Wrapper
 
 __all__ = ["play", "play_games", "seat_games", "versus", "head_to_head", "seat_stats"]
 
@@ -102,7 +107,7 @@ def play_games(env, policies: Sequence[Callable], num_games: int, key, params=No
             if every_ply:
                 cols.append(ask())
             else:
-                cols.append(jax.lax.cond(jnp.any(has_move[:, i]), ask, lambda: jnp.zeros((num_games,), jnp.int32)))
+                cols.append(_backend.cond(jnp.any(has_move[:, i]), ask, lambda: jnp.zeros((num_games,), jnp.int32)))
         return jnp.stack(cols, axis=1)
 
     def one_step(key, action, obs, state, params):
@@ -151,8 +156,18 @@ def play_games(env, policies: Sequence[Callable], num_games: int, key, params=No
             t=c["t"] + 1,
         )
 
-    c = jax.lax.while_loop(cond, body, carry)
+    c = _backend.bounded_while(cond, body, carry, min(max_plies, _longest_game(env) or max_plies))
     return dict(returns=c["returns"], plies=c["plies"], illegal=c["illegal"], finished=c["done"])
+
+
+def _longest_game(env) -> int | None:
+    """The game's ``MAX_PLIES`` (its longest game) when ``env`` is the game itself under at most a
+    time limit and auto-reset (which end no game later), else None."""
+    while isinstance(env, Wrapper):
+        if not isinstance(env, (AutoReset, TimeLimit)):
+            return None
+        env = env.env
+    return getattr(type(env), "MAX_PLIES", None)
 
 
 def seat_games(env, policy, opponent, key, num_games: int, params=None, max_plies: int = 1000) -> tuple:

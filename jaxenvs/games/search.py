@@ -22,6 +22,10 @@ position ``obs`` shows and plays the action it selects:
 without Gumbel noise (``gumbel_scale=0``): the same position gives the same move; ``greedy=False``
 samples the root's Gumbel noise from ``key``.
 
+On a GPU each simulation waits on the host twice: mctx descends the tree and backs values up in
+``lax.while_loop``s whose trip counts depend on the tree (``tests/test_gpu_path.py`` finds these two
+and nothing else in the search's program).
+
 **Exact look-ahead** (`lookahead_values`, `lookahead_policy`; jax only, no ``mctx``): every line of
 play ``depth`` plies deep, stepped with the game's own ``step`` and scored by its rewards alone
 (negamax: +1 a forced win within the horizon, -1 a forced loss, 0 neither, for the mover; no
@@ -38,14 +42,112 @@ one agent's observation), which `lookahead_policy` then uses: `ConnectFour` does
 from __future__ import annotations
 
 import importlib
+import math
+import os
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["search_policy", "supports_search", "lookahead_values", "lookahead_policy", "SEARCH_EXTRA"]
+__all__ = ["search_policy", "supports_search", "lookahead_values", "lookahead_policy", "check_budget", "SEARCH_EXTRA"]
 
 SEARCH_EXTRA = "pip install 'jaxenvs[search]'"
+
+MAX_SIMULATIONS = 1 << 20  # per move: mctx keeps every simulation's node (int32 indices, arrays of it)
+# Cost model of `check_budget`, measured with ``jax.stages.Compiled.memory_analysis`` and timed per
+# move from the first position (2-core x86_64 CPU at load 20; the rates are the slower figures):
+# Tic-Tac-Toe's generic look-ahead 17-18 bytes per line of play (13-byte state), Connect Four's
+# declared one 4-8 bytes; 0.85-72M lines per second; a simulation of search 266-652 bytes and
+# 41-97 microseconds (64 to 1,024 simulations).
+_LINES_PER_S = 1e6
+_S_PER_SIMULATION = 1e-4
+_SHOW_ABOVE_S = 3.0  # an estimate is worth a line above this
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (``MemAvailable`` of /proc/meminfo, else the
+    free physical pages), None where neither can be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _duration(s: float) -> str:
+    return f"{s:.3g} s" if s < 120 else f"{s / 60:.3g} min" if s < 7200 else f"{s / 3600:.3g} h"
+
+
+def check_budget(env, search: int = 0, lookahead: int = 0, moves: int = 1, params=None,
+                 available: int | None = None) -> str | None:
+    """Checks ``search`` simulations per move and ``lookahead`` plies against the game ``env``
+    before anything is traced: a ValueError (one line, starting ``search`` or ``lookahead``, saying
+    what is allowed) for a look-ahead deeper than the game can last (its class's ``MAX_PLIES``:
+    Tic-Tac-Toe 9, Connect Four 42), more than `MAX_SIMULATIONS` simulations, or a move whose
+    memory estimate exceeds ``available`` bytes (default: what this machine has available now,
+    /proc/meminfo). Returns a one-line estimate of memory and time when the ``moves`` moves would
+    take more than a few seconds, else None.
+
+    The estimates: a look-ahead of depth ``d`` steps ``n_actions ** d`` lines of play per move, at
+    ``4 x`` the state's bytes each (a game's declared ``LOOKAHEAD`` states its own
+    ``LOOKAHEAD_BYTES``) and about a million lines a second; a search keeps every simulation's node
+    (twice the state plus 32 bytes per action) at about 0.1 ms a simulation (the module's constants
+    say where these come from). Time excludes compiling."""
+    base = getattr(env, "unwrapped", env)
+    name = getattr(getattr(env, "spec", None), "id", None) or type(base).__name__
+    env_params = base.default_params if params is None else params
+    n = int(base.action_space(env_params).n)
+    state = jax.eval_shape(lambda k: base.reset(k, env_params)[1], jax.random.key(0))
+    state_bytes = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(state))
+    longest = getattr(type(base), "MAX_PLIES", None)
+    if lookahead and longest is not None and lookahead > longest:
+        raise ValueError(f"lookahead {lookahead} is deeper than {name} can last ({longest} plies); allowed: 0 to "
+                         f"{longest}")
+    if search > MAX_SIMULATIONS:
+        raise ValueError(f"search {search} simulations per move is more than the {MAX_SIMULATIONS:,} allowed "
+                         "(every simulation keeps a node of the tree)")
+    available = _available_memory() if available is None else available
+    memory, seconds, parts = 0.0, 0.0, []
+    if lookahead:
+        declared = getattr(type(base), "LOOKAHEAD", None) and getattr(type(base), "LOOKAHEAD_BYTES", None)
+        per_line = declared or 4 * state_bytes
+        lines = float(n) ** lookahead
+        parts.append(f"look-ahead {lookahead} plies: {n}^{lookahead} = {lines:,.0f} lines of play per move")
+        memory, seconds = lines * per_line, lines / _LINES_PER_S
+        if available is not None and memory > available:
+            depth = lookahead
+            while depth > 1 and float(n) ** depth * per_line > available:
+                depth -= 1
+            raise ValueError(f"lookahead {lookahead} on {name} needs about {_size(memory)} per move ({parts[0]}), "
+                             f"more than the {_size(available)} available; at most {depth} plies fit")
+    if search:
+        need = (search + 1) * (2 * state_bytes + 32 * n + 64)
+        parts.append(f"search {search} simulations per move")
+        if available is not None and need > available:
+            raise ValueError(f"search {search} on {name} needs about {_size(need)} per move, more than the "
+                             f"{_size(available)} available; at most {available // (2 * state_bytes + 32 * n + 64) - 1:,} "
+                             "simulations fit")
+        memory, seconds = max(memory, need), seconds + search * _S_PER_SIMULATION
+    if not parts:
+        return None
+    total = seconds * max(1, int(moves))
+    if total <= _SHOW_ABOVE_S:
+        return None
+    return (f"{name}, {' and '.join(parts)}: about {_size(memory)} and {_duration(seconds)} per move"
+            + (f", {_duration(total)} for {moves:,} moves" if moves > 1 else "") + " (compiling not included)")
 
 
 def supports_search(env) -> bool:

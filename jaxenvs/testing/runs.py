@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxenvs import spaces
+from jaxenvs import _backend, spaces
 from jaxenvs._fast_compile import compiler_options as _compiler_options
 from jaxenvs._fast_compile import fast_jit as _fast_jit
 from jaxenvs.wrappers.base import (
@@ -291,7 +291,8 @@ def _fast_jit_static(fn, *static):
 
 def port_rollout_fn(env, policy, horizon: int, with_states: bool):
     """Jitted `run(params, seed_key, start, num)`: episodes `start .. start + num - 1` (vmapped)
-    of at most `horizon` steps; a while loop that stops once every episode has ended, writing
+    of at most `horizon` steps; a while loop that stops once every episode has ended (off a CPU:
+    `horizon` steps, `jaxenvs._backend.bounded_while`), writing
     each step (and, `with_states`, the state it started from) into `[horizon]` buffers."""
 
     def episode(params, seed_key, index):
@@ -322,7 +323,7 @@ def port_rollout_fn(env, policy, horizon: int, with_states: bool):
             return t + 1, nobs, nstate, term | trunc, buffers
 
         init = (jnp.int32(0), obs0, state0, jnp.zeros((), bool), buffers)
-        t, _, _, _, buffers = jax.lax.while_loop(cond, body, init)
+        t, _, _, _, buffers = _backend.bounded_while(cond, body, init, horizon)
         alive = jnp.arange(horizon) < t
         return obs0, buffers + (alive,)
 
