@@ -194,7 +194,10 @@ def to_space(space: Any) -> spaces.Space:
     if _has(space, "shape", "dtype"):
         shape = tuple(space.shape)
         if hasattr(space, "n") and shape == () and np.dtype(space.dtype).kind in "iu":
-            return spaces.Discrete(int(np.asarray(space.n)))  # Navix Discrete, gymnax-like Discrete
+            if _has(space, "minimum", "maximum"):  # Navix Discrete (its n is computed with jnp)
+                low = int(np.asarray(space.minimum))
+                return spaces.Discrete(int(np.asarray(space.maximum)) - low + 1, start=low)
+            return spaces.Discrete(int(np.asarray(space.n)))  # a gymnax-like Discrete
         if _has(space, "minimum", "maximum"):
             return _box(space.minimum, space.maximum, shape, space.dtype)
         if _has(space, "low", "high"):
@@ -242,8 +245,8 @@ class FunctionalEnv(Environment):
     def __init__(self, inner: Any, params: Any = None, observation_space=None, action_space=None):
         self.inner = inner
         self._params = params
-        self._obs_override = None if observation_space is None else to_space(observation_space)
-        self._act_override = None if action_space is None else to_space(action_space)
+        self._given = (observation_space, action_space)  # in the library's terms (to_space converts them)
+        self._obs_space = self._act_space = None
 
     @property
     def default_params(self):
@@ -256,12 +259,23 @@ class FunctionalEnv(Environment):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {type(self.inner).__module__}.{type(self.inner).__qualname__}>"
 
-    # spaces: the override, else the library's declaration
+    # spaces: the override, else the library's declaration for the params given at construction
+    # (read once, on the host: a space's shape cannot depend on traced params)
     def observation_space(self, params=None) -> spaces.Space:
-        return self._obs_override if self._obs_override is not None else self._observation_space(params)
+        if self._obs_space is None:
+            given = self._given[0]
+            self._obs_space = self._observation_space(self._params) if given is None else self._adapt_space(to_space(given))
+        return self._obs_space
 
     def action_space(self, params=None) -> spaces.Space:
-        return self._act_override if self._act_override is not None else self._action_space(params)
+        if self._act_space is None:
+            given = self._given[1]
+            self._act_space = self._action_space(self._params) if given is None else to_space(given)
+        return self._act_space
+
+    def _adapt_space(self, space: spaces.Space) -> spaces.Space:
+        """The space of the adapted observation, given the library's (as it is, by default)."""
+        return space
 
     def _inner_params(self, params):
         return None if self._params is None else params
@@ -493,8 +507,10 @@ class TimeStepEnv(FunctionalEnv):
         if declared is None:  # e.g. XLand-MiniGrid: observation_shape(params) only
             ts = jax.eval_shape(lambda k: self._call_reset(k, self._params), jax.random.key(0))
             return _tree_space(self._obs((ts[1] if self._pair else ts)))
-        space = to_space(declared)
-        if self._mask_split and isinstance(space, spaces.Dict):
+        return self._adapt_space(to_space(declared))
+
+    def _adapt_space(self, space):
+        if self._mask_split and isinstance(space, spaces.Dict) and "action_mask" in space.spaces:
             rest = {k: v for k, v in space.spaces.items() if k != "action_mask"}
             rest = next(iter(rest.values())) if len(rest) == 1 else spaces.Dict(rest)
             mask = space.spaces["action_mask"]
