@@ -12,19 +12,14 @@ jaxenvs `jaxenvs.core.Environment`, so that `jaxenvs.check_env`, `jaxenvs.testin
 
 The style is found by duck typing (`detect_style`), in this order:
 
-========== ========================================================= =====================================
-style      what identifies it                                        examples
-========== ========================================================= =====================================
-``pgx``    ``init(key)`` and ``step(state, action, key)``, ``num_players``, Pgx (``pgx.make``)
-           ``num_actions``, ``observe(state, player)``
-``gymnax`` ``reset_env(key, params)``, ``step_env(key, state, action, gymnax, gymnax-style code of one's own
-           params)``, ``default_params``, spaces
-``brax``   ``reset(key) -> State`` and ``step(state, action) -> State``   Brax, MuJoCo Playground
-           with ``obs``, ``reward``, ``done``, ``info``; ``observation_size``,
-           ``action_size``
-``timestep`` ``reset`` and ``step`` returning a ``TimeStep`` (``step_type``, Jumanji, XLand-MiniGrid, Navix,
-           ``reward``, ``observation``)                                dm_env-style code
-========== ========================================================= =====================================
+* ``pgx``: ``init(key)``, ``step(state, action, key)``, ``num_players``, ``num_actions``,
+  ``observe(state, player)`` (Pgx's ``pgx.make``);
+* ``gymnax``: ``reset_env(key, params)``, ``step_env(key, state, action, params)``,
+  ``default_params``, ``observation_space``, ``action_space`` (gymnax; gymnax-style code of one's own);
+* ``brax``: ``reset(key) -> State``, ``step(state, action) -> State`` with ``obs``, ``reward``,
+  ``done``, ``info``, and ``observation_size``, ``action_size`` (Brax, MuJoCo Playground);
+* ``timestep``: ``reset`` and ``step`` returning a ``TimeStep`` (``step_type``, ``reward``,
+  ``observation``) or ``(state, TimeStep)`` (Jumanji, XLand-MiniGrid, Navix, dm_env-style code).
 
 ``style=`` forces one. Anything else is a TypeError naming what was found and what is accepted.
 
