@@ -68,7 +68,7 @@ def run(args) -> int:
             print(f"{rule.id:<{width}}  {rule.text}".rstrip())
         return 0
     if args.env_id is None and args.port is None:
-        raise UsageError("check needs an environment ID, --port MODULE:FACTORY or --list-rules")
+        raise UsageError("check needs an environment ID (or --list-rules) or --port MODULE:FACTORY")
     if args.env_id is not None and args.port is not None:
         raise UsageError(f"check takes an environment ID or --port, not both (got {args.env_id!r} and {args.port!r})")
     env = make_env(args.env_id, args.kwarg) if args.port is None else port_env(args.port, args.kwarg)
