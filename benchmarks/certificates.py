@@ -87,6 +87,10 @@ def rows():
 MINIGRID_OBJECTS = {0: 0, 1: 1, 2: 2, 8: 6}  # MiniGrid OBJECT_TO_IDX unseen, empty, wall, goal -> xminigrid Tiles
 MINIGRID_COLORS = {0: 7, 1: 2, 5: 6}  # an empty cell's 0, green, grey -> xminigrid Colors (empty floor is BLACK)
 XMINIGRID_TO_MINIGRID_ACTION = (2, 1, 0, 3, 4, 5)  # xminigrid forward, right, left, pick up, put down, toggle
+# The MiniGrid rows run at detect 0.1: their 7x7x3 view makes 147 initial-observation statistics, and
+# verify_port tops each one up with reference resets of its own (at 0.02 that is about 147 x 10^5
+# MiniGrid resets, more than 20 minutes on this machine)
+GRID_DETECT = 0.1
 
 
 def _minigrid_to_xminigrid(obs):
@@ -151,11 +155,12 @@ def third_party_rows():
         ("Pgx connect_four", "pgx", pgx("connect_four"), "PettingZoo connect_four_v3 raw_env (legal moves only)",
          lambda: pz("connect_four_v3", raw=True), {}),
         ("Navix Navix-Empty-5x5-v0", "navix", navix_empty, "MiniGrid MiniGrid-Empty-5x5-v0",
-         minigrid("MiniGrid-Empty-5x5-v0"), {"obs_to_jax": lambda o: np.asarray(o["image"]).transpose(1, 0, 2)}),
+         minigrid("MiniGrid-Empty-5x5-v0"),
+         {"obs_to_jax": lambda o: np.asarray(o["image"]).transpose(1, 0, 2), "detect": GRID_DETECT}),
         ("XLand-MiniGrid MiniGrid-Empty-5x5", "xminigrid", xminigrid_empty, "MiniGrid MiniGrid-Empty-5x5-v0",
          minigrid("MiniGrid-Empty-5x5-v0"),
          {"obs_to_jax": _minigrid_to_xminigrid,
-          "action_to_reference": lambda a: XMINIGRID_TO_MINIGRID_ACTION[int(a)]}),
+          "action_to_reference": lambda a: XMINIGRID_TO_MINIGRID_ACTION[int(a)], "detect": GRID_DETECT}),
     ]
 
 
