@@ -2,6 +2,7 @@
 
     python benchmarks/certificates.py                 # every row
     python benchmarks/certificates.py --only gymnax,Pgx   # the rows naming one of these (the table keeps the others)
+    python benchmarks/certificates.py --only third-party  # the third-party ports (from_functional) only
 
 Writes benchmarks/results/certificates/<env>.json (the `PortReport`, or the reason a row could not
 run) and benchmarks/results/certificates/README.md (the table docs/certificates.md shows: verdict,
@@ -82,7 +83,102 @@ def rows():
     return out
 
 
-def certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs=None):
+# ---- third-party ports, through jaxenvs.adapters.functional.from_functional ----------------------------
+# Each row: (label, the port's library, a zero-argument factory of the third-party env, the reference's name,
+# its factory's factory, verify_port's keyword arguments). The libraries install beside jaxenvs' pinned JAX
+# (pip install "jaxenvs[thirdparty]"; Navix pulls wandb and pylint, so it is not in that extra: pip install navix).
+MINIGRID_OBJECTS = {0: 0, 1: 1, 2: 2, 8: 6}  # MiniGrid OBJECT_TO_IDX unseen, empty, wall, goal -> xminigrid Tiles
+MINIGRID_COLORS = {0: 7, 1: 2, 5: 6}  # an empty cell's 0, green, grey -> xminigrid Colors (empty floor is BLACK)
+XMINIGRID_TO_MINIGRID_ACTION = (2, 1, 0, 3, 4, 5)  # xminigrid forward, right, left, pick up, put down, toggle
+# The MiniGrid rows run at detect 0.1: their 7x7x3 view makes 147 initial-observation statistics, and
+# verify_port tops each one up with reference resets of its own (at 0.02 that is about 147 x 10^5
+# MiniGrid resets, more than 20 minutes on this machine)
+GRID_DETECT = 0.1
+
+
+def _minigrid_to_xminigrid(obs):
+    """MiniGrid's (x, y) image as xminigrid's (row, column) view, tiles and colours renumbered
+    (the objects of the Empty rooms only: any other raises)."""
+    import numpy as np
+
+    img = np.asarray(obs["image"]).transpose(1, 0, 2)
+    tiles = np.vectorize(MINIGRID_OBJECTS.__getitem__)(img[..., 0])
+    colors = np.where(img[..., 0] == 0, 0, np.vectorize(MINIGRID_COLORS.__getitem__)(img[..., 1]))
+    return np.stack([tiles, colors], -1).astype(np.uint8)
+
+
+def third_party_rows():
+    import numpy as np
+
+    def pz(name, raw=False):
+        def factory():
+            import importlib
+
+            module = importlib.import_module(f"pettingzoo.classic.{name}")
+            if not raw:
+                return module.env()
+            from pettingzoo.utils import OrderEnforcingWrapper
+
+            return OrderEnforcingWrapper(module.raw_env())  # no TerminateIllegalWrapper: legal moves only
+
+        return factory
+
+    def pgx(name):
+        def make():
+            import pgx as _pgx
+
+            return _pgx.make(name)
+
+        return make
+
+    def navix_empty():
+        import navix as nx
+
+        # Navix's MiniGrid view and MiniGrid's reward 1 - 0.9 * steps / max_steps (Navix's default pays 1)
+        return nx.make("Navix-Empty-5x5-v0", observation_fn=nx.observations.symbolic_first_person, penality_coeff=0.9)
+
+    def xminigrid_empty():
+        import xminigrid
+
+        return xminigrid.make("MiniGrid-Empty-5x5")
+
+    def minigrid(env_id):
+        def factory():
+            import gymnasium
+            import minigrid  # noqa: F401 -- registers MiniGrid-*
+
+            return gymnasium.make(env_id)
+
+        return lambda: factory
+
+    return [
+        ("Pgx tic_tac_toe", "pgx", pgx("tic_tac_toe"), "PettingZoo tictactoe_v3", lambda: pz("tictactoe_v3"), {}),
+        ("Pgx tic_tac_toe", "pgx", pgx("tic_tac_toe"), "PettingZoo tictactoe_v3 raw_env (legal moves only)",
+         lambda: pz("tictactoe_v3", raw=True), {}),
+        ("Pgx connect_four", "pgx", pgx("connect_four"), "PettingZoo connect_four_v3 raw_env (legal moves only)",
+         lambda: pz("connect_four_v3", raw=True), {}),
+        ("Navix Navix-Empty-5x5-v0", "navix", navix_empty, "MiniGrid MiniGrid-Empty-5x5-v0",
+         minigrid("MiniGrid-Empty-5x5-v0"),
+         {"obs_to_jax": lambda o: np.asarray(o["image"]).transpose(1, 0, 2), "detect": GRID_DETECT}),
+        ("XLand-MiniGrid MiniGrid-Empty-5x5", "xminigrid", xminigrid_empty, "MiniGrid MiniGrid-Empty-5x5-v0",
+         minigrid("MiniGrid-Empty-5x5-v0"),
+         {"obs_to_jax": _minigrid_to_xminigrid,
+          "action_to_reference": lambda a: XMINIGRID_TO_MINIGRID_ACTION[int(a)], "detect": GRID_DETECT}),
+    ]
+
+
+def certify_third_party(label, make_port, ref_name, make_ref, kwargs, budget):
+    """`certify` for a third-party port: the env `make_port()` returns, adapted by from_functional."""
+    from jaxenvs.adapters.functional import from_functional
+
+    def port():
+        made = make_port()
+        return from_functional(*made) if isinstance(made, tuple) else from_functional(made)
+
+    return certify(label, ref_name, make_ref, kwargs, budget, make_port=port)
+
+
+def certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs=None, make_port=None):
     import jaxenvs
     from jaxenvs.testing import PortInconclusive, PortMismatch, verify_port
 
@@ -93,7 +189,8 @@ def certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs=None):
     if make_ref is None:
         return {**row, "verdict": "not run", "why": kwargs, "seconds": 0.0}
     try:
-        report = verify_port(jaxenvs.make(env_id, **(port_kwargs or {})), make_ref(), budget_s=budget, **kwargs)
+        env = jaxenvs.make(env_id, **(port_kwargs or {})) if make_port is None else make_port()
+        report = verify_port(env, make_ref(), budget_s=budget, **kwargs)
         evidence = ""
     except (PortMismatch, PortInconclusive) as e:
         report, evidence = e.report, str(e).splitlines()[0][:400]
@@ -165,9 +262,28 @@ def main(argv=None):
                 json.dump(r, f, indent=2)
             print(f"{env_id}{' mutant ' + str(port_kwargs) if port_kwargs else ''} vs {ref_name}: {r['verdict']} "
                   f"{r.get('certified', '')} {r['seconds']} s (budget {budget:g} s)", flush=True)
+    third = []
+    for label, library, make_port, ref_name, make_ref, kwargs in third_party_rows():
+        path = os.path.join(OUT, "thirdparty__" + label.split()[0].lower().replace("-", "") + "_"
+                            + label.split()[-1].replace("/", "_") + "__" + ref_name.split()[0].lower()
+                            + ("_legal" if "legal moves only" in ref_name else "") + ".json")
+        if only and not any(o in f"{label} {ref_name} third-party" for o in only):
+            if os.path.exists(path):
+                with open(path) as f:
+                    third.append(json.load(f))
+            continue
+        r = certify_third_party(label, make_port, ref_name, make_ref, kwargs, args.budget)
+        r["library"] = library
+        third.append(r)
+        with open(path, "w") as f:
+            json.dump(r, f, indent=2)
+        print(f"{label} vs {ref_name}: {r['verdict']} {r.get('certified', '')} {r['seconds']} s", flush=True)
+    text = table(results, mutants)
+    if third:
+        text += "\n\nThird-party ports (jaxenvs.adapters.functional.from_functional):\n\n" + table(third)
     with open(os.path.join(OUT, "README.md"), "w") as f:
-        f.write(table(results, mutants) + "\n")
-    print(table(results, mutants))
+        f.write(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

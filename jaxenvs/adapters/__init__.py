@@ -8,6 +8,11 @@ never needs them (install the extras ``jaxenvs[gymnasium]``, ``jaxenvs[sb3]``,
     from jaxenvs.adapters.sb3 import SB3VecEnv                               # stable_baselines3 VecEnv
     from jaxenvs.adapters.pettingzoo import ParallelEnv                      # pettingzoo.ParallelEnv
 
+and the other way, another JAX library's environment (Pgx, gymnax-style, Brax/Playground,
+Jumanji/dm_env-style TimeStep) as a jaxenvs one, for `check_env` and `verify_port`::
+
+    from jaxenvs.adapters.functional import from_functional                  # needs none of them
+
 This module holds what they share and imports none of those libraries: building the underlying
 environment (time limit kept, auto-reset removed: the adapters reset as their library prescribes)
 and the seed -> key rule. `jaxenvs.adapters.engine` holds the jitted functions that run one copy or

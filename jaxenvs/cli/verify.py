@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from .args import Command, UsageError, add_env_args, int_arg, json_object, positive_float, probability, seed_arg
+from .check import PORT_HELP, port_env
 from .envs import import_path_for, make_env, message
 
 
@@ -78,7 +79,13 @@ def run(args) -> int:
         parent = Path(args.save).resolve().parent
         if not parent.is_dir():
             raise UsageError(f"--save {args.save!r}: the folder {str(parent)!r} does not exist")
-    env = make_env(args.env_id, args.kwarg, autoreset=False)
+    if (args.env_id is None) == (args.port is None):
+        raise UsageError("verify needs the port as an environment ID or as --port MODULE:FACTORY (one of the two)")
+    if args.port is None:
+        env = make_env(args.env_id, args.kwarg, autoreset=False)
+    else:
+        env = port_env(args.port, args.kwarg, autoreset=False)
+    label = env.spec.id if env.spec is not None else args.port
     factory = reference_factory(args.reference, args.reference_kwargs)
     try:
         from jaxenvs.testing import PortMismatch, verify_port
@@ -94,7 +101,7 @@ def run(args) -> int:
         report = verify_port(env, factory, num_episodes=args.episodes, seed=args.seed, raise_inconclusive=False, **options)
     except PortMismatch as e:
         if e.report is None:  # the spaces differ: nothing was run
-            print(f"{env.spec.id}: verdict FAIL: {message(e)}")
+            print(f"{label}: verdict FAIL: {message(e)}")
             return 1
         report = e.report
     except ImportError as e:  # a missing extra (scipy, gymnasium, pettingzoo, ...)
@@ -112,7 +119,8 @@ def run(args) -> int:
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
-    add_env_args(p)
+    add_env_args(p, optional=True)
+    p.add_argument("--port", default=None, metavar="MODULE:FACTORY", help=PORT_HELP)
     p.add_argument(
         "--reference", required=True, metavar="REF",
         help="the original: 'gymnasium:ID' (gymnasium.make), 'pyspiel:GAME' (an OpenSpiel game, pyspiel.load_game) "

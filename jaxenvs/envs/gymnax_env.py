@@ -47,7 +47,10 @@ from jaxenvs._optional import require
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits
 
-__all__ = ["GymnaxEnv", "from_gymnax_space", "register_gymnax_envs", "NAMESPACE", "SUPPORTED_GYMNAX"]
+__all__ = [
+    "GymnaxEnv", "from_gymnax_space", "register_gymnax_envs", "NAMESPACE", "SUPPORTED_GYMNAX", "canonical_dtype",
+    "cast_like", "space_dtypes", "key_is_used",
+]
 
 NAMESPACE = "gymnax"
 SUPPORTED_GYMNAX = (1, 0)  # major, minor: the gymnax API version this module speaks (1.0.x)
@@ -65,8 +68,9 @@ def _import_gymnax():
     return gymnax
 
 
-def _canonical_dtype(dtype) -> np.dtype:
-    """jaxenvs' dtype for an observation leaf of gymnax dtype ``dtype``."""
+def canonical_dtype(dtype) -> np.dtype:
+    """jaxenvs' dtype for an observation leaf of dtype ``dtype`` (a gymnax or any other library's):
+    floats float32, bool and uint8 uint8, other integers int32."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return np.dtype("float32")
@@ -74,7 +78,7 @@ def _canonical_dtype(dtype) -> np.dtype:
         return np.dtype("uint8")
     if dtype.kind in "iu":
         return np.dtype("int32")
-    raise TypeError(f"gymnax observation dtype {dtype} has no jaxenvs equivalent")
+    raise TypeError(f"observation dtype {dtype} has no jaxenvs equivalent (floats, integers and bool have)")
 
 
 def from_gymnax_space(space) -> spaces.Space:
@@ -83,12 +87,14 @@ def from_gymnax_space(space) -> spaces.Space:
     Bounds computed from traced params stay arrays. Bool boxes become uint8 boxes in ``[0, 1]``;
     float bounds at ``+-finfo(float32).max`` (gymnax's "unbounded") become ``+-inf``.
     """
+    if isinstance(space, spaces.Space):  # gymnax-style code of one's own may declare jaxenvs spaces
+        return space
     gs = require("gymnax.environments.spaces", extra="gymnax", purpose="gymnax spaces")
 
     if isinstance(space, gs.Discrete):
         return spaces.Discrete(int(space.n))
     if isinstance(space, gs.Box):
-        dtype = _canonical_dtype(space.dtype)
+        dtype = canonical_dtype(space.dtype)
         low, high = space.low, space.high
         traced = isinstance(low, jax.core.Tracer) or isinstance(high, jax.core.Tracer)
         if dtype.kind == "f" and not traced:
@@ -109,18 +115,33 @@ def from_gymnax_space(space) -> spaces.Space:
     raise TypeError(f"cannot convert gymnax space {space!r}; supported: Discrete, Box, Dict, Tuple")
 
 
-def _cast_like(tree, like):
+def cast_like(tree, like):
     """``tree`` with every leaf cast to the dtype of the matching leaf of ``like`` (shape structs)."""
     return jax.tree.map(lambda x, ref: jnp.asarray(x, dtype=ref.dtype), tree, like)
 
 
-def _space_dtypes(space: spaces.Space):
+def space_dtypes(space: spaces.Space):
     """A pytree of dtypes shaped like an element of ``space``."""
     if isinstance(space, spaces.Dict):
-        return {k: _space_dtypes(s) for k, s in space.spaces.items()}
+        return {k: space_dtypes(s) for k, s in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
-        return tuple(_space_dtypes(s) for s in space.spaces)
+        return tuple(space_dtypes(s) for s in space.spaces)
     return space.dtype
+
+
+def key_is_used(fn, key, *args) -> bool:
+    """Whether ``fn(key, *args)`` provably reads ``key`` (``args`` may be shape structs): read off its
+    jaxpr, after dead-code elimination, so a key that is split but never drawn from does not count."""
+    closed = jax.make_jaxpr(fn)(key, *args)
+    jaxpr = closed.jaxpr
+    try:
+        from jax._src.interpreters import partial_eval as pe
+
+        _, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
+        return bool(used[0])
+    except Exception:  # no DCE in this jax: any use of the key counts
+        key_var = jaxpr.invars[0]
+        return any(key_var in e.invars for e in jaxpr.eqns) or key_var in jaxpr.outvars
 
 
 class GymnaxEnv(Environment):
@@ -132,7 +153,7 @@ class GymnaxEnv(Environment):
     """
 
     def __init__(self, gymnax_env: Any):
-        for attr in ("reset_env", "step_env", "default_params", "observation_space", "action_space", "is_truncated"):
+        for attr in ("reset_env", "step_env", "default_params", "observation_space", "action_space"):
             if not hasattr(gymnax_env, attr):
                 raise TypeError(
                     f"GymnaxEnv wraps a gymnax 1.0 Environment (with {attr}); got {type(gymnax_env).__name__}"
@@ -150,16 +171,7 @@ class GymnaxEnv(Environment):
         key = jax.random.key(0)
         _, state = jax.eval_shape(self.gymnax_env.reset_env, key, params)
         action = self.action_space(params).sample(key)
-        closed = jax.make_jaxpr(lambda k, st, p: self.gymnax_env.step_env(k, st, action, p))(key, state, params)
-        jaxpr = closed.jaxpr
-        try:  # dead-code elimination: a key that is split but never used to draw does not count
-            from jax._src.interpreters import partial_eval as pe
-
-            _, used = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
-            return bool(used[0])
-        except Exception:  # no DCE in this jax: any use of the key counts
-            key_var = jaxpr.invars[0]
-            return any(key_var in e.invars for e in jaxpr.eqns) or key_var in jaxpr.outvars
+        return key_is_used(lambda k, st, p: self.gymnax_env.step_env(k, st, action, p), key, state, params)
 
     @property
     def name(self) -> str:
@@ -181,13 +193,13 @@ class GymnaxEnv(Environment):
 
     def _cast_obs(self, obs):
         # every leaf to its space's dtype (gymnax obs and spaces disagree at times: Catch, FourRooms)
-        dtypes = _space_dtypes(self.observation_space(self.default_params))
+        dtypes = space_dtypes(self.observation_space(self.default_params))
         return jax.tree.map(lambda x, d: jnp.asarray(x, dtype=d), obs, dtypes)
 
     def reset_env(self, key, params):
         _, state_shapes = self._reset_shapes(key, params)
         obs, state = self.gymnax_env.reset_env(key, params)
-        return self._cast_obs(obs), _cast_like(state, state_shapes)
+        return self._cast_obs(obs), cast_like(state, state_shapes)
 
     def step_env(self, key, state, action, params):
         _, state_shapes = self._reset_shapes(key, params)
@@ -195,8 +207,9 @@ class GymnaxEnv(Environment):
         if isinstance(space, spaces.Discrete):
             action = jnp.clip(action, 0, space.n - 1)  # out-of-range actions are clipped (documented)
         obs, state, reward, terminated, info = self.gymnax_env.step_env(key, state, action, params)
-        state = _cast_like(state, state_shapes)
-        truncated = jnp.asarray(self.gymnax_env.is_truncated(state, params), bool)
+        state = cast_like(state, state_shapes)
+        is_truncated = getattr(self.gymnax_env, "is_truncated", None)  # gymnax-style code may have none
+        truncated = jnp.zeros((), bool) if is_truncated is None else jnp.asarray(is_truncated(state, params), bool)
         info = {k: jnp.asarray(v) for k, v in dict(info).items()}
         return (
             self._cast_obs(obs),
