@@ -199,10 +199,17 @@ METHOD_COLORS = {
 _positive_int = int_arg(1)
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Defaults shown, and env ids never split at their hyphens (``GridWorld- v0``) when lines wrap."""
+
+    def _split_lines(self, text, width):
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=_HelpFormatter)
     p.add_argument("--full", action="store_true",
                    help=f"the full sweep (about 6 minutes on a 2-core CPU): --envs {' '.join(FULL_ENVS)} --num-envs "
                    f"{' '.join(map(str, FULL_NUM_ENVS))} --repeats 5 --target-steps 4000000 --python-steps 20000, "

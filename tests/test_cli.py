@@ -484,7 +484,8 @@ def test_steps_per_sec_options_show_defaults_and_keep_the_committed_results(step
     with pytest.raises(SystemExit) as e:
         steps_per_sec.main(["--envs", "GridWorld-v0", "--out", steps_per_sec.COMMITTED + ".json"])
     assert e.value.code == 2
-    assert "would overwrite the committed full results" in capsys.readouterr().err
+    assert "only --full (with its own --envs and --num-envs, no --devices) may replace the committed full results" in (
+        " ".join(capsys.readouterr().err.split()))
     with pytest.raises(SystemExit):
         steps_per_sec.main(["--num-envs", "0"])
     assert "expected an integer >= 1, got '0'" in capsys.readouterr().err
