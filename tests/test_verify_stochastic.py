@@ -66,7 +66,9 @@ def test_stochastic_mutants_fail(params, detect):
 
 def test_a_short_budget_states_what_it_certified_and_what_would_do():
     r = verify_port(PORT, V.corridor_reference, num_episodes=200, budget_s=0.5, raise_inconclusive=False)
-    assert r.verdict == "inconclusive" and r.num_episodes == 200
+    # the budget may end inside the first round (compiles count): it keeps the episodes both sides completed
+    assert r.verdict == "inconclusive" and 16 <= r.num_episodes <= 200
+    assert any(n.startswith("budget: 0.5 CPU s") and n.endswith(f"{r.num_episodes:,} episodes a side") for n in r.notes)
     pooled = next(s for s in r.statistics if s.effect == "weighted tv" and s.detectable > r.detect)
     assert pooled.needed.startswith("needs about")
     assert r.budget_needed_s and r.budget_needed_s > 0.5
@@ -78,12 +80,8 @@ def test_budget_is_checked():
         verify_port(PORT, V.corridor_reference, budget_s=0)
 
 
-def test_shared_and_old_gym_references_are_named():
+def test_old_gym_references_are_named():
     import gymnasium
-
-    shared = V.corridor_reference()
-    with pytest.raises(ValueError, match="same environment instance twice"):
-        verify_port(PORT, lambda: shared, num_episodes=20)
 
     class OldGym(gymnasium.Env):
         observation_space = gymnasium.spaces.Discrete(7)

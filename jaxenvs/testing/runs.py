@@ -5,6 +5,7 @@ summarise what they return."""
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Mapping
 
 import jax
@@ -34,7 +35,10 @@ PORT_CHUNK = 4096  # port episodes per compiled call (one shape serves every rou
 MAX_EPISODES = 1 << 20  # episodes each side may be run for (adaptive sampling, within the budget)
 
 
-BUDGET_S = 60.0  # seconds a call may spend drawing more episodes (the default call, on a 2-core CPU)
+BUDGET_S = 60.0  # CPU seconds of this process a call may spend drawing episodes (see `Budget`)
+
+
+WALL_FACTOR = 3.0  # ... and it stops drawing at this many times the budget in wall-clock seconds too
 
 
 MAX_DRAWS = 1 << 20  # port draws per (observation, action), and initial observations per side
@@ -74,6 +78,46 @@ DEFAULT_POLICIES: dict = {}  # by action space: one compiled policy serves every
 
 
 CONTAINS: dict = {}  # compiled space.contains by (space, agent axes)
+
+
+cpu_clock = time.process_time  # the budget's clock: this process's CPU seconds, all threads
+wall_clock = time.perf_counter  # the guard's
+
+
+class Budget:
+    """The work a `verify_port` call may spend drawing episodes: `seconds` of this process's CPU
+    time (`cpu_clock`, `time.process_time`: every thread of this process, in user and system
+    mode, and nothing of the other processes that share the machine), counted from the call's
+    start. A busy machine inflates wall-clock seconds several times but CPU seconds little, so
+    one call on one port draws about as many episodes, and reaches the same verdict, on a quiet
+    machine and on a loaded one. A reference that waits instead of computing (sleeps, blocks on
+    a socket or a subprocess) costs no CPU time, so the draws also stop once `WALL_FACTOR *
+    seconds` wall-clock seconds have passed: a guard that a busy machine does not reach while
+    the call stays within its CPU budget by that margin."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.cpu0, self.wall0 = cpu_clock(), wall_clock()
+        self.stopped: str | None = None  # why the draws were cut short (a round ended early), else None
+
+    def used(self) -> float:
+        """CPU seconds spent since the call started."""
+        return cpu_clock() - self.cpu0
+
+    def wall(self) -> float:
+        return wall_clock() - self.wall0
+
+    def left(self) -> float:
+        """CPU seconds left (<= 0: spent)."""
+        return self.seconds - self.used()
+
+    def spent(self) -> bool:
+        """Whether the CPU budget or the wall-clock guard has run out."""
+        return self.left() <= 0 or self.wall() >= WALL_FACTOR * self.seconds
+
+    def describe(self) -> str:
+        return (f"{self.seconds:g} CPU s of this process (used {self.used():.1f} CPU s in {self.wall():.1f} s of wall "
+                f"time; the guard stops at {WALL_FACTOR * self.seconds:g} s of wall time)")
 
 
 def time_limit(env) -> int | None:
