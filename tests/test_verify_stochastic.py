@@ -315,3 +315,22 @@ def test_sides_are_kept_as_long_as_their_longest_episode():
     np.testing.assert_array_equal(joined.outcome(), [0, 0, 0])
     np.testing.assert_array_equal(joined.alive.sum(1), [1, 3, 5])
     assert joined.steps(1000).alive.shape == (3, 1000) and joined.steps(1000).alive.sum() == 9
+
+
+def test_lexicographic_ranks_are_the_ranks_of_the_rows_in_that_order():
+    """The from-state tier ranks whole discrete outcome rows in lexicographic order: on one
+    column the same ranks as `ranks`; on two, the ranks of the rows' lexicographic labels; and
+    uniform when the reference's outcome is one more draw (KS against uniform)."""
+    from scipy.stats import kstest
+
+    from jaxenvs.testing.from_state import lex_ranks, ranks
+
+    rng = np.random.default_rng(0)
+    p = rng.integers(0, 3, size=(400, 16, 2)).astype(np.float64)
+    r = rng.integers(0, 3, size=(400, 2)).astype(np.float64)
+    one = lex_ranks(p[:, :, :1], r[:, :1], np.random.default_rng(1))
+    np.testing.assert_array_equal(one, ranks(p[:, :, 0], r[:, 0], np.random.default_rng(1)))
+    labels = lambda x: x[..., 0] * 3 + x[..., 1]  # noqa: E731 -- lexicographic order of rows of values 0..2
+    np.testing.assert_array_equal(lex_ranks(p, r, np.random.default_rng(2)),
+                                  ranks(labels(p), labels(r), np.random.default_rng(2)))
+    assert kstest(lex_ranks(p, r, np.random.default_rng(3)), "uniform").pvalue > 1e-3

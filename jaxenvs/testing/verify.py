@@ -553,7 +553,7 @@ def verify_port(
     pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
     with `raise_inconclusive=False`, return its report). Both exceptions carry `.report`.
 
-    `reference` is a zero-argument callable returning a fresh `gymnasium.Env` (or a
+    `reference` is a zero-argument callable returning a `gymnasium.Env` (or a
     `pettingzoo.ParallelEnv` for a multi-agent port: observations and rewards stacked in
     `possible_agents` order; an episode ends when any agent terminates or is truncated).
     `env` runs without its outermost `AutoReset`; a `TimeLimit` is kept and sets the horizon
@@ -563,12 +563,25 @@ def verify_port(
     (default `DETECT` = 0.02: a total-variation distance for categories, a KS distance for real
     values) with probability `power` (default 0.95), while a faithful port fails with probability
     at most `alpha` (default 1e-3). Where the `num_episodes` episodes fall short it draws more
-    in rounds, within `budget_s` seconds (default `BUDGET_S` = 60) and `max_episodes` episodes a
-    side, then reports inconclusive with the effect each statistic did certify and the episodes
-    (and about the budget) that would certify `detect`. The rounds are a fixed plan of at most
+    in rounds, within `budget_s` and `max_episodes` episodes a side, then reports inconclusive
+    with the effect each statistic did certify and the episodes (and about the budget) that would
+    certify `detect`. The rounds are a fixed plan of at most
     `2 + ceil(log2(max_episodes / num_episodes))` looks, each statistic judged at
     `alpha / (m * rounds)` at every look (Bonferroni), so stopping early never raises the
     false-alarm rate.
+
+    Budget: `budget_s` (default `BUDGET_S` = 60) is CPU seconds of this process
+    (`time.process_time`, every thread; `jaxenvs.testing.runs.Budget`), counted from the call's
+    start (building the reference and compiling included), not wall-clock seconds: other
+    processes on a busy machine stretch the wall time, not the work, so the same call on the same
+    port reaches the same verdict on a quiet and on a busy machine, up to the statistics' noise.
+    Drawing stops when it is spent, inside a round too (the reference runs its episodes in chunks;
+    the chunk it ends in is dropped, both sides keep the episodes completed, at least
+    `min(num_episodes, 16)`); the report's notes give the episodes a side and the CPU and wall
+    seconds used. A reference that waits instead of computing is stopped by a guard at
+    `WALL_FACTOR` (3) x `budget_s` wall-clock seconds. `reference` is called once: the envs that
+    run episodes side by side are `copy.deepcopy`s of the env it returns (one that cannot be
+    copied runs its episodes one at a time).
 
     Transitions of discrete observations and actions are pooled over `(observation, action)`
     strata (each episode's first visit to each): the certified effect is the visitation-weighted
