@@ -431,10 +431,13 @@ def main(argv=None):
     ap.add_argument("--mutant-seeds", type=int, default=10, help="seeds per mutant")
     ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
-    ap.add_argument("--only", default=None, help="run only the rows whose name or env contains this text")
+    ap.add_argument("--only", default=None,
+                    help="run only the rows whose name or env contains this text (alternatives separated by '|')")
+    ap.add_argument("--mutants", default=None, help="of the mutants, run only those whose name contains this text")
     ap.add_argument("--aa-seeds", type=int, default=None, help="seeds of the 'port vs itself' rows (slow references)")
     ap.add_argument("--busy", type=int, default=0, metavar="N", help="CPU-bound processes to run beside the study")
     args = ap.parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])
     args.load_before = os.getloadavg()
     busy = start_busy(args.busy)
     try:
@@ -444,14 +447,13 @@ def main(argv=None):
 
 
 def study(args):
-    args.argv = list(argv if argv is not None else sys.argv[1:])
     from jaxenvs.testing import ALPHA, DETECT, ReferenceCache
 
     faithful_ports = {name: make() for name, (make, _, _) in FAITHFUL.items()}
     caches = {name: ReferenceCache(max_runs=4 * args.seeds) for name in FAITHFUL}
     rows, t_all = [], time.perf_counter()
     for name, (make, factory, kwargs) in FAITHFUL.items():
-        if args.only and args.only not in name:
+        if args.only and not any(t in name for t in args.only.split("|")):
             continue
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
@@ -471,7 +473,9 @@ def study(args):
               f"{np.mean(CPU_SECONDS):.1f} CPU s/run, load {os.getloadavg()[0]:.1f}", flush=True)
         save(args, rows, t_all)
     for mname, (env_name, make, effect, where, *extra) in MUTANTS.items():
-        if args.only and args.only not in mname and args.only not in env_name:
+        if args.only and not any(t in mname or t in env_name for t in args.only.split("|")):
+            continue
+        if args.mutants is not None and args.mutants not in mname:
             continue
         _, factory, kwargs = FAITHFUL[env_name]
         kwargs = {**kwargs, **(extra[0] if extra else {})}

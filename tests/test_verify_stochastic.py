@@ -126,6 +126,7 @@ def _work_clocks(monkeypatch, ref: _Steps, step_s: float, busy: float):
 
     monkeypatch.setattr(runs, "cpu_clock", lambda: ref.steps * step_s)
     monkeypatch.setattr(runs, "wall_clock", lambda: busy * ref.steps * step_s)
+    monkeypatch.setattr(runs, "CHECK_EVERY_S", 0.0)  # every check reads the (patched) clocks
 
 
 @pytest.mark.parametrize("busy", [1.0, 2.5], ids=["quiet", "busy"])
@@ -163,6 +164,7 @@ def test_the_wall_clock_guard_stops_a_reference_that_waits(monkeypatch):
     ref = _Steps()
     monkeypatch.setattr(runs, "cpu_clock", lambda: 0.0)
     monkeypatch.setattr(runs, "wall_clock", lambda: ref.steps * 0.01)
+    monkeypatch.setattr(runs, "CHECK_EVERY_S", 0.0)
     r = verify_port(PORT, ref, num_episodes=1000, budget_s=2.0, raise_inconclusive=False)
     limit = int(runs.WALL_FACTOR * 2.0 / 0.01)
     assert limit <= ref.steps <= limit + 256 and r.num_episodes < 1000 and ref.calls == 1
@@ -334,3 +336,14 @@ def test_lexicographic_ranks_are_the_ranks_of_the_rows_in_that_order():
     np.testing.assert_array_equal(lex_ranks(p, r, np.random.default_rng(2)),
                                   ranks(labels(p), labels(r), np.random.default_rng(2)))
     assert kstest(lex_ranks(p, r, np.random.default_rng(3)), "uniform").pvalue > 1e-3
+
+
+def test_the_guard_clock_counts_waits_but_not_waiting_for_a_cpu():
+    import time
+
+    from jaxenvs.testing.runs import idle_wall_clock
+
+    t0, w0 = idle_wall_clock(), time.perf_counter()
+    time.sleep(0.2)
+    waited, wall = idle_wall_clock() - t0, time.perf_counter() - w0
+    assert 0.19 <= waited <= wall + 1e-6

@@ -3,9 +3,9 @@ environment and the comparison.
 
 `verify_port` asks a reference for its spaces, a name and versions for the certificate, a
 fingerprint (what a `ReferenceCache` keys on besides the factory), its episodes under the port's
-policy, extra initial observations, copies to resample a step from, and -- where it has one -- its
-exact transition model. `GymReference` serves a `gymnasium.Env` or a `pettingzoo.ParallelEnv`
-built by a zero-argument factory. Turn-based originals are `TurnBasedReference`s: they play whole
+policy (within a CPU budget), extra initial observations, copies to resample a step from, and --
+where it has one -- its exact transition model. `GymReference` serves a `gymnasium.Env` or a
+`pettingzoo.ParallelEnv` built by a zero-argument factory, called once. Turn-based originals are `TurnBasedReference`s: they play whole
 games with random legal moves (`TurnBasedReference.play`) that the port then replays ply by ply --
 `AECReference` serves a `pettingzoo.AECEnv`, `OpenSpielReference` a `pyspiel.Game` (explicit
 chance included).
@@ -141,6 +141,8 @@ class Reference:
     `start .. stop - 1` with the port's policy (`act(t, obs_rows, start, count) -> actions`) and,
     for the steps in `wanted` (`{episode: {t, ...}}`), records `(episode, t, port state,
     action, [outcomes])` with `resamples` outcomes from copies of the reference at that state.
+    With a `budget` (`jaxenvs.testing.runs.Budget`) it stops once the budget is spent, returning
+    a prefix of the episodes (at least `least`).
     """
 
     multi: bool = False
@@ -164,7 +166,7 @@ class Reference:
     def initial_observations(self, seed: int, start: int, stop: int) -> np.ndarray:
         raise NotImplementedError
 
-    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng):
+    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng, budget=None, least=0):
         raise NotImplementedError
 
 

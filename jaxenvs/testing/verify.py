@@ -216,9 +216,8 @@ class _GymRun:
         self.discrete_obs = all(x.dtype.kind in "iub" for x in self.t_leaves)
         self.discrete_act = isinstance(self.act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
         self.splits = np.cumsum([x.size for x in self.t_leaves])[:-1]
-        # one scalar leaf (a Discrete observation): converted without the tree machinery
-        self.scalar_obs = (self.obs_to_jax is None and not self.multi and len(self.t_leaves) == 1
-                           and self.t_leaves[0].shape == () and self.obs_treedef == jax.tree.structure(0))
+        # one array leaf (a Discrete or Box observation): converted without the tree machinery
+        self.one_leaf = self.obs_to_jax is None and not self.multi and self.obs_treedef == jax.tree.structure(0)
         self.ref = GymReference(reference, probe, self.multi, self.convert_obs, self.convert_action, self.check_action)
         self.policy_batch = batched_policy_fn(pol)
         self.rng = np.random.default_rng([seed, 1])
@@ -242,8 +241,11 @@ class _GymRun:
 
     def convert_obs(self, o) -> np.ndarray:
         """A reference observation as the port's, flattened to float64[D]."""
-        if self.scalar_obs and isinstance(o, (int, np.integer)) and not isinstance(o, bool):
-            return np.array([np.asarray(o, self.t_leaves[0].dtype)], np.float64)
+        if self.one_leaf and isinstance(o, (int, np.integer, np.ndarray)) and not isinstance(o, bool):
+            tl = self.t_leaves[0]
+            x = np.asarray(o, tl.dtype)
+            if x.shape == tl.shape:
+                return x.astype(np.float64).reshape(-1)
         if self.obs_to_jax is not None:
             o = self.obs_to_jax(o)
         elif self.multi:
@@ -579,7 +581,8 @@ def verify_port(
     the chunk it ends in is dropped, both sides keep the episodes completed, at least
     `min(num_episodes, 16)`); the report's notes give the episodes a side and the CPU and wall
     seconds used. A reference that waits instead of computing is stopped by a guard at
-    `WALL_FACTOR` (3) x `budget_s` wall-clock seconds. `reference` is called once: the envs that
+    `WALL_FACTOR` (3) x `budget_s` wall-clock seconds, less those this thread waited for a CPU
+    (`jaxenvs.testing.runs.idle_wall_clock`). `reference` is called once: the envs that
     run episodes side by side are `copy.deepcopy`s of the env it returns (one that cannot be
     copied runs its episodes one at a time).
 
