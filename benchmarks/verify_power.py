@@ -10,6 +10,12 @@ inconclusive or passed, and the episodes used. No mutant whose effect reaches `d
 
     python benchmarks/verify_power.py                       # 50 seeds, the full ladder
     python benchmarks/verify_power.py --seeds 5 --mutant-seeds 2 --out /tmp/quick
+    python benchmarks/verify_power.py --only corridor --busy 2   # with two CPU-bound processes beside it
+
+`--busy N` starts N CPU-bound processes beside the study (ended with it): verify_port's budget
+counts this process's CPU seconds, so the verdicts and episode counts should match a quiet run's.
+Each row records the CPU seconds and the wall seconds a run took, and the result the machine's
+load averages before and after.
 
 Writes `benchmarks/results/verify_power.json` and `.md` (the table the docs show).
 The ports are written the way a user would port each environment (never derived from the
@@ -365,6 +371,11 @@ MUTANTS = {
     # subtle corridor mutants, each verified at detect equal to its effect (the 5th entry)
     "corridor slip 0.23 (0.03 off)": ("corridor (slippery, 7 cells)", lambda: corridor(slip=0.23), 0.03,
                                       "visit-weighted TV", {"detect": 0.03}),
+    # the default call (detect 0.02) on a plain mutant, with and without state_to_jax
+    "corridor slip 0.35 everywhere": ("corridor (slippery, 7 cells)", lambda: corridor(slip=0.35), 0.15,
+                                      "TV per (cell, action)", {}),
+    "corridor slip 0.35 everywhere, with state_to_jax": ("corridor, with state_to_jax", lambda: corridor(slip=0.35), 0.15,
+                                                         "TV per (cell, action)", {}),
     "corridor local bug: slip 0.35 in cell 4": ("corridor (slippery, 7 cells)", lambda: corridor(bug_cell=4, bug_slip=0.35),
                                                 0.03, "visit-weighted TV (0.15 in cell 4, 21% of visits)",
                                                 {"detect": 0.03}),
@@ -378,7 +389,7 @@ MUTANTS = {
 def run_one(port, factory, kwargs, seed, cache, episodes):
     from jaxenvs.testing import PortInconclusive, PortMismatch, verify_port
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         report = verify_port(port, factory, seed=seed, num_episodes=episodes, reference_cache=cache, **kwargs)
     except PortMismatch as e:
@@ -387,7 +398,24 @@ def run_one(port, factory, kwargs, seed, cache, episodes):
         report = e.report
     verdict = report.verdict if report is not None else "fail"
     episodes = report.num_episodes if report is not None else 0
+    CPU_SECONDS.append(time.process_time() - c0)
     return verdict, episodes, time.perf_counter() - t0
+
+
+CPU_SECONDS: list = []  # each run's CPU seconds (this process), beside run_one's wall seconds
+
+
+def start_busy(n: int) -> list:
+    """`n` CPU-bound processes (a loaded machine), ended by `stop_busy`."""
+    import subprocess
+
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def stop_busy(procs: list) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
 
 
 def binomial_upper(k: int, n: int, conf: float = 0.95) -> float:
@@ -403,21 +431,34 @@ def main(argv=None):
     ap.add_argument("--mutant-seeds", type=int, default=10, help="seeds per mutant")
     ap.add_argument("--episodes", type=int, default=1000, help="num_episodes of each run (verify_port's default: 1000)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "verify_power"), help="output prefix")
-    ap.add_argument("--only", default=None, help="run only the rows whose name or env contains this text")
+    ap.add_argument("--only", default=None,
+                    help="run only the rows whose name or env contains this text (alternatives separated by '|')")
+    ap.add_argument("--mutants", default=None, help="of the mutants, run only those whose name contains this text")
     ap.add_argument("--aa-seeds", type=int, default=None, help="seeds of the 'port vs itself' rows (slow references)")
+    ap.add_argument("--busy", type=int, default=0, metavar="N", help="CPU-bound processes to run beside the study")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
+    args.load_before = os.getloadavg()
+    busy = start_busy(args.busy)
+    try:
+        return study(args)
+    finally:
+        stop_busy(busy)
+
+
+def study(args):
     from jaxenvs.testing import ALPHA, DETECT, ReferenceCache
 
     faithful_ports = {name: make() for name, (make, _, _) in FAITHFUL.items()}
     caches = {name: ReferenceCache(max_runs=4 * args.seeds) for name in FAITHFUL}
     rows, t_all = [], time.perf_counter()
     for name, (make, factory, kwargs) in FAITHFUL.items():
-        if args.only and args.only not in name:
+        if args.only and not any(t in name for t in args.only.split("|")):
             continue
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
         seeds = args.aa_seeds if (args.aa_seeds and "vs itself" in name) else args.seeds
+        CPU_SECONDS.clear()
         for seed in range(seeds):
             v, e, s = run_one(faithful_ports[name], factory, kwargs, seed, caches[name], args.episodes)
             counts[v] += 1
@@ -426,17 +467,22 @@ def main(argv=None):
         rows.append({"kind": "faithful", "name": name, "env": name, "effect": 0.0, "detect": kwargs.get("detect", DETECT),
                      "seeds": seeds, **counts,
                      "episodes": [int(min(eps)), int(max(eps))], "seconds_per_run": float(np.mean(secs)),
+                     "cpu_seconds_per_run": float(np.mean(CPU_SECONDS)), "per_seed": [v for v in eps],
                      "false_alarm_upper_95": binomial_upper(counts["fail"], seeds)})
-        print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+        print(f"{name}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run, "
+              f"{np.mean(CPU_SECONDS):.1f} CPU s/run, load {os.getloadavg()[0]:.1f}", flush=True)
         save(args, rows, t_all)
     for mname, (env_name, make, effect, where, *extra) in MUTANTS.items():
-        if args.only and args.only not in mname and args.only not in env_name:
+        if args.only and not any(t in mname or t in env_name for t in args.only.split("|")):
+            continue
+        if args.mutants is not None and args.mutants not in mname:
             continue
         _, factory, kwargs = FAITHFUL[env_name]
         kwargs = {**kwargs, **(extra[0] if extra else {})}
         port = make()
         counts = {"pass": 0, "fail": 0, "inconclusive": 0}
         eps, secs = [], []
+        CPU_SECONDS.clear()
         for seed in range(args.mutant_seeds):
             v, e, s = run_one(port, factory, kwargs, seed, caches[env_name], args.episodes)
             counts[v] += 1
@@ -445,8 +491,9 @@ def main(argv=None):
         rows.append({"kind": "mutant", "name": mname, "env": env_name, "effect": effect, "where": where,
                      "detect": kwargs.get("detect", DETECT),
                      "seeds": args.mutant_seeds, **counts, "episodes": [int(min(eps)), int(max(eps))],
-                     "seconds_per_run": float(np.mean(secs))})
-        print(f"{mname}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run", flush=True)
+                     "seconds_per_run": float(np.mean(secs)), "cpu_seconds_per_run": float(np.mean(CPU_SECONDS))})
+        print(f"{mname}: {counts} episodes {min(eps)}..{max(eps)}, {np.mean(secs):.1f} s/run, "
+              f"{np.mean(CPU_SECONDS):.1f} CPU s/run, load {os.getloadavg()[0]:.1f}", flush=True)
         save(args, rows, t_all)
     result = save(args, rows, t_all)
     print(table(result))
@@ -466,6 +513,7 @@ def save(args, rows, t_all):
         "command": "python benchmarks/verify_power.py " + " ".join(args.argv),
         "alpha": ALPHA, "detect": DETECT, "power": POWER, "seconds": time.perf_counter() - t_all,
         "machine": f"{os.cpu_count()} CPUs, jax {jax.__version__} on {jax.default_backend()}",
+        "busy_processes": args.busy, "load_before": list(args.load_before), "load_after": list(os.getloadavg()),
         "rows": rows,
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
@@ -477,7 +525,7 @@ def save(args, rows, t_all):
 
 
 def table(result) -> str:
-    head = ("port", "env", "effect", "seeds", "pass", "inconclusive", "fail", "episodes", "s/run")
+    head = ("port", "env", "effect", "seeds", "pass", "inconclusive", "fail", "episodes", "s/run", "CPU s/run")
     lines = []
     for r in result["rows"]:
         d = r.get("detect", result["detect"])
@@ -488,7 +536,7 @@ def table(result) -> str:
         lo, hi = r["episodes"]
         lines.append((r["name"] if r["kind"] == "mutant" else "faithful port", r["env"], effect, str(r["seeds"]),
                       str(r["pass"]), str(r["inconclusive"]), str(r["fail"]), f"{lo}" if lo == hi else f"{lo}..{hi}",
-                      f"{r['seconds_per_run']:.1f}"))
+                      f"{r['seconds_per_run']:.1f}", f"{r['cpu_seconds_per_run']:.1f}" if "cpu_seconds_per_run" in r else "-"))
     widths = [max(len(h), *(len(x[i]) for x in lines)) for i, h in enumerate(head)]
     fmt = lambda row: "| " + " | ".join(v.ljust(w) for v, w in zip(row, widths)) + " |"  # noqa: E731
     out = [fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [fmt(x) for x in lines]
@@ -497,7 +545,10 @@ def table(result) -> str:
     out.append(
         f"alpha={result['alpha']:g}, detect={result['detect']:g}, power={result['power']:g}. False alarms: "
         + "; ".join(f"{r['env']} {r['fail']}/{r['seeds']} (95% upper bound {r['false_alarm_upper_95']:.3f})" for r in faithful)
-        + f". {result['machine']}; {result['seconds']:.0f} s in all."
+        + f". {result['machine']}; {result['seconds']:.0f} s in all"
+        + (f"; {result['busy_processes']} CPU-bound processes beside it" if result.get("busy_processes") else "")
+        + (f"; load average {result['load_before'][0]:.1f} before, {result['load_after'][0]:.1f} after"
+           if "load_before" in result else "") + "."
     )
     return "\n".join(out)
 

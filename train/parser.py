@@ -9,6 +9,8 @@ import json
 import math
 import os
 
+from jaxenvs.cli.args import refuse_repeats
+
 from .configs import ALGORITHMS, RUN_FIELDS, RunSettings
 from .exits import EXIT_STATUSES
 from .fields import Bool, Choice, Float, Int, Mapping, Sizes, help_of, rule_of
@@ -111,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
         elif isinstance(rule, Mapping):
             kw.update(type=_json_object, metavar="JSON")
         cfg.add_argument(*flags, **kw)
-    return p
+    return refuse_repeats(p)  # a flag given twice is a usage error, not "the last one wins"
 
 
 def _run_default(name: str) -> str:

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["Command", "UsageError", "Failure", "Parser", "int_arg", "add_env_args"]
+__all__ = ["Command", "UsageError", "Failure", "Parser", "int_arg", "add_env_args", "refuse_repeats"]
 
 PROG = "jaxenvs"
 SEED_LIMIT = 2**63  # jax.random.key takes seeds that fit a signed 64-bit integer
@@ -39,13 +39,76 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+# actions that keep one value: given twice, the second would silently replace the first
+_SINGLE_VALUED = (argparse._StoreAction, argparse._StoreConstAction, argparse.BooleanOptionalAction)
+_ONCE_CLASSES: dict = {}
+
+
+def _once(cls):
+    """`cls` (an argparse action class) refusing a second occurrence of its destination in one
+    command line (`--reference a --reference b`, `--env X --env-id Y`, `--gif --no-gif`)."""
+    if cls not in _ONCE_CLASSES:
+        def __call__(self, parser, namespace, values, option_string=None):
+            given = parser.__dict__.setdefault("_given_once", {})
+            if self.dest in given:
+                first = given[self.dest]
+                shown = "/".join(self.option_strings)
+                message = (f"argument {shown}: given more than once ({first} and {_shown(option_string, values)}); "
+                           "it takes one value: give it once")
+                if isinstance(parser, Parser):
+                    parser.error(message)
+                parser.exit(2, f"{parser.prog}: error: {message} (see {parser.prog} --help)\n")
+            given[self.dest] = _shown(option_string, values)
+            cls.__call__(self, parser, namespace, values, option_string)
+
+        _ONCE_CLASSES[cls] = type(cls.__name__, (cls,), {"__call__": __call__, "_once": True})
+    return _ONCE_CLASSES[cls]
+
+
+def _shown(option_string, values) -> str:
+    if values is None or values == [] or isinstance(values, bool):
+        return str(option_string)
+    text = " ".join(map(str, values)) if isinstance(values, list) else str(values)
+    return f"{option_string} {text}"
+
+
+def refuse_repeats(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make every single-valued option of `parser` (and of its subcommands' parsers) refuse to be
+    given twice in one command line, with a one-line usage error, instead of keeping the last
+    value. Options meant to repeat (``action="append"``, ``"count"``) are left as they are."""
+    for action in parser._actions:
+        if action.option_strings and isinstance(action, _SINGLE_VALUED) and not getattr(type(action), "_once", False):
+            action.__class__ = _once(type(action))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                refuse_repeats(sub)
+    if not isinstance(parser, Parser) and "parse_known_args" not in parser.__dict__:
+        parse = parser.parse_known_args
+
+        def parse_known_args(args=None, namespace=None):
+            parser._given_once = {}  # what this command line gave
+            return parse(args, namespace)
+
+        parser.parse_known_args = parse_known_args
+    return parser
+
+
 class Parser(argparse.ArgumentParser):
+    """The ``jaxenvs`` parsers: defaults shown in ``--help``, a usage mistake raised as
+    `UsageError` (one line, exit 2), and a single-valued option given twice refused
+    (`refuse_repeats`)."""
+
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+    def parse_known_args(self, args=None, namespace=None):
+        refuse_repeats(self)
+        self._given_once = {}
+        return super().parse_known_args(args, namespace)
 
 
 @dataclasses.dataclass(frozen=True)

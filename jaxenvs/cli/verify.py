@@ -64,13 +64,24 @@ def reference_factory(text: str, kwargs: dict):
                          "ParallelEnv or AECEnv, or a pyspiel.Game")
     if type(probe).__module__ == "pyspiel" and hasattr(probe, "new_initial_state"):
         return probe  # an OpenSpiel game: verify_port takes the game itself
-    close = getattr(probe, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception:  # noqa: BLE001 -- a probe that cannot close is not the port's fault
-            pass
-    return factory
+    built = [probe]
+
+    def once():
+        """The env built above, then (should anything ask again) a new one: the factory runs once a run."""
+        return built.pop() if built else factory()
+
+    return once
+
+
+def shipped_state_mapping(env_id: str, reference: str):
+    """The shipped `state_to_jax` of a `gymnax/ID` port checked against `gymnasium:ID`
+    (`jaxenvs.adapters.gymnax_states`: the exact tier), else None."""
+    prefix, _, name = reference.partition(":")
+    if prefix != "gymnasium" or env_id != f"gymnax/{name}":
+        return None
+    from jaxenvs.adapters.gymnax_states import STATE_TO_JAX
+
+    return STATE_TO_JAX.get(name)
 
 
 def run(args) -> int:
@@ -97,6 +108,9 @@ def run(args) -> int:
         options["budget_s"] = args.budget
     if options.get("max_episodes", args.episodes) < args.episodes:
         raise UsageError(f"--max-episodes {options['max_episodes']} is below --episodes {args.episodes}")
+    mapping = shipped_state_mapping(args.env_id, args.reference)
+    if mapping is not None:
+        options["state_to_jax"] = mapping
     try:
         report = verify_port(env, factory, num_episodes=args.episodes, seed=args.seed, raise_inconclusive=False, **options)
     except PortMismatch as e:
@@ -126,7 +140,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         help="the original: 'gymnasium:ID' (gymnasium.make), 'pyspiel:GAME' (an OpenSpiel game, pyspiel.load_game) "
         "or 'module:factory' (a zero-argument callable returning a gymnasium.Env, a pettingzoo ParallelEnv or AECEnv, "
         "or a pyspiel.Game; e.g. pettingzoo.classic.tictactoe_v3:env; modules are imported from the current "
-        "directory too)",
+        "directory too); called once. A gymnax/ID port against gymnasium:ID is checked with the shipped state "
+        "mapping (jaxenvs.adapters.gymnax_states): the exact tier",
     )
     p.add_argument("--reference-kwargs", type=json_object, default={}, metavar="JSON",
                    help="keyword arguments of the reference, as a JSON object")
@@ -134,7 +149,9 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-episodes", type=int_arg(10), default=None, metavar="N",
                    help="episodes per side at most (default: verify_port's MAX_EPISODES)")
     p.add_argument("--budget", type=positive_float, default=None, metavar="SECONDS",
-                   help="time to draw more episodes in until every statistic reaches --detect (default: verify_port's "
+                   help="CPU seconds of this process to draw episodes in until every statistic reaches --detect, not "
+                   "wall-clock time, so a busy machine does not change the verdict; drawing also stops at 3 times as many "
+                   "wall-clock seconds not spent waiting for a CPU, for a reference that sleeps (default: verify_port's "
                    "BUDGET_S, 60)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="random seed, in [0, 2**63)")
     p.add_argument("--alpha", type=probability, default=None, help="false-alarm rate (default: verify_port's ALPHA)")

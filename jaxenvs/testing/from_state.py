@@ -14,7 +14,6 @@ from jaxenvs.testing.runs import (
     ATOL,
     FROM_STATE_DRAWS,
     RTOL,
-    codes,
     compiled,
     flat,
     quantize,
@@ -37,6 +36,20 @@ def ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) -
     return (less + rng.uniform(size=len(less)) * (eq + 1)) / (k + 1)
 
 
+def lex_ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng) -> np.ndarray:
+    """`ranks` of whole outcome rows (`port_rows` [S, K, C] against `ref_rows` [S, C]) in
+    lexicographic order, ties (equal rows) broken at random: one fixed order of the outcomes, so
+    exactly uniform under exchangeability, as `ranks` of any labelling in that order would be."""
+    less = np.zeros(port_rows.shape[:2], bool)
+    eq = np.ones(port_rows.shape[:2], bool)
+    for j in range(port_rows.shape[2]):
+        pj, rj = port_rows[:, :, j], ref_rows[:, None, j]
+        less |= eq & (pj < rj)
+        eq &= pj == rj
+    k = port_rows.shape[1]
+    return (less.sum(1) + rng.uniform(size=len(less)) * (eq.sum(1) + 1)) / (k + 1)
+
+
 def from_state_statistic(env, params, recorded, key, discrete: bool, power, detect, seed: int, per_episode: float) -> Pending:
     """The from-state tier of a stochastic port: at each reference state in `recorded` the port
     steps `FROM_STATE_DRAWS` times (vmapped) with the reference's action, and the reference's
@@ -52,7 +65,7 @@ def from_state_statistic(env, params, recorded, key, discrete: bool, power, dete
     for lo in range(0, len(recorded), chunk):
         part = recorded[lo : lo + chunk]
         m = len(part)
-        size = 1 << max(0, int(math.ceil(math.log2(m))))  # padded to a power of two: few compiles
+        size = chunk  # padded to one shape: one compile of the step and of the key split serves every call
         idx = np.minimum(np.arange(size), m - 1)
         state_batch = port_states(env, params, [(part[i][2], part[i][1]) for i in idx])
         actions = np.stack([np.asarray(part[i][3]) for i in idx])
@@ -71,11 +84,8 @@ def from_state_statistic(env, params, recorded, key, discrete: bool, power, dete
         p_rows, r_rows = quantize(p_rows), quantize(r_rows)
     S, K, C = p_rows.shape
     rng = np.random.default_rng([seed, 5])
-    if discrete:  # one component: the whole row, in the order of its distinct values
-        row_codes = codes(np.concatenate([p_rows.reshape(S * K, C), r_rows]))
-        _, labels = np.unique(row_codes, return_inverse=True)
-        labels = labels.ravel().astype(np.float64)
-        comps = [("outcome", labels[: S * K].reshape(S, K), labels[S * K :])]
+    if discrete:  # one component: the whole row, in lexicographic order (compared in place: no sort of S x K rows)
+        comps = [("outcome", p_rows, r_rows)]
     else:
         names = [f"obs[{j}]" for j in range(C - 2)] + ["reward", "flags"]
         comps = [(names[j], p_rows[:, :, j], r_rows[:, j]) for j in range(C)]
@@ -83,7 +93,7 @@ def from_state_statistic(env, params, recorded, key, discrete: bool, power, dete
     for cname, pc, rc in comps:
         if np.all(pc == pc[:, :1]) and np.allclose(rc, pc[:, 0], rtol=RTOL, atol=ATOL):
             continue  # the same constant outcome on both sides at every state: nothing to rank
-        stat, p = stats.rank_test(ranks(pc, rc, rng, tol=not discrete))
+        stat, p = stats.rank_test(lex_ranks(pc, rc, rng) if discrete else ranks(pc, rc, rng, tol=True))
         results.append((p, stat, cname))
     n_comp = max(len(results), 1)
     p_all = min(1.0, n_comp * min((r[0] for r in results), default=1.0))

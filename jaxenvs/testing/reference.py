@@ -3,9 +3,9 @@ environment and the comparison.
 
 `verify_port` asks a reference for its spaces, a name and versions for the certificate, a
 fingerprint (what a `ReferenceCache` keys on besides the factory), its episodes under the port's
-policy, extra initial observations, copies to resample a step from, and -- where it has one -- its
-exact transition model. `GymReference` serves a `gymnasium.Env` or a `pettingzoo.ParallelEnv`
-built by a zero-argument factory. Turn-based originals are `TurnBasedReference`s: they play whole
+policy (within a CPU budget), extra initial observations, copies to resample a step from, and --
+where it has one -- its exact transition model. `GymReference` serves a `gymnasium.Env` or a
+`pettingzoo.ParallelEnv` built by a zero-argument factory, called once. Turn-based originals are `TurnBasedReference`s: they play whole
 games with random legal moves (`TurnBasedReference.play`) that the port then replays ply by ply --
 `AECReference` serves a `pettingzoo.AECEnv`, `OpenSpielReference` a `pyspiel.Game` (explicit
 chance included).
@@ -20,7 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-CHUNK = 64  # reference episodes run in lockstep
+CHUNK = 256  # reference episodes run in lockstep at most (one compiled policy call a step for all of them)
+FIRST_CHUNK = 16  # ... the first chunk of a run: chunks double from here, so a budget that ends mid-chunk loses little
 
 __all__ = [
     "Reference",
@@ -83,6 +84,10 @@ class Side:
 
         return Side(*(fit(f.name) for f in dataclasses.fields(Side)))
 
+    def head(self, n: int) -> "Side":
+        """The first `n` episodes."""
+        return Side(*(getattr(self, f.name)[:n] for f in dataclasses.fields(Side)))
+
     def trimmed(self) -> "Side":
         """Cut after the last step any episode is alive (at least one step): a horizon of 1000
         steps for episodes of one step would otherwise be carried, copied and pooled as padding."""
@@ -136,6 +141,8 @@ class Reference:
     `start .. stop - 1` with the port's policy (`act(t, obs_rows, start, count) -> actions`) and,
     for the steps in `wanted` (`{episode: {t, ...}}`), records `(episode, t, port state,
     action, [outcomes])` with `resamples` outcomes from copies of the reference at that state.
+    With a `budget` (`jaxenvs.testing.runs.Budget`) it stops once the budget is spent, returning
+    a prefix of the episodes (at least `least`).
     """
 
     multi: bool = False
@@ -159,12 +166,17 @@ class Reference:
     def initial_observations(self, seed: int, start: int, stop: int) -> np.ndarray:
         raise NotImplementedError
 
-    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng):
+    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng, budget=None, least=0):
         raise NotImplementedError
 
 
 class GymReference(Reference):
     """A `gymnasium.Env` (or, `multi`, a `pettingzoo.ParallelEnv`) built by `factory()`.
+
+    The factory is called once, by `verify_port` (`probe`); the envs that run episodes side by
+    side are deep copies of it (`copy.deepcopy`), each reset with its episode's seed, so an
+    expensive factory is paid once. A reference that cannot be deep-copied runs its episodes one
+    at a time on `probe` (the same episodes, more slowly; `notes` says so).
 
     `convert_obs(obs) -> float64[D]` flattens a reference observation as the port's;
     `convert_action(a)` turns a port action (numpy) into the reference's; `check_action(a_ref)`
@@ -175,8 +187,9 @@ class GymReference(Reference):
         self.factory, self.probe, self.multi = factory, probe, multi
         self.agents = list(probe.possible_agents) if multi else []
         self.convert_obs, self.convert_action, self.check_action = convert_obs, convert_action, check_action
-        self._resetter = None
-        self._pool: list = []  # reference envs reused across episodes (reset with each episode's seed)
+        self._pool: list = [probe]  # reference envs reused across episodes (reset with each episode's seed)
+        self._copyable = True
+        self.notes: list[str] = []
 
     def _space(self, which: str):
         if not self.multi:
@@ -241,19 +254,17 @@ class GymReference(Reference):
         initial = None if initial is None else np.asarray(initial, np.float64)
         return TransitionModel(table, initial, f"{type(un).__qualname__}.P (the reference's transition table)")
 
-    def _fresh(self):
-        """A new reference env from the factory; refused when the factory hands out one shared
-        instance (episodes run side by side would step one env)."""
-        e = self.factory()
-        if e is None:
-            raise ValueError("verify_port: reference() returned None; it must build a fresh environment on each call")
-        if e is self.probe or any(e is p for p in self._pool) or e is self._resetter:
-            raise ValueError(
-                "verify_port: reference() returned the same environment instance twice; it must build a fresh one on "
-                "each call (verify_port runs many reference episodes side by side), e.g. "
-                "reference=lambda: gymnasium.make(...) rather than reference=lambda: env"
-            )
-        return e
+    def _envs(self, n: int) -> list:
+        """`n` reference envs to run side by side (fewer, down to `probe` alone, when it cannot be
+        deep-copied)."""
+        while self._copyable and len(self._pool) < n:
+            try:
+                self._pool.append(copy.deepcopy(self.probe))
+            except Exception as e:  # noqa: BLE001 -- whatever deepcopy raises (a C handle, a lock, a socket)
+                self._copyable = False
+                self.notes.append(f"the reference could not be deep-copied ({type(e).__name__}: {e}): its episodes ran "
+                                  "one at a time")
+        return self._pool[:n]
 
     def _reset(self, e, seed: int):
         try:
@@ -274,11 +285,16 @@ class GymReference(Reference):
             )
         return out[0]
 
-    def initial_observations(self, seed: int, start: int, stop: int) -> np.ndarray:
-        if self._resetter is None:
-            self._resetter = self._fresh()
-        e = self._resetter
-        return np.stack([self.convert_obs(self._reset(e, s)) for s in episode_seeds(seed, start, stop)])
+    def initial_observations(self, seed: int, start: int, stop: int, budget=None) -> np.ndarray:
+        """The initial observations of episodes `start .. stop - 1` (fewer when `budget` is spent
+        first: the first ones)."""
+        e, rows = self.probe, []
+        for s in episode_seeds(seed, start, stop):
+            if budget is not None and len(rows) % 256 == 0 and budget.spent():
+                budget.stopped = budget.stopped or f"the budget ended after {len(rows):,} of {stop - start:,} extra resets"
+                break
+            rows.append(self.convert_obs(self._reset(e, s)))
+        return np.stack(rows) if rows else np.zeros((0, 0))
 
     def _step(self, e, a_ref, rng):
         """Step `e` (reseeded from `rng` when given: a copy being resampled)."""
@@ -304,10 +320,13 @@ class GymReference(Reference):
         reward = reward.astype(np.float32).astype(np.float64)  # the port's float32 rewards, summed alike
         return self.convert_obs(o), reward, bool(term), bool(trunc)
 
-    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng):
-        """Episodes in lockstep, `CHUNK` at a time: the policy is one compiled call per step for
-        the chunk, and the chunk's `CHUNK` reference envs are built once and reset (with the
-        episode's seed) for every episode."""
+    def run(self, seed, start, stop, horizon, act, shapes, wanted, state_to_jax, resamples, rng, budget=None, least=0):
+        """Episodes in lockstep, in chunks of `FIRST_CHUNK` doubling up to `CHUNK` (the policy is
+        one compiled call of `CHUNK` rows per step for the chunk; its envs are reset with the
+        episode's seed for every episode). With a `budget`, no chunk starts once it is spent, and a
+        chunk it runs out in is dropped (keeping only the episodes that ended first would favour
+        short ones), except that the first `least` episodes are always run: the side returned may
+        hold fewer than `stop - start` episodes, always a prefix."""
         n = stop - start
         seeds = episode_seeds(seed, start, stop)
         obs_dim, act_dim, agents = shapes
@@ -321,18 +340,23 @@ class GymReference(Reference):
             trunc=np.zeros((n, horizon), bool),
             alive=np.zeros((n, horizon), bool),
         )
-        while len(self._pool) < min(n, CHUNK):
-            self._pool.append(self._fresh())
-        recorded = []
-        for lo in range(0, n, CHUNK):
-            count = min(CHUNK, n - lo)
-            envs = self._pool[:count]
-            cur = np.zeros((CHUNK, obs_dim))
+        recorded, lo, width, done_eps = [], 0, FIRST_CHUNK, 0
+        cur = np.zeros((CHUNK, obs_dim))
+        while lo < n:
+            if budget is not None and lo >= least and budget.spent():
+                budget.stopped = f"the budget ended after {start + lo:,} of {stop:,} episodes"
+                break
+            envs = self._envs(min(width, n - lo))
+            count = len(envs)
             cur[:count] = [self.convert_obs(self._reset(e, sd)) for e, sd in zip(envs, seeds[lo : lo + count])]
             side.obs0[lo : lo + count] = cur[:count]
             done = np.zeros(count, bool)
+            rec_chunk, cut = [], False
             for t in range(horizon):
                 if done.all():
+                    break
+                if budget is not None and lo + count > least and budget.spent():
+                    cut = True
                     break
                 actions = act(t, cur, start + lo, CHUNK)
                 for j in np.flatnonzero(~done):
@@ -343,7 +367,7 @@ class GymReference(Reference):
                         core = state_to_jax(e)
                         outs = [self._step(copy.deepcopy(e), a_ref, rng) for _ in range(resamples - 1)]
                         out = self._step(e, a_ref, None)
-                        recorded.append((start + i, t, core, a, outs + [out]))
+                        rec_chunk.append((start + i, t, core, a, outs + [out]))
                     else:
                         out = self._step(e, a_ref, None)
                     nobs, reward, term, trunc = out
@@ -354,7 +378,14 @@ class GymReference(Reference):
                     side.term[i, t], side.trunc[i, t], side.alive[i, t] = term, trunc, True
                     cur[j] = nobs
                     done[j] = term or trunc
-        return side.trimmed(), recorded
+            if cut:
+                budget.stopped = f"the budget ended during episodes {start + lo:,}..{start + lo + count - 1:,}: kept {start + lo:,} of {stop:,}"
+                break
+            recorded += rec_chunk
+            lo += count
+            done_eps = lo
+            width = min(2 * width, CHUNK)
+        return side.head(done_eps).trimmed(), recorded
 
 
 @dataclasses.dataclass
@@ -513,7 +544,6 @@ class AECReference(TurnBasedReference):
         self.agents = list(probe.possible_agents)
         self.kind = "AEC"
         self.illegal_defined = any(type(w).__name__ == "TerminateIllegalWrapper" for w in _wrapped(probe))
-        self._env = None
 
     def observation_space(self):
         return self.probe.observation_space(self.agents[0])
@@ -571,10 +601,8 @@ class AECReference(TurnBasedReference):
                 EnvLogger.unsuppress_output()
 
     def _new_game(self, seed: int):
-        if self._env is None:
-            self._env = self.factory()
-        self._env.reset(seed=seed)
-        return self._env
+        self.probe.reset(seed=seed)  # the factory's one env (verify_port built it)
+        return self.probe
 
     def _step(self, e, action: int, mover: int, illegal: bool):
         e.step(action)

@@ -5,6 +5,8 @@ summarise what they return."""
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Mapping
 
 import jax
@@ -34,7 +36,11 @@ PORT_CHUNK = 4096  # port episodes per compiled call (one shape serves every rou
 MAX_EPISODES = 1 << 20  # episodes each side may be run for (adaptive sampling, within the budget)
 
 
-BUDGET_S = 60.0  # seconds a call may spend drawing more episodes (the default call, on a 2-core CPU)
+BUDGET_S = 60.0  # CPU seconds of this process a call may spend drawing episodes (see `Budget`)
+
+
+WALL_FACTOR = 3.0  # ... and it stops drawing at this many times the budget in wall-clock seconds not spent waiting
+# for a CPU too (a reference that sleeps)
 
 
 MAX_DRAWS = 1 << 20  # port draws per (observation, action), and initial observations per side
@@ -74,6 +80,74 @@ DEFAULT_POLICIES: dict = {}  # by action space: one compiled policy serves every
 
 
 CONTAINS: dict = {}  # compiled space.contains by (space, agent axes)
+
+
+def _runqueue_wait_s(tid: int) -> float:
+    """Seconds thread `tid` of this process has waited, runnable, for a CPU (Linux's
+    /proc/self/task/TID/schedstat, second field, nanoseconds); 0.0 where it cannot be read."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def idle_wall_clock() -> float:
+    """Wall-clock seconds less the time the calling thread waited for a CPU: the wall time a run
+    would have taken on an idle machine, its waits (sleeps, sockets, subprocesses) included.
+    Plain wall-clock time where the kernel does not say (not Linux)."""
+    return time.perf_counter() - _runqueue_wait_s(threading.get_native_id())
+
+
+CHECK_EVERY_S = 0.02  # `Budget.spent` reads its clocks at most this often
+cpu_clock = time.process_time  # the budget's clock: this process's CPU seconds, all threads
+wall_clock = idle_wall_clock  # the guard's
+
+
+class Budget:
+    """The work a `verify_port` call may spend drawing episodes: `seconds` of this process's CPU
+    time (`cpu_clock`, `time.process_time`: every thread of this process, in user and system
+    mode, and nothing of the other processes that share the machine), counted from the call's
+    start. A busy machine inflates wall-clock seconds several times but CPU seconds little, so
+    one call on one port draws about as many episodes, and reaches the same verdict, on a quiet
+    machine and on a loaded one. A reference that waits instead of computing (sleeps, blocks on
+    a socket or a subprocess) costs no CPU time, so the draws also stop once `WALL_FACTOR *
+    seconds` of `wall_clock` have passed: wall-clock time less the time this thread waited for a
+    CPU (Linux; plain wall-clock time elsewhere), so that the guard, too, does not come sooner
+    on a busy machine."""
+
+    def __init__(self, seconds: float):
+        self.seconds = float(seconds)
+        self.cpu0, self.wall0, self.t0 = cpu_clock(), wall_clock(), time.perf_counter()
+        self.stopped: str | None = None  # why the draws were cut short (a round ended early), else None
+        self._spent, self._checked = False, float("-inf")
+
+    def used(self) -> float:
+        """CPU seconds spent since the call started."""
+        return cpu_clock() - self.cpu0
+
+    def wall(self) -> float:
+        """The guard's seconds (`wall_clock`) since the call started."""
+        return wall_clock() - self.wall0
+
+    def left(self) -> float:
+        """CPU seconds left (<= 0: spent)."""
+        return self.seconds - self.used()
+
+    def spent(self) -> bool:
+        """Whether the CPU budget or the guard has run out (the clocks read at most every
+        `CHECK_EVERY_S` seconds: reading a many-threaded process's CPU time takes milliseconds on
+        a loaded machine)."""
+        now = time.perf_counter()
+        if not self._spent and now - self._checked >= CHECK_EVERY_S:
+            self._checked = now
+            self._spent = self.left() <= 0 or self.wall() >= WALL_FACTOR * self.seconds
+        return self._spent
+
+    def describe(self) -> str:
+        return (f"{self.seconds:g} CPU s of this process (used {self.used():.1f} CPU s in "
+                f"{time.perf_counter() - self.t0:.1f} s of wall time, {self.wall():.1f} s of it not waiting for a CPU; "
+                f"the guard stops at {WALL_FACTOR * self.seconds:g} s of those)")
 
 
 def time_limit(env) -> int | None:

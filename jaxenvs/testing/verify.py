@@ -68,10 +68,10 @@ from jaxenvs.testing.lockstep import (
     CHANCE_TRIES, ILLEGAL_PROB, games_needed, is_aec_env, is_openspiel_game, verify_turn_based,
 )
 from jaxenvs.testing.model import model_initial, model_transitions
-from jaxenvs.testing.reference import is_pgx_env, GymReference, ReferenceCache, Side, TransitionModel
+from jaxenvs.testing.reference import CHUNK, FIRST_CHUNK, is_pgx_env, GymReference, ReferenceCache, Side, TransitionModel
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
-    ALPHA, BUDGET_S, CONTAINS, DEFAULT_POLICIES, DETECT, FROM_STATE_DRAWS, HORIZON, MAX_DRAWS, MAX_EPISODES,
+    ALPHA, BUDGET_S, CONTAINS, WALL_FACTOR, Budget, DEFAULT_POLICIES, DETECT, FROM_STATE_DRAWS, HORIZON, MAX_DRAWS, MAX_EPISODES,
     MAX_FROM_STATES, MAX_STATES, PORT_CHUNK, POWER, RESAMPLES, UserPolicy, batched_policy_fn, compiled, default_policy,
     flat, is_parallel_env, port_reset_fn, port_rollout_fn, rebuild_state, ref_contains, same_space, time_limit, to_python,
 )
@@ -83,7 +83,7 @@ _default_policy = default_policy  # the name tests/test_jax_config.py imports
 
 __all__ = [
     "verify_port", "PortMismatch", "PortInconclusive", "PortReport", "Statistic", "ReferenceCache", "ALPHA", "DETECT",
-    "POWER", "MAX_EPISODES", "BUDGET_S", "MAX_DRAWS", "HORIZON", "MAX_STATES", "RESAMPLES", "ILLEGAL_PROB",
+    "POWER", "MAX_EPISODES", "BUDGET_S", "WALL_FACTOR", "MAX_DRAWS", "HORIZON", "MAX_STATES", "RESAMPLES", "ILLEGAL_PROB",
     "CHANCE_TRIES", "games_needed",
 ]
 
@@ -123,7 +123,7 @@ def _check_args(env, reference, policy, reference_cache, ints, fractions, budget
     if power <= alpha:
         raise ValueError(f"verify_port needs power > alpha, got power={power!r}, alpha={alpha!r}")
     if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0 or budget_s != budget_s:
-        raise ValueError(f"verify_port needs budget_s as a number of seconds > 0, got {budget_s!r}")
+        raise ValueError(f"verify_port needs budget_s as a number of seconds > 0 (CPU seconds), got {budget_s!r}")
     if not isinstance(env, Environment):
         raise TypeError(f"verify_port checks a jaxenvs Environment, got {type(env).__name__}")
     if not (callable(reference) or is_openspiel_game(reference) or is_pgx_env(reference)):
@@ -194,7 +194,8 @@ class _GymRun:
     """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
     policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
 
-    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect):
+    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect, budget):
+        self.budget = budget
         self.state_to_jax, self.obs_to_jax, self.action_to_reference = conversions
         self.env, self.params, self.reference, self.seed = env, env.default_params, reference, seed
         self.power, self.detect, self.reference_cache = power, detect, reference_cache
@@ -215,6 +216,8 @@ class _GymRun:
         self.discrete_obs = all(x.dtype.kind in "iub" for x in self.t_leaves)
         self.discrete_act = isinstance(self.act_space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
         self.splits = np.cumsum([x.size for x in self.t_leaves])[:-1]
+        # one array leaf (a Discrete or Box observation): converted without the tree machinery
+        self.one_leaf = self.obs_to_jax is None and not self.multi and self.obs_treedef == jax.tree.structure(0)
         self.ref = GymReference(reference, probe, self.multi, self.convert_obs, self.convert_action, self.check_action)
         self.policy_batch = batched_policy_fn(pol)
         self.rng = np.random.default_rng([seed, 1])
@@ -238,6 +241,11 @@ class _GymRun:
 
     def convert_obs(self, o) -> np.ndarray:
         """A reference observation as the port's, flattened to float64[D]."""
+        if self.one_leaf and isinstance(o, (int, np.integer, np.ndarray)) and not isinstance(o, bool):
+            tl = self.t_leaves[0]
+            x = np.asarray(o, tl.dtype)
+            if x.shape == tl.shape:
+                return x.astype(np.float64).reshape(-1)
         if self.obs_to_jax is not None:
             o = self.obs_to_jax(o)
         elif self.multi:
@@ -272,9 +280,10 @@ class _GymRun:
     def act(self, t, rows, start, count):
         return np.asarray(jax.tree.leaves(self.policy_batch(self.key, t, self.unflatten(rows), start, count))[0])
 
-    def reference_episodes(self, start: int, stop: int, wanted: dict, resamples: int):
+    def reference_episodes(self, start: int, stop: int, wanted: dict, resamples: int, least: int = 0):
         """The reference's episodes `start .. stop - 1` and its states at the `wanted` steps (from
-        the ReferenceCache when it holds them)."""
+        the ReferenceCache when it holds them); fewer (a prefix, at least `least`) when the budget
+        ends first."""
         cache, cache_key = self.reference_cache, None
         if cache is not None:
             cache_key = (self.reference, self.ref.fingerprint(), self.state_to_jax, self.obs_to_jax,
@@ -285,8 +294,8 @@ class _GymRun:
                 self.cache_notes.append(f"episodes {start}..{stop - 1}")
                 return hit
         out = self.ref.run(self.seed, start, stop, self.horizon, self.act, self.shapes, wanted, self.state_to_jax,
-                           resamples, self.rng)
-        if cache_key is not None:
+                           resamples, self.rng, self.budget, least)
+        if cache_key is not None and len(out[0]) == stop - start:  # a run the budget cut short is not kept
             cache.put(cache_key, out)
         return out
 
@@ -331,8 +340,9 @@ class _GymRun:
             have = min(n, len(self.ref_side))
             r0 = self.ref_side.obs0[:have]
             if n > have:
-                r0 = np.concatenate([r0, self.ref.initial_observations(self.seed, have, n)])
-            self.initial_draws[n] = (p0, r0)
+                extra = self.ref.initial_observations(self.seed, have, n, self.budget)
+                r0 = np.concatenate([r0, extra]) if len(extra) else r0
+            self.initial_draws[n] = (p0[: len(r0)], r0)  # as many a side (the budget may cut the reference's)
         return self.initial_draws[n]
 
     def sample_tier(self) -> list[Pending]:
@@ -352,9 +362,14 @@ class _GymRun:
         """The first `num_episodes` episodes a side and every tier's statistics over them."""
         self.port_chunk = min(PORT_CHUNK, num_episodes)
         self.port_side = self.port_episodes(0, num_episodes, self.port_chunk)
-        t_ref = time.perf_counter()
-        self.ref_side, self.recorded = self.reference_episodes(0, num_episodes, self.first_wanted(num_episodes), RESAMPLES)
-        self.t_ref, self.recorded_eps = time.perf_counter() - t_ref, num_episodes
+        self.act(0, np.zeros((CHUNK, self.shapes[0])), 0, CHUNK)  # compiled before the reference's cost is measured
+        cpu_ref = self.budget.used()
+        self.ref_side, self.recorded = self.reference_episodes(0, num_episodes, self.first_wanted(num_episodes), RESAMPLES,
+                                                               least=min(num_episodes, FIRST_CHUNK))
+        got = len(self.ref_side)
+        self.cpu_ref, self.recorded_eps = self.budget.used() - cpu_ref, got
+        if got < num_episodes:  # the budget ended first: both sides keep the same episodes
+            self.port_side = self.port_side.head(got)
         _check_in_space(self.obs_space, self.unflatten(np.concatenate([self.ref_side.obs0, _last_obs(self.ref_side)])),
                         1 if self.multi else 0, self.obs_to_jax)
         if transition_probs is not None:
@@ -396,17 +411,21 @@ class _GymRun:
         self.initial_exact = self.model_ok and model.initial is not None
         return out
 
-    def more_episodes(self, episodes: int, new: int, pending: list[Pending]) -> list[Pending]:
-        """Run episodes `episodes .. new - 1` on both sides and recompute the sampled tiers."""
-        self.port_side = Side.concat([self.port_side, self.port_episodes(episodes, new - episodes, self.port_chunk)])
+    def more_episodes(self, episodes: int, new: int, pending: list[Pending]) -> tuple[list[Pending], int]:
+        """Run episodes `episodes .. new - 1` on both sides (fewer when the budget ends first) and
+        recompute the sampled tiers; returns them and the episodes a side now holds."""
         extra_wanted = self.wanted_for(episodes, new, len(self.recorded)) if self.from_states else {}
         more_ref, more_rec = self.reference_episodes(episodes, new, extra_wanted, 1)
+        got = episodes + len(more_ref)
+        if got == episodes:
+            return pending, episodes
+        self.port_side = Side.concat([self.port_side, self.port_episodes(episodes, got - episodes, self.port_chunk)])
         self.ref_side = Side.concat([self.ref_side, more_ref])
         if more_rec:
-            self.recorded, self.recorded_eps = self.recorded + more_rec, new
+            self.recorded, self.recorded_eps = self.recorded + more_rec, got
         fresh = self.sample_tier() + ([self.from_state_stat(self.recorded)] if more_rec else [])
         by_name = {p.name: p for p in fresh}
-        return [by_name.get(p.name, p) if p.tier in ("sample", "from-state") else p for p in pending]
+        return [by_name.get(p.name, p) if p.tier in ("sample", "from-state") else p for p in pending], got
 
 
 def _top_up(pending: list[Pending], level: float, detect: float, kinds=None) -> list[Pending]:
@@ -415,22 +434,23 @@ def _top_up(pending: list[Pending], level: float, detect: float, kinds=None) -> 
                                 and p.detectable(level) > detect) else p for p in pending]
 
 
-def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, deadline, budget_s):
+def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, budget: Budget):
     """Phase 5's sampling: more episodes in rounds while a required statistic falls short of
-    `detect`, within `max_episodes` and the budget. A fixed plan of at most `rounds` looks at the
-    data (each round grows the episodes by a quarter at least): each statistic is judged at
-    alpha / (m * rounds) (Bonferroni over the statistics and the rounds), so however the budget
-    ends a faithful port fails with probability at most alpha. Returns `(pending, level, rounds,
-    episodes, seconds per episode, why it stopped)`."""
+    `detect`, within `max_episodes` and the budget (CPU seconds, `Budget`). A fixed plan of at
+    most `rounds` looks at the data (each round grows the episodes by a quarter at least): each
+    statistic is judged at alpha / (m * rounds) (Bonferroni over the statistics and the rounds),
+    so however the budget ends -- between rounds or inside one, which then keeps the episodes
+    both sides completed -- a faithful port fails with probability at most alpha. Returns
+    `(pending, level, rounds, episodes, CPU seconds per episode, why it stopped)`."""
     rounds = 2 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
     level = alpha / (len(pending) * rounds)
-    episodes, used_rounds, stop_reason = num_episodes, 1, None
-    if not any(p.p_value < level for p in pending):  # a failure needs no more samples
+    episodes, used_rounds, stop_reason = len(run.ref_side), 1, budget.stopped
+    if stop_reason is None and not any(p.p_value < level for p in pending):  # a failure needs no more samples
         pending = _top_up(pending, level, detect)
     # the next rounds' cost per episode: the reference's (the port's first call compiled; later
     # calls reuse it), with a margin for the port and the statistics; each round re-measures it
-    per_episode_s = 1.5 * run.t_ref / num_episodes
-    while True:
+    per_episode_s = 1.5 * run.cpu_ref / max(episodes, 1)
+    while stop_reason is None:
         short = [p for p in pending if p.required and p.detectable(level) > detect]
         if any(p.p_value < level for p in pending) or not short:
             break
@@ -445,21 +465,26 @@ def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, de
         new = episodes
         while new < target:
             new *= 2
-        affordable = episodes + int(max(deadline - time.perf_counter(), 0.0) / max(per_episode_s, 1e-9) * 0.9)
+        affordable = episodes + int(max(budget.left(), 0.0) / max(per_episode_s, 1e-9) * 0.9)
         new = min(new, max_episodes, affordable)
         if new < episodes * 5 // 4:
-            stop_reason = f"the budget ({budget_s:g} s) ends"
+            stop_reason = f"the budget ({budget.seconds:g} CPU s) ends"
             break
-        t_round = time.perf_counter()
-        pending = run.more_episodes(episodes, new, pending)
-        per_episode_s = (time.perf_counter() - t_round) / (new - episodes)  # the last round's rate (compiled)
-        episodes, used_rounds = new, used_rounds + 1
+        cpu_round = budget.used()
+        pending, got = run.more_episodes(episodes, new, pending)
+        if got > episodes:
+            per_episode_s = (budget.used() - cpu_round) / (got - episodes)  # the last round's rate (compiled)
+        episodes, used_rounds = got, used_rounds + 1
+        if got < new:
+            stop_reason = budget.stopped or "the budget ended during a round"
+            break
         pending = _top_up(pending, level, detect, ("initial",))
+        stop_reason = stop_reason or budget.stopped
     return pending, level, rounds, episodes, per_episode_s, stop_reason
 
 
 def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, alpha, detect, max_episodes,
-             t_start):
+             budget: Budget):
     """Phase 5's verdict: fail on any rejection, inconclusive while a required statistic falls short
     of `detect`, pass otherwise; returns `(mismatch, shortfall, the report's fields)` for `conclude`,
     its notes the budget that would certify `detect` and what each tier assumes."""
@@ -471,10 +496,14 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
     episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
     budget_needed, notes = None, []
     if episodes_needed:
-        budget_needed = float(math.ceil((time.perf_counter() - t_start) + per_episode_s * max(episodes_needed - episodes, 0)))
-        notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} s "
-                     f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} ms each on this machine)"
+        budget_needed = float(math.ceil(budget.used() + per_episode_s * max(episodes_needed - episodes, 0)))
+        notes.append(f"the budget that would certify detect={detect:g}: about {budget_needed:,.0f} CPU s "
+                     f"({episodes_needed:,} episodes at {per_episode_s * 1e3:.2f} CPU ms each on this machine)"
                      + (f"; stopped: {stop_reason}" if stop_reason else ""))
+    elif stop_reason and budget.stopped:
+        notes.append(f"stopped: {stop_reason}")
+    notes.append(f"budget: {budget.describe()}; {episodes:,} episodes a side")
+    notes += run.ref.notes
     if run.from_states:
         required = any(p.tier == "from-state" and p.required for p in pending)
         notes.append(f"from-state tier: the reference's outcome at each of {len(run.recorded):,} reference states ranked "
@@ -526,7 +555,7 @@ def verify_port(
     pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
     with `raise_inconclusive=False`, return its report). Both exceptions carry `.report`.
 
-    `reference` is a zero-argument callable returning a fresh `gymnasium.Env` (or a
+    `reference` is a zero-argument callable returning a `gymnasium.Env` (or a
     `pettingzoo.ParallelEnv` for a multi-agent port: observations and rewards stacked in
     `possible_agents` order; an episode ends when any agent terminates or is truncated).
     `env` runs without its outermost `AutoReset`; a `TimeLimit` is kept and sets the horizon
@@ -536,12 +565,26 @@ def verify_port(
     (default `DETECT` = 0.02: a total-variation distance for categories, a KS distance for real
     values) with probability `power` (default 0.95), while a faithful port fails with probability
     at most `alpha` (default 1e-3). Where the `num_episodes` episodes fall short it draws more
-    in rounds, within `budget_s` seconds (default `BUDGET_S` = 60) and `max_episodes` episodes a
-    side, then reports inconclusive with the effect each statistic did certify and the episodes
-    (and about the budget) that would certify `detect`. The rounds are a fixed plan of at most
+    in rounds, within `budget_s` and `max_episodes` episodes a side, then reports inconclusive
+    with the effect each statistic did certify and the episodes (and about the budget) that would
+    certify `detect`. The rounds are a fixed plan of at most
     `2 + ceil(log2(max_episodes / num_episodes))` looks, each statistic judged at
     `alpha / (m * rounds)` at every look (Bonferroni), so stopping early never raises the
     false-alarm rate.
+
+    Budget: `budget_s` (default `BUDGET_S` = 60) is CPU seconds of this process
+    (`time.process_time`, every thread; `jaxenvs.testing.runs.Budget`), counted from the call's
+    start (building the reference and compiling included), not wall-clock seconds: other
+    processes on a busy machine stretch the wall time, not the work, so the same call on the same
+    port reaches the same verdict on a quiet and on a busy machine, up to the statistics' noise.
+    Drawing stops when it is spent, inside a round too (the reference runs its episodes in chunks;
+    the chunk it ends in is dropped, both sides keep the episodes completed, at least
+    `min(num_episodes, 16)`); the report's notes give the episodes a side and the CPU and wall
+    seconds used. A reference that waits instead of computing is stopped by a guard at
+    `WALL_FACTOR` (3) x `budget_s` wall-clock seconds, less those this thread waited for a CPU
+    (`jaxenvs.testing.runs.idle_wall_clock`). `reference` is called once: the envs that
+    run episodes side by side are `copy.deepcopy`s of the env it returns (one that cannot be
+    copied runs its episodes one at a time).
 
     Transitions of discrete observations and actions are pooled over `(observation, action)`
     strata (each episode's first visit to each): the certified effect is the visitation-weighted
@@ -582,6 +625,7 @@ def verify_port(
     port_env, env = env, strip_autoreset(env)
     num_episodes, max_episodes, seed = int(num_episodes), int(max_episodes), int(seed)
     alpha, detect, power, budget_s = float(alpha), float(detect), float(power), float(budget_s)
+    budget = Budget(budget_s)  # from here: building the reference counts, as every later draw does
     probe = reference if (is_openspiel_game(reference) or is_pgx_env(reference)) else reference()
     if is_openspiel_game(probe) or is_aec_env(probe) or is_pgx_env(probe):
         ref = _turn_based_reference(reference, probe, {
@@ -591,10 +635,10 @@ def verify_port(
                                   reference_cache, t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
     run = _GymRun(env, reference, probe, seed, policy, (state_to_jax, obs_to_jax, action_to_reference), reference_cache,
-                  power, detect)
+                  power, detect, budget)
     pending = run.first_round(num_episodes, transition_probs)
-    pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, alpha, detect, t_start + budget_s, budget_s)
-    mismatch, shortfall, fields = _verdict(run, pending, level, *rest, alpha, detect, max_episodes, t_start)
+    pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, alpha, detect, budget)
+    mismatch, shortfall, fields = _verdict(run, pending, level, *rest, alpha, detect, max_episodes, budget)
     return conclude(run.ref, port_env, env, seed, alpha, detect, power, level, run.space_notes, fields.pop("statistics"),
                     t_start, ("rollouts", run.cache_notes), mismatch, shortfall, raise_inconclusive, budget_s=budget_s,
                     **fields)
