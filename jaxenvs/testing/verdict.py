@@ -53,6 +53,8 @@ class Pending:
     kind: str = "episode"  # which behaviour it covers: "initial", "transition", "episode"
     goal: float | None = None  # the effect it must detect: None for the run's `detect` (`detect_local`: the local one)
     local: dict | None = None  # the local guarantee's figures (`Statistic.local`)
+    rounding: float | None = None  # the one-step tier's largest relative difference (floats), for the replay's drift
+    drift: dict | None = None  # the trajectory replay's separated trajectories (exact.replay_trajectories)
 
     def target(self, detect: float) -> float:
         """The effect this statistic must detect for a pass: its own `goal`, else `detect`."""

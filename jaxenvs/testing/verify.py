@@ -384,7 +384,8 @@ class _GymRun:
             out.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, False, power,
                                         detect))
             starts = {i: core for i, t, core, _, _ in recorded if t == 0}
-            out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template))
+            out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template,
+                                           rounding=out[-1].rounding))
         if recorded and self.stochastic and not self.model_ok:
             out.append(self.from_state_stat(recorded))
         if self.model_ok:
@@ -487,6 +488,9 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
     if run.discrete_obs and run.discrete_act and not run.transitions_exact:
         notes.append("transitions pooled over (observation, action) strata from each episode's first visit to each: "
                      "episodes are independent, steps within one need not be (the observation need not be the state)")
+    for p in pending:
+        if p.drift and p.drift["separated"]:
+            notes.append(f"{p.name}: {p.port.split('; ', 1)[1]}")
     if run.model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
