@@ -37,6 +37,9 @@ MUTANTS = {
     "HurdleRace-v0": [
         ({"jump_success_rate": 0.85}, "TV 0.05 of each jump over a hurdle", True),
     ],
+    # a 10% change of a physical constant: the float drift allowance of the trajectory replay must not hide it
+    "gymnax/CartPole-v1": [({"force_mag": 11.0}, "force_mag 10% off (10 -> 11)", True)],
+    "gymnax/Pendulum-v1": [({"g": 11.0}, "g 10% off (10 -> 11)", True)],
 }
 
 

@@ -3,110 +3,36 @@ original whose dynamics stretch errors separates from it after a while, although
 a reference state agrees; the replay accepts a separated trajectory while its divergence stays
 within `DRIFT_FACTOR` times that of a *rounding twin* (the port's own replay with a rounding-sized
 error fed in at every step) and fails one that jumps away. The toy with a known answer: the
-logistic map x' = 4 x (1 - x), whose errors double every step (Lyapunov exponent ln 2), so a
-float32 port leaves rtol 1e-4 after about log2(1e-4 / 6e-8) ~ 11 steps. The gymnax rows
+logistic map x' = 4 x (1 - x) (benchmarks/verify_local.py), whose errors double every step
+(Lyapunov exponent ln 2), so a float32 port leaves rtol 1e-4 after about log2(1e-4 / 6e-8) ~ 11
+steps. The gymnax rows
 (Pendulum, CartPole and their 10% mutants) are benchmarks/certificates.py's."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import re
+import sys
 
-import jax.numpy as jnp
-import numpy as np
 import pytest
 from helpers import require
 
 require("gymnasium")
 require("scipy")
 
-import gymnasium  # noqa: E402
-
-from jaxenvs import spaces, struct  # noqa: E402
-from jaxenvs.core import Environment, Traits  # noqa: E402
 from jaxenvs.testing import PortMismatch, verify_port  # noqa: E402
 from jaxenvs.testing.exact import DRIFT_FACTOR  # noqa: E402
-from jaxenvs.wrappers import TimeLimit  # noqa: E402
 
-HORIZON = 30
-
-
-class LogisticEnv(gymnasium.Env):
-    """The original, in float64: x starts uniform in [0.1, 0.9]; action 0 maps x to f(x) = 4 x (1 - x),
-    action 1 to 1 - f(x) (both stretch errors by |4 - 8x|, ln 2 a step on average under their
-    invariant arcsine density), clipped to [0, 1]; the observation is x (float32), the reward x;
-    no end but the TimeLimit."""
-
-    def __init__(self):
-        self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
-        self.action_space = gymnasium.spaces.Discrete(2)
-
-    def reset(self, seed=None, options=None):
-        super().reset(seed=seed)
-        self.x = float(self.np_random.uniform(0.1, 0.9))
-        return np.array([self.x], np.float32), {}
-
-    def step(self, action):
-        f = 4.0 * self.x * (1.0 - self.x)
-        self.x = min(max(f if int(action) == 0 else 1.0 - f, 0.0), 1.0)
-        return np.array([self.x], np.float32), self.x, False, False, {}
-
-
-@struct.dataclass
-class LogisticState:
-    x: jnp.ndarray  # float32 scalar
-
-
-@struct.dataclass
-class LogisticParams:
-    r: float = 4.0
-    jump_above: float = 2.0  # a planted bug: above this x the map sends x to 0.5 (never, by default)
-
-
-class Logistic(Environment):
-    """The port, in float32."""
-
-    traits = Traits(num_agents=1, chance="deterministic", information="perfect", reward_style="step")
-
-    @property
-    def default_params(self):
-        return LogisticParams()
-
-    def reset_env(self, key, params):
-        import jax
-
-        x = jax.random.uniform(key, (), jnp.float32, 0.1, 0.9)
-        return x[None], LogisticState(x)
-
-    def step_env(self, key, state, action, params):
-        f = params.r * state.x * (1.0 - state.x)
-        x = jnp.clip(jnp.where(action == 0, f, 1.0 - f), 0.0, 1.0)
-        x = jnp.where(state.x > params.jump_above, 0.5, x).astype(jnp.float32)
-        return x[None], LogisticState(x), x, jnp.zeros((), bool), jnp.zeros((), bool), {}
-
-    def observation_space(self, params=None):
-        return spaces.Box(0.0, 1.0, (1,), jnp.float32)
-
-    def action_space(self, params=None):
-        return spaces.Discrete(2)
-
-
-def port(**params):
-    import jaxenvs
-
-    env = Logistic() if not params else jaxenvs.wrappers.WithParams(Logistic(), LogisticParams(**params))
-    return TimeLimit(env, HORIZON)
-
-
-def reference():
-    return gymnasium.wrappers.TimeLimit(LogisticEnv(), HORIZON)
-
-
-def state_to_jax(ref):
-    return LogisticState(np.float32(ref.unwrapped.x))
-
-
-KW = dict(state_to_jax=state_to_jax, num_episodes=200, detect=0.2, seed=3)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if "verify_local" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location("verify_local", os.path.join(ROOT, "benchmarks", "verify_local.py"))
+    sys.modules["verify_local"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["verify_local"])
+L = sys.modules["verify_local"]
+port, reference = L.logistic, L.logistic_reference
+KW = dict(L.LOGISTIC_KW, seed=3)
 
 
 @pytest.fixture(scope="module")

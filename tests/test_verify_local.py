@@ -12,43 +12,23 @@ import importlib.util
 import os
 import sys
 
-import jax
-import jax.numpy as jnp
 import pytest
 from helpers import require
 
 require("gymnasium")
 require("scipy")
 
-import jaxenvs  # noqa: E402
 from jaxenvs.testing import PortMismatch, verify_port  # noqa: E402
 from jaxenvs.testing import stats  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if "verify_power" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("verify_power", os.path.join(ROOT, "benchmarks", "verify_power.py"))
-    sys.modules["verify_power"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["verify_power"])
-V = sys.modules["verify_power"]
-
-BUG_CELL, BUG_SLIP = 2, 0.35
-
-
-class RightSlipCorridor(V.Corridor):
-    """The corridor port with one local bug: moving right (action 1) from cell `BUG_CELL` slips
-    with probability `BUG_SLIP` instead of the corridor's 0.2; every other stratum is faithful."""
-
-    def step_env(self, key, state, action, params):
-        slip = jnp.where((state.pos == BUG_CELL) & (action == 1), BUG_SLIP, params.slip)
-        move = jnp.where(action == 1, 1, -1)
-        move = jnp.where(jax.random.uniform(key) < slip, -move, move)
-        pos = (state.pos + move).astype(jnp.int32)
-        terminated = (pos == 0) | (pos == 6)
-        reward = (-params.step_cost + jnp.where(pos == 6, 1.0, 0.0)).astype(jnp.float32)
-        return pos, V.CorridorState(pos), reward, terminated, jnp.zeros((), bool), {}
-
-
-MUTANT = jaxenvs.wrappers.TimeLimit(RightSlipCorridor(), 50)
+if "verify_local" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location("verify_local", os.path.join(ROOT, "benchmarks", "verify_local.py"))
+    sys.modules["verify_local"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["verify_local"])
+L = sys.modules["verify_local"]
+V = L.VP
+MUTANT = L.right_slip_corridor()
 PORT = V.corridor()
 LOCAL = "transition | (observation, action), each covered stratum"
 
