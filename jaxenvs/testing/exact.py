@@ -123,9 +123,10 @@ def replay_trajectories(env, params, horizon, ref: Side, starts: dict, act_templ
 
     Drift: floats agree within `REPLAY_RTOL`/`REPLAY_ATOL`, or, once a trajectory has separated
     beyond them, within `DRIFT_FACTOR` times the divergence of its *rounding twins* (the largest of
-    `TWINS`, the largest so far along the trajectory): the port replaying the same actions with its state moved at every step by `TWIN_SCALE` times the one-step rounding
-    `rounding` (the largest relative one-step difference from reference states,
-    `step_from_states`; None: no drift allowed; `twin_replay_fn`). A faithful port of a chaotic or
+    `TWINS`, the largest so far along the trajectory): the port replaying the same actions with
+    its state moved at every step by `TWIN_SCALE` times the one-step rounding `rounding` (the
+    largest relative one-step difference from reference states, `step_from_states`; None: no
+    drift allowed; `twin_replay_fn`). A faithful port of a chaotic or
     unstable system in another float precision separates from the reference at the rate its own
     rounding separates it from itself; a bug adds a difference its twins do not have (a jump at a
     wall, a changed constant). Once both have separated the trajectories are unrelated: the
