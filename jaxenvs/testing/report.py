@@ -139,6 +139,8 @@ class PortReport:
         d = dataclasses.asdict(self)
         d["statistics"] = [s.as_dict() for s in self.statistics]
         d["tier_meanings"] = {t: TIERS[t] for t in self.tiers}
+        if self.detect_local is not None:
+            d["local"] = self.local
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
