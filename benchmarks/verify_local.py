@@ -193,6 +193,7 @@ def run_one(make_port, reference, kwargs, seed):
     return {"seed": seed, "verdict": r.verdict if r is not None else "fail", "failed": failed,
             "episodes": r.num_episodes if r is not None else 0,
             "local_bound": loc.get("bound") if loc else None,
+            "short": [s.name for s in r.undetermined] if r is not None and r.verdict == "inconclusive" else [],
             "drift": next((n for n in (r.notes if r else ()) if n.startswith("trajectory replay")), None),
             "seconds": round(time.perf_counter() - t0, 1), "cpu_seconds": round(time.process_time() - t_cpu, 1)}
 

@@ -91,3 +91,29 @@ def test_cli_local_flags_are_checked(flag, value, capsys):
     assert rc == 2 and len(err) == 1, err
     assert err[0] == (f"jaxenvs: error: argument {flag}: expected a number in (0, 1), got {value!r} "
                       "(see jaxenvs verify --help)")
+
+
+def test_local_strata_test_covers_by_share_and_bounds_each_stratum():
+    """Three strata: two covered (shares 0.6 and 0.35), one below coverage=0.1 (0.05); a
+    stratum the port never visited, with share 0.2, is covered and certifies nothing."""
+    import numpy as np
+
+    tables = {"a": np.array([[300, 300], [290, 310]]), "b": np.array([[100, 250], [160, 190]]),
+              "c": np.array([[5, 5], [4, 6]])}
+    weights = {"a": 0.6, "b": 0.35, "c": 0.05}
+    res = stats.local_strata_test(tables, weights, 0.1)
+    assert [c["stratum"] for c in res["covered"]] == ["a", "b"] and res["uncovered"] == 1
+    assert res["uncovered_share"] == pytest.approx(0.05)
+    b = res["covered"][1]
+    assert b["tv"] == pytest.approx(abs(100 / 350 - 160 / 350)) and b["n_eff"] == pytest.approx(350 * 350 / 700)
+    # p: Bonferroni over the two covered strata of each one's exact test
+    assert res["p"] == pytest.approx(min(1.0, 2 * min(stats.table_test(tables["a"]), stats.table_test(tables["b"]))))
+    bound, weakest = stats.detectable_local(res["covered"], 1e-3, 0.95)
+    assert weakest["stratum"] == "b"  # the smaller sample bounds least tightly
+    assert bound == pytest.approx(stats.detectable_tv(175.0, 1, 1e-3 / 2, 0.95))
+    factor = stats.needed_local(res["covered"], 0.05, 1e-3, 0.95)
+    grown = [dict(c, n_eff=c["n_eff"] * factor) for c in res["covered"]]
+    assert stats.detectable_local(grown, 1e-3, 0.95)[0] == pytest.approx(0.05, rel=1e-6)
+    never = stats.local_strata_test(tables, weights, 0.1, missing={"d": 0.2})
+    assert never["covered"][2]["stratum"] == "d" and stats.detectable_local(never["covered"], 1e-3, 0.95)[0] == 1.0
+    assert stats.needed_local(never["covered"], 0.05, 1e-3, 0.95) is None
