@@ -102,7 +102,8 @@ def certify(env_id, ref_name, make_ref, kwargs, budget, port_kwargs=None):
     if report is None:
         return {**row, "verdict": "fail", "evidence": evidence, "seconds": time.perf_counter() - t0}
     req = [s for s in report.statistics if s.required]
-    worst = max(req, key=lambda s: s.detectable) if req else None
+    # the weakest: the largest detectable effect against what it must detect (detect, or detect_local)
+    worst = max(req, key=lambda s: s.detectable / s.target(report.detect)) if req else None
     if report.verdict == "fail":  # the statistic that failed, with its tier
         worst = min(report.failed, key=lambda s: s.p_value)
         certified = f"failed: {worst.name}"
