@@ -564,9 +564,13 @@ def verify_port(
     `power`, whatever `detect` is: a port that differs by `detect_local` at a stratum with 1% of
     the visits fails, or is inconclusive on too small a sample, but does not pass. The report's
     `local` names the weakest covered stratum and the bound certified there (exact tiers certify
-    every stratum exactly; the model tier tests every pair at `min(detect, detect_local)`). With `state_to_jax` and a
-    stochastic port, the from-state tier ranks each reference outcome among the port's draws at
-    the same state.
+    every stratum exactly; the model tier tests every pair at `min(detect, detect_local)`).
+    With `state_to_jax` and a stochastic port, the from-state tier ranks each reference outcome
+    among the port's draws at the same state.
+
+    Float drift: a deterministic port's replayed trajectories may separate from the reference's
+    beyond `REPLAY_RTOL` when their divergence stays within `DRIFT_FACTOR` times that of rounding
+    twins (`jaxenvs.testing.exact.replay_trajectories`); the report's notes say where they do.
 
     Exact tiers: `state_to_jax(reference_env)` returns the unwrapped port's state (what
     `env.unwrapped.reset_env` returns) for the reference's current state; a deterministic port
