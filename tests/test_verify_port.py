@@ -258,7 +258,9 @@ def test_cli_verify_exit_status(tmp_path, monkeypatch, capsys):
     assert main(["verify", "my_lottery:vtest/Lottery-v0", *args, "--save", "cert.json"]) == 3  # inconclusive
     out = capsys.readouterr().out
     assert "verdict: INCONCLUSIVE" in out and json.loads((tmp_path / "cert.json").read_text())["verdict"] == "inconclusive"
-    assert main(["verify", "vtest/Lottery-v0", *args, "--detect", "0.6"]) == 0
+    assert main(["verify", "vtest/Lottery-v0", *args, "--detect", "0.6"]) == 3  # the local guarantee (0.1) holds it up
+    assert "detect_local=0.1 NOT certified" in capsys.readouterr().out
+    assert main(["verify", "vtest/Lottery-v0", *args, "--detect", "0.6", "--detect-local", "0.6"]) == 0
     assert "verdict: PASS" in capsys.readouterr().out
     assert main(["verify", "vtest/LotteryBug-v0", *args]) == 1
     assert "verdict: FAIL" in capsys.readouterr().out

@@ -29,7 +29,7 @@ if "verify_power" not in sys.modules:
     _spec.loader.exec_module(sys.modules["verify_power"])
 V = sys.modules["verify_power"]
 PORT = V.corridor()
-FAST = dict(detect=0.1, budget_s=30.0, raise_inconclusive=False)
+FAST = dict(detect=0.1, detect_local=0.2, coverage=0.05, budget_s=30.0, raise_inconclusive=False)
 
 
 @pytest.mark.parametrize("with_state", [False, True], ids=["sample tier", "from-state tier"])

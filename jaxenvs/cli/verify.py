@@ -103,7 +103,8 @@ def run(args) -> int:
     except ImportError as e:
         raise UsageError(f"jaxenvs verify needs the verify extra: pip install 'jaxenvs[verify]' ({message(e)})") from e
 
-    options = {k: getattr(args, k) for k in ("alpha", "detect", "power", "max_episodes") if getattr(args, k) is not None}
+    options = {k: getattr(args, k) for k in ("alpha", "detect", "power", "max_episodes", "coverage", "detect_local")
+               if getattr(args, k) is not None}
     if args.budget is not None:
         options["budget_s"] = args.budget
     if options.get("max_episodes", args.episodes) < args.episodes:
@@ -157,6 +158,12 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=probability, default=None, help="false-alarm rate (default: verify_port's ALPHA)")
     p.add_argument("--detect", type=probability, default=None, help="effect a pass must detect (default: DETECT)")
     p.add_argument("--power", type=probability, default=None, help="probability of detecting it (default: POWER)")
+    p.add_argument("--coverage", type=probability, default=None, metavar="SHARE",
+                   help="the local guarantee covers every (observation, action) stratum holding at least this share of "
+                   "the visits (default: COVERAGE, 0.01)")
+    p.add_argument("--detect-local", type=probability, default=None, metavar="TV",
+                   help="total variation a pass must detect at every covered stratum, whatever --detect is (default: "
+                   "DETECT_LOCAL, 0.1)")
     p.add_argument("--save", default=None, metavar="PATH", help="write the report as a JSON certificate")
 
 

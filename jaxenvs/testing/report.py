@@ -50,6 +50,12 @@ class Statistic:
     port: str = ""
     reference: str = ""
     needed: str = ""
+    goal: float | None = None  # the effect it must detect, when not the run's detect (the local guarantee's)
+    local: dict | None = None  # the local guarantee: coverage, detect_local, bound, weakest, worst (see PortReport)
+
+    def target(self, detect: float) -> float:
+        """The effect this statistic must detect for a pass: `goal`, else the run's `detect`."""
+        return detect if self.goal is None else self.goal
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -66,6 +72,13 @@ class PortReport:
     each statistic is judged at: `alpha` divided by the number of statistics and by the number of
     sampling rounds the budget allows (Bonferroni), so a faithful port fails with probability at
     most `alpha`. `cache` says whether the reference's rollouts came from a `ReferenceCache`.
+
+    Two guarantees: `detect` bounds the visitation-weighted effect (e.g. `sum_s w_s TV_s` over
+    the `(observation, action)` strata); `detect_local` bounds the total variation at every
+    stratum holding at least `coverage` of the visits. `local` (the property) says how the second
+    was certified: exactly (an exact tier), per stratum (the bound, the weakest covered stratum,
+    the most different one, the strata below `coverage` and their share), or not at all (no
+    strata: real-valued observations without an exact tier).
     """
 
     port: str
@@ -90,6 +103,8 @@ class PortReport:
     notes: tuple[str, ...] = ()
     budget_s: float | None = None  # the time budget the run drew episodes within
     budget_needed_s: float | None = None  # about the budget that would have certified detect (inconclusive runs)
+    coverage: float | None = None  # the share of visits from which a stratum is covered by the local guarantee
+    detect_local: float | None = None  # the total variation every covered stratum must be certified below
 
     @property
     def failed(self) -> tuple[Statistic, ...]:
@@ -99,12 +114,33 @@ class PortReport:
     @property
     def undetermined(self) -> tuple[Statistic, ...]:
         """Required statistics whose sample could not detect `detect`."""
-        return tuple(s for s in self.statistics if s.required and s.detectable > self.detect)
+        return tuple(s for s in self.statistics if s.required and s.detectable > s.target(self.detect))
+
+    @property
+    def local(self) -> dict | None:
+        """The local guarantee: `{"how": "exact" | "per stratum" | "none", ...}` with, per
+        stratum, `bound` (the total variation certified at every covered stratum with
+        probability `power`), `weakest` (the covered stratum where that bound is reached, with
+        its share and samples), `worst` (the covered stratum whose observed total variation is
+        largest), `covered`, `uncovered` and `uncovered_share`. None for a report without the
+        settings (an old certificate)."""
+        if self.detect_local is None:
+            return None
+        if "exact" in self.tiers:  # every replayed step agrees: no stratum differs at all
+            return {"how": "exact", "bound": 0.0}
+        if "model" in self.tiers:  # every pair reached is tested against exact probabilities on its own
+            return {"how": "model", "bound": max(s.detectable for s in self.statistics if s.tier == "model")}
+        local = [s for s in self.statistics if s.local is not None]
+        if local:
+            return {"how": "per stratum", "statistic": local[0].name, **local[0].local}
+        return {"how": "none"}
 
     def as_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["statistics"] = [s.as_dict() for s in self.statistics]
         d["tier_meanings"] = {t: TIERS[t] for t in self.tiers}
+        if self.detect_local is not None:
+            d["local"] = self.local
         return d
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -142,7 +178,7 @@ class PortReport:
         rows = []
         for s in self.statistics:
             rejected = s.p_value < self.threshold
-            short = s.required and s.detectable > self.detect
+            short = s.required and s.detectable > s.target(self.detect)
             rows.append(
                 (
                     s.name,
@@ -159,12 +195,42 @@ class PortReport:
         fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
         lines = head + ["", fmt(cols), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in rows]
         for s in self.statistics:
-            if s.p_value < self.threshold or (s.required and s.detectable > self.detect):
+            if s.p_value < self.threshold or (s.required and s.detectable > s.target(self.detect)):
                 lines.append(f"  {s.name}: port {s.port}; reference {s.reference}" + (f"; {s.needed}" if s.needed else ""))
+        line = self.local_line()
+        if line:
+            lines.append(f"  local: {line}")
         if self.verdict == "inconclusive" and self.episodes_needed:
             lines.append(f"  episodes needed: about {self.episodes_needed:,}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def local_line(self) -> str:
+        """The local guarantee in one line (empty for a report without its settings)."""
+        loc = self.local
+        if loc is None:
+            return ""
+        cov, dl = self.coverage, self.detect_local
+        if loc["how"] == "exact":
+            return f"every stratum exact (the exact tier: detect_local={dl:g} holds at every state visited)"
+        if loc["how"] == "model":
+            return (f"every (observation, action) pair reached, against the exact probabilities: TV <= "
+                    f"{loc['bound']:.3g} at each (detect_local={dl:g})")
+        if loc["how"] == "none":
+            return (f"no strata (real-valued observations or actions, no exact tier): detect_local={dl:g} is not "
+                    "certified; only the weighted effect is")
+        w, worst = loc.get("weakest"), loc.get("worst")
+        if w is None:
+            return f"no stratum holds {cov:g} of the visits"
+        held = "certified" if loc["bound"] <= dl else "NOT certified"
+        out = (f"every stratum with >= {cov:g} of the visits ({loc['covered']} strata) differs by TV <= {loc['bound']:.3g} "
+               f"with power {self.power:g}: detect_local={dl:g} {held}; the weakest bound at {w['where']} "
+               f"({w['share']:.3f} of visits, n={w['n_port']}/{w['n_reference']})")
+        if worst is not None:
+            out += f"; most different: {worst['where']} (observed TV {worst['tv']:.3f}, {worst['share']:.3f} of visits)"
+        if loc["uncovered"]:
+            out += f"; {loc['uncovered']} rarer strata ({loc['uncovered_share']:.4f} of visits) not covered"
+        return out
 
 
 class PortMismatch(AssertionError):

@@ -90,6 +90,67 @@ def transition_statistics(port: Side, ref: Side, power, detect) -> list[Pending]
     return out
 
 
+def _where(stratum, obs_dims: int) -> str:
+    row = np.frombuffer(bytes(stratum), np.float64)
+    return f"(observation {fmt_row(row[:obs_dims])}, action {fmt_row(row[obs_dims:])})"
+
+
+def local_statistic(port: Side, ref: Side, power, detect_local, coverage) -> Pending:
+    """The local guarantee: the transition (next observation, terminated and reward together) of
+    every `(observation, action)` stratum holding at least `coverage` of the reference's first
+    visits, tested on its own (`stats.local_strata_test`: Bonferroni over the covered strata).
+    The certified effect is the largest total variation any covered stratum could hide with
+    probability `1 - power` (`stats.detectable_local`); it must reach `detect_local` (the
+    statistic's `goal`), whatever the run's `detect`. A stratum the reference covers and the port
+    never visits leaves the run inconclusive there (its visits differ: the pooled statistics say
+    where)."""
+    ps, pn, pr = _first_visits(port)
+    rs, rn, rr = _first_visits(ref)
+    dims = port.obs.shape[-1]
+    px, rx = codes(np.concatenate([pn, pr], axis=1)), codes(np.concatenate([rn, rr], axis=1))
+    tables = stats.stratified_tables(ps, px, rs, rx)
+    total = max(len(rs), 1)
+    ref_counts = {k: len(v) for k, v in stats.group(rs).items()}
+    weights = {s: c / total for s, c in ref_counts.items()}
+    missing = {s: w for s, w in weights.items() if s not in tables}
+    res = stats.local_strata_test(tables, weights, coverage, missing)
+    covered, episodes = res["covered"], len(ref)
+    for c in covered:
+        c["where"] = _where(c["stratum"], dims)
+        c["n_reference"] = c["n_reference"] if c["n_reference"] >= 0 else ref_counts[c["stratum"]]
+    plain = lambda c: {k: v for k, v in c.items() if k != "stratum"} if c is not None else None  # noqa: E731
+    worst = max(covered, key=lambda c: (c["tv"] if c["n_port"] else -1.0, -c["p"]), default=None)
+
+    def detectable(level):
+        return stats.detectable_local(covered, level, power)[0] if covered else 0.0
+
+    def bound_at(level):
+        bound, weakest = stats.detectable_local(covered, level, power)
+        return bound, plain(weakest)
+
+    def needed(level):
+        factor = stats.needed_local(covered, detect_local, level, power)
+        if factor is None:
+            never = next(c for c in covered if c["n_eff"] <= 0)
+            return None, (f"the port never visited {never['where']} ({never['share']:.3f} of the reference's visits)")
+        n = int(math.ceil(episodes * factor))
+        return n, f"needs about {n:,} episodes (every covered stratum at detect_local={detect_local:g})"
+
+    top = sorted(covered, key=lambda c: -c["tv"])[:1]
+    port_txt = (f"{len(covered)} strata with >= {coverage:g} of the visits" + "".join(
+        f"; most different {c['where']}: observed TV {c['tv']:.3f} (n={c['n_port']}/{c['n_reference']}, p={c['p']:.3g})"
+        for c in top))
+    ref_txt = (f"{res['uncovered']} rarer strata ({res['uncovered_share']:.4f} of visits) not covered (the pooled "
+               "statistics test them)")
+    return Pending(
+        "transition | (observation, action), each covered stratum", "sample", "per-stratum exact/chi-square, Bonferroni",
+        res["p"], "local tv", len(ps), len(rs), True, port_txt, ref_txt, detectable=detectable, needed=needed,
+        kind="transition", goal=detect_local,
+        local=dict(coverage=coverage, detect_local=detect_local, covered=len(covered), uncovered=res["uncovered"],
+                   uncovered_share=res["uncovered_share"], worst=plain(worst), bound_at=bound_at),
+    )
+
+
 def _worst_stratum(ps, px, rs, rx) -> tuple[str, str]:
     """Both sides' outcomes in the stratum whose outcome distributions differ most (total
     variation, among strata with at least 5 samples per side)."""

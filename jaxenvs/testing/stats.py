@@ -55,6 +55,9 @@ __all__ = [
     "needed_rank",
     "noncentrality",
     "group",
+    "local_strata_test",
+    "detectable_local",
+    "needed_local",
 ]
 
 MIN_EXPECTED = 5  # below this expected count a table is tested exactly (Fisher)
@@ -363,3 +366,67 @@ def needed_rank(effect: float, alpha: float, power: float) -> int:
     st = _st()
     c = float(st.kstwobign.isf(alpha)) + 0.5 * float(st.norm.isf(1.0 - power))
     return int(math.ceil((c / effect) ** 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# the local guarantee: every covered stratum
+# ---------------------------------------------------------------------------------------------
+
+
+def local_strata_test(tables: dict, weights: dict, coverage: float, missing: dict | None = None) -> dict:
+    """Each stratum holding at least `coverage` of the visits (its share in `weights`) tested on
+    its own: `table_test` of its 2 x K table, Bonferroni over the S covered strata (`p = S min_s
+    p_s`). `missing` maps strata the reference visited and the port never did to their shares
+    (covered ones count with no port sample: nothing can be certified there).
+
+    Returns a dict: `p`, `covered` (a list of dicts, one per covered stratum, by share: `stratum`,
+    `share`, `n_port`, `n_reference`, `n_eff` = n m / (n + m), `df` (outcome categories seen - 1,
+    at least 1), `tv` (the observed total variation), `p`), `uncovered` (the number of strata
+    below `coverage`) and `uncovered_share` (their visits)."""
+    covered, uncovered, uncovered_share, ps = [], 0, 0.0, []
+    for s, t in tables.items():
+        w = weights.get(s, 0.0)
+        if w < coverage:
+            uncovered, uncovered_share = uncovered + 1, uncovered_share + w
+            continue
+        t = np.asarray(t)
+        n = t.sum(1)
+        k = int(np.count_nonzero(t.sum(0)))
+        p = table_test(t) if k >= 2 else 1.0
+        tv = 0.5 * float(np.abs(t[0] / max(n[0], 1) - t[1] / max(n[1], 1)).sum())
+        covered.append({"stratum": s, "share": w, "n_port": int(n[0]), "n_reference": int(n[1]),
+                        "n_eff": float(n[0] * n[1] / max(n.sum(), 1)), "df": max(k - 1, 1), "tv": tv, "p": p})
+        ps.append(p)
+    for s, w in (missing or {}).items():
+        if w >= coverage:
+            covered.append({"stratum": s, "share": w, "n_port": 0, "n_reference": -1, "n_eff": 0.0, "df": 1,
+                            "tv": 1.0, "p": 1.0})
+        else:
+            uncovered, uncovered_share = uncovered + 1, uncovered_share + w
+    covered.sort(key=lambda c: -c["share"])
+    p = min(1.0, len(covered) * min(ps)) if ps else 1.0
+    return {"p": p, "covered": covered, "uncovered": uncovered, "uncovered_share": uncovered_share}
+
+
+def detectable_local(covered: list, alpha: float, power: float) -> tuple[float, dict | None]:
+    """`(bound, stratum)`: the largest total variation, over the covered strata of
+    `local_strata_test`, that its per-stratum test at level `alpha / S` (Bonferroni over the S
+    covered strata) detects with probability `power` (`detectable_tv` of each stratum's `n_eff`
+    and `df`), and the stratum where it is reached (the weakest; None when none is covered)."""
+    if not covered:
+        return 0.0, None
+    level = alpha / len(covered)
+    worst = max(covered, key=lambda c: detectable_tv(c["n_eff"], c["df"], level, power))
+    return detectable_tv(worst["n_eff"], worst["df"], level, power), worst
+
+
+def needed_local(covered: list, effect: float, alpha: float, power: float) -> float | None:
+    """The factor by which every covered stratum's sample must grow for `detectable_local` to
+    reach `effect` (samples grow with the episodes); None when a covered stratum has no port
+    sample (more episodes of the same port would not fill it)."""
+    if not covered:
+        return 1.0
+    if any(c["n_eff"] <= 0 for c in covered):
+        return None
+    level = alpha / len(covered)
+    return max(needed_tv(effect, c["df"], level, power) / c["n_eff"] for c in covered)

@@ -20,6 +20,16 @@ from jaxenvs.testing.runs import (
     summary_real,
 )
 
+COVERAGE = 0.01  # the local guarantee covers every stratum holding at least this share of the visits ...
+DETECT_LOCAL = 0.1  # ... and a pass must be able to detect a total variation this large at each
+
+
+def check_local(coverage, detect_local) -> None:
+    """Raise unless `coverage` and `detect_local` are numbers in (0, 1), saying what was wrong."""
+    for name, v in (("coverage", coverage), ("detect_local", detect_local)):
+        if not isinstance(v, (float, int, np.floating, np.integer)) or isinstance(v, bool) or not 0 < v < 1:
+            raise ValueError(f"verify_port needs {name} in (0, 1), got {v!r}")
+
 
 @dataclasses.dataclass
 class Pending:
@@ -41,13 +51,29 @@ class Pending:
     needed: Callable[[float], tuple[int | None, str]] = lambda level: (None, "")
     top_up: Callable[[float], "Pending"] | None = None
     kind: str = "episode"  # which behaviour it covers: "initial", "transition", "episode"
+    goal: float | None = None  # the effect it must detect: None for the run's `detect` (`detect_local`: the local one)
+    local: dict | None = None  # the local guarantee's figures (`Statistic.local`)
+    rounding: float | None = None  # the one-step tier's largest relative difference (floats), for the replay's drift
+    drift: dict | None = None  # the trajectory replay's separated trajectories (exact.replay_trajectories)
+
+    def target(self, detect: float) -> float:
+        """The effect this statistic must detect for a pass: its own `goal`, else `detect`."""
+        return detect if self.goal is None else self.goal
+
+    def short(self, level: float, detect: float) -> bool:
+        """Whether the sample falls short of `target(detect)` at `level`."""
+        return self.detectable(level) > self.target(detect)
 
     def finish(self, level: float, detect: float) -> Statistic:
         d = float(self.detectable(level))
-        needed = self.needed(level)[1] if d > detect else ""
+        needed = self.needed(level)[1] if d > self.target(detect) else ""
+        local = None
+        if self.local is not None:
+            local = {k: v for k, v in self.local.items() if not callable(v)}
+            local["bound"], local["weakest"] = self.local["bound_at"](level)
         return Statistic(
             self.name, self.tier, self.test, float(self.p_value), d, self.effect, int(self.n_port),
-            int(self.n_reference), self.required, self.port, self.reference, needed,
+            int(self.n_reference), self.required, self.port, self.reference, needed, self.goal, local,
         )
 
 

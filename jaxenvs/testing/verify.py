@@ -75,8 +75,8 @@ from jaxenvs.testing.runs import (
     MAX_FROM_STATES, MAX_STATES, PORT_CHUNK, POWER, RESAMPLES, UserPolicy, batched_policy_fn, compiled, default_policy,
     flat, is_parallel_env, port_reset_fn, port_rollout_fn, rebuild_state, ref_contains, same_space, time_limit, to_python,
 )
-from jaxenvs.testing.sample import episode_statistics, initial_statistics, transition_statistics
-from jaxenvs.testing.verdict import Pending, conclude
+from jaxenvs.testing.sample import episode_statistics, initial_statistics, local_statistic, transition_statistics
+from jaxenvs.testing.verdict import COVERAGE, DETECT_LOCAL, Pending, check_local, conclude
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
 _default_policy = default_policy  # the name tests/test_jax_config.py imports
@@ -84,7 +84,7 @@ _default_policy = default_policy  # the name tests/test_jax_config.py imports
 __all__ = [
     "verify_port", "PortMismatch", "PortInconclusive", "PortReport", "Statistic", "ReferenceCache", "ALPHA", "DETECT",
     "POWER", "MAX_EPISODES", "BUDGET_S", "WALL_FACTOR", "MAX_DRAWS", "HORIZON", "MAX_STATES", "RESAMPLES", "ILLEGAL_PROB",
-    "CHANCE_TRIES", "games_needed",
+    "CHANCE_TRIES", "games_needed", "COVERAGE", "DETECT_LOCAL",
 ]
 
 
@@ -194,8 +194,10 @@ class _GymRun:
     """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
     policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
 
-    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect, budget):
+    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect, budget,
+                 coverage=COVERAGE, detect_local=DETECT_LOCAL):
         self.budget = budget
+        self.coverage, self.detect_local = coverage, detect_local
         self.state_to_jax, self.obs_to_jax, self.action_to_reference = conversions
         self.env, self.params, self.reference, self.seed = env, env.default_params, reference, seed
         self.power, self.detect, self.reference_cache = power, detect, reference_cache
@@ -353,6 +355,7 @@ class _GymRun:
         out += episode_statistics(self.port_side, self.ref_side, self.power, self.detect)
         if self.discrete_obs and self.discrete_act:
             out += transition_statistics(self.port_side, self.ref_side, self.power, self.detect)
+            out.append(local_statistic(self.port_side, self.ref_side, self.power, self.detect_local, self.coverage))
         for s in out:  # what a stronger tier covers only supports the verdict
             if (s.kind == "transition" and self.transitions_exact) or (s.kind == "episode" and self.transitions_certified):
                 s.required = False
@@ -396,14 +399,17 @@ class _GymRun:
             out.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, False, power,
                                         detect))
             starts = {i: core for i, t, core, _, _ in recorded if t == 0}
-            out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template))
+            out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template,
+                                           rounding=out[-1].rounding))
         if recorded and self.stochastic and not self.model_ok:
             out.append(self.from_state_stat(recorded))
         if self.model_ok:
             if model.initial is not None:
                 out.append(model_initial(env, params, key, model, power, detect))
+            # every pair reached is tested on its own: the local guarantee too (the smaller of the two)
             out.append(model_transitions(env, params, self.pol, self.horizon, key, model, int(self.act_space.n),
-                                         num_episodes, power, detect))
+                                         num_episodes, power, min(detect, self.detect_local)))
+            out[-1].goal = min(detect, self.detect_local)
         self.from_states = self.stochastic and self.state_to_jax is not None and not self.model_ok
         self.transitions_exact = bool((not self.stochastic and recorded) or self.model_ok)
         # what certifies the transitions (exactly, by model, from reference states or pooled over strata)
@@ -431,7 +437,7 @@ class _GymRun:
 def _top_up(pending: list[Pending], level: float, detect: float, kinds=None) -> list[Pending]:
     """Each required statistic short of `detect` that can draw more samples (of `kinds`), topped up."""
     return [p.top_up(level) if (p.top_up and (kinds is None or p.kind in kinds) and p.required
-                                and p.detectable(level) > detect) else p for p in pending]
+                                and p.short(level, detect)) else p for p in pending]
 
 
 def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, budget: Budget):
@@ -451,7 +457,7 @@ def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, bu
     # calls reuse it), with a margin for the port and the statistics; each round re-measures it
     per_episode_s = 1.5 * run.cpu_ref / max(episodes, 1)
     while stop_reason is None:
-        short = [p for p in pending if p.required and p.detectable(level) > detect]
+        short = [p for p in pending if p.required and p.short(level, detect)]
         if any(p.p_value < level for p in pending) or not short:
             break
         needs = [p.needed(level)[0] for p in short]
@@ -490,9 +496,9 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
     its notes the budget that would certify `detect` and what each tier assumes."""
     statistics = tuple(p.finish(level, detect) for p in pending)
     failed = [s for s in statistics if s.p_value < level]
-    short = [s for s in statistics if s.required and s.detectable > detect]
+    short = [s for s in statistics if s.required and s.detectable > s.target(detect)]
     verdict = "fail" if failed else ("inconclusive" if short else "pass")
-    needs = [p.needed(level)[0] for p in pending if p.required and p.detectable(level) > detect]
+    needs = [p.needed(level)[0] for p in pending if p.required and p.short(level, detect)]
     episodes_needed = max([n for n in needs if n is not None], default=None) if verdict == "inconclusive" else None
     budget_needed, notes = None, []
     if episodes_needed:
@@ -511,6 +517,9 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
     if run.discrete_obs and run.discrete_act and not run.transitions_exact:
         notes.append("transitions pooled over (observation, action) strata from each episode's first visit to each: "
                      "episodes are independent, steps within one need not be (the observation need not be the state)")
+    for p in pending:
+        if p.drift and p.drift["separated"]:
+            notes.append(f"{p.name}: {p.port.split('; ', 1)[1]}")
     if run.model_ok:
         notes.append("the model tier steps the port from its own states at each observation: it assumes the "
                      "observation is the whole state, as in the reference's table")
@@ -520,7 +529,8 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
         mismatch = (s.name, f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x "
                             f"{rounds}); port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}")
     elif short:
-        lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > detect={detect:g}; {s.needed}" for s in short]
+        lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > "
+                 f"{'detect' if s.goal is None else 'detect_local'}={s.target(detect):g}; {s.needed}" for s in short]
         more = f"; about {episodes_needed:,} episodes would do (max_episodes={max_episodes:,})" if episodes_needed else ""
         shortfall = (f"inconclusive after {episodes} episodes: nothing differs at alpha={alpha:g}, but " + "; ".join(lines)
                      + more + ". Raise max_episodes, pass state_to_jax or transition_probs for an exact tier, or accept a "
@@ -550,6 +560,8 @@ def verify_port(
     reference_cache: ReferenceCache | None = None,
     raise_inconclusive: bool = True,
     budget_s: float = BUDGET_S,
+    coverage: float = COVERAGE,
+    detect_local: float = DETECT_LOCAL,
 ) -> PortReport:
     """Check that `env` (a jaxenvs port) behaves like `reference`; return the `PortReport` of a
     pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
@@ -588,9 +600,20 @@ def verify_port(
 
     Transitions of discrete observations and actions are pooled over `(observation, action)`
     strata (each episode's first visit to each): the certified effect is the visitation-weighted
-    total variation; rare strata are listed with their share of visits. With `state_to_jax` and a
-    stochastic port, the from-state tier ranks each reference outcome among the port's draws at
-    the same state.
+    total variation; rare strata are listed with their share of visits. A second, local guarantee
+    holds beside it: every stratum holding at least `coverage` of the visits (default `COVERAGE`
+    = 0.01) is tested on its own (Bonferroni over the covered strata), and a pass needs each to
+    detect a total variation of `detect_local` (default `DETECT_LOCAL` = 0.1) with probability
+    `power`, whatever `detect` is: a port that differs by `detect_local` at a stratum with 1% of
+    the visits fails, or is inconclusive on too small a sample, but does not pass. The report's
+    `local` names the weakest covered stratum and the bound certified there (exact tiers certify
+    every stratum exactly; the model tier tests every pair at `min(detect, detect_local)`).
+    With `state_to_jax` and a stochastic port, the from-state tier ranks each reference outcome
+    among the port's draws at the same state.
+
+    Float drift: a deterministic port's replayed trajectories may separate from the reference's
+    beyond `REPLAY_RTOL` when their divergence stays within `DRIFT_FACTOR` times that of rounding
+    twins (`jaxenvs.testing.exact.replay_trajectories`); the report's notes say where they do.
 
     Exact tiers: `state_to_jax(reference_env)` returns the unwrapped port's state (what
     `env.unwrapped.reset_env` returns) for the reference's current state; a deterministic port
@@ -622,6 +645,8 @@ def verify_port(
     _check_args(env, reference, policy, reference_cache,
                 (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)),
                 (("alpha", alpha), ("detect", detect), ("power", power)), budget_s)
+    check_local(coverage, detect_local)
+    coverage, detect_local = float(coverage), float(detect_local)
     port_env, env = env, strip_autoreset(env)
     num_episodes, max_episodes, seed = int(num_episodes), int(max_episodes), int(seed)
     alpha, detect, power, budget_s = float(alpha), float(detect), float(power), float(budget_s)
@@ -635,13 +660,13 @@ def verify_port(
                                   reference_cache, t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
     run = _GymRun(env, reference, probe, seed, policy, (state_to_jax, obs_to_jax, action_to_reference), reference_cache,
-                  power, detect, budget)
+                  power, detect, budget, coverage, detect_local)
     pending = run.first_round(num_episodes, transition_probs)
     pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, alpha, detect, budget)
     mismatch, shortfall, fields = _verdict(run, pending, level, *rest, alpha, detect, max_episodes, budget)
     return conclude(run.ref, port_env, env, seed, alpha, detect, power, level, run.space_notes, fields.pop("statistics"),
                     t_start, ("rollouts", run.cache_notes), mismatch, shortfall, raise_inconclusive, budget_s=budget_s,
-                    **fields)
+                    coverage=coverage, detect_local=detect_local, **fields)
 
 
 def _last_obs(side: Side) -> np.ndarray:
