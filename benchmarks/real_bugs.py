@@ -464,7 +464,7 @@ def triples() -> list[Triple]:
             f"deepsea-{which.replace('_', '-')}", "gymnax DeepSea-bsuite", "bsuite DeepSea(size=8)",
             dict(_DEEPSEA, nature=nature), f"gymnax 1.0.1 patched (deep_sea_bug({which!r}))",
             lambda w=which: deep_sea_bug(w), lambda: _gymnax_module("bsuite.deep_sea").DeepSea(8),
-            bsuite_deep_sea_reference, state_to_jax="bsuite DeepSea",
+            bsuite_deep_sea_reference,
         ))
     return t
 
@@ -513,7 +513,10 @@ def run_side(triple: Triple, instance, overrides: dict | None = None) -> dict:
     first = failed[0] if failed else None
     if report is not None and verdict == "fail" and first is None and not message:
         message = "fail"
-    if report is not None and verdict != "fail":
+    if report is not None and verdict == "inconclusive":
+        short = [f"{s.name} ({s.tier}): detects {s.detectable:.3g} > {report.detect}" for s in report.undetermined]
+        message = "; ".join(short) + (f"; about {report.episodes_needed} episodes would do" if report.episodes_needed else "")
+    elif report is not None and verdict != "fail":
         message = "; ".join(report.notes[-1:]) if report.notes else ""
     if verdict == "fail" and first is None and message:  # a phase-1 mismatch (spaces, agents)
         caught_by = message.split(":")[0]
@@ -603,6 +606,12 @@ def _table(records: list[dict]) -> str:
               f"{sum(r['outcome'] == 'fixed-failed' for r in records)}.", ""]
     for r in missed:
         lines.append(f"* **{r['name']}** ({r['outcome']}): {r['why']}")
+        more = r.get("supplementary")
+        if more:
+            settings = ", ".join(f"{k}={v}" for k, v in more["settings"].items())
+            lines.append(f"  Supplementary run with {settings}: buggy {more['buggy']['verdict'].upper()} "
+                         f"({more['buggy']['caught_by'] or '-'}), fixed {more['fixed']['verdict'].upper()}: "
+                         f"{more['outcome']}{'; ' + more['why'] if more['why'] else ''}.")
     return "\n".join(lines) + "\n"
 
 
