@@ -596,14 +596,14 @@ def _table(records: list[dict]) -> str:
     for r in records:
         b, f = r["buggy"] or {}, r["fixed"] or {}
         side = lambda s: f"{s.get('verdict', '-').upper()} ({s.get('wall_s', 0):.0f} s)" if s else "-"
-        lines.append(
-            f"| {r['name']} | {r['env']} | {r['original']} | {r['citation']['nature']} | {r['citation']['fixed']} | "
-            f"{side(b)} | {side(f)} | {b.get('caught_by') or '-'} | {r['outcome']} |"
-        )
+        cells = [r["name"], r["env"], r["original"], r["citation"]["nature"], r["citation"]["fixed"], side(b), side(f),
+                 b.get("caught_by") or "-", r["outcome"]]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     caught = sum(r["outcome"] == "caught" for r in records)
     missed = [r for r in records if r["outcome"] != "caught"]
-    lines += ["", f"{caught} of {len(records)} caught; fixed ports failed: "
-              f"{sum(r['outcome'] == 'fixed-failed' for r in records)}.", ""]
+    not_passed = sum(r["outcome"] == "fixed-failed" for r in records)
+    lines += ["", f"{caught} of {len(records)} caught at the default call; fixed ports that did not pass: "
+              f"{not_passed}; not run: {sum(r['outcome'] == 'not-run' for r in records)}.", ""]
     for r in missed:
         lines.append(f"* **{r['name']}** ({r['outcome']}): {r['why']}")
         more = r.get("supplementary")
