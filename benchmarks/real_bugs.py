@@ -16,8 +16,8 @@ Writes ``benchmarks/results/real_bugs/<name>.json`` (one per triple, fields in `
 How each side is had. The fixed side is the released gymnax 1.0.1 (the ``gymnax`` extra). The
 buggy releases of gymnax (0.0.2-0.0.8) do not run here: 0.0.5 fails at import under Python 3.11
 (a jax array as a dataclass default), 0.0.8 needs ``jax.tree_map`` (gone in JAX 0.10)
-and speaks the 0.0.x step API that `jaxenvs.envs.gymnax_env` refuses; two of the bugs never reached
-a release at all. So every buggy side is a minimal patch of the fixed 1.0.1 class, written here,
+and speaks the 0.0.x step API that `jaxenvs.envs.gymnax_env` refuses; the three FrozenLake bugs never
+reached a release (0.0.6 and 0.0.7 were not tried). So every buggy side is a minimal patch of the fixed 1.0.1 class, written here,
 that puts back exactly the change the cited commit undid (a subclass overriding one method, or a
 module-level constant swapped while that subclass's step is traced) -- no third-party code is
 copied. The originals: Gymnasium's classic-control and toy-text envs (the ``gymnasium`` extra) and
