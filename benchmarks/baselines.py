@@ -244,13 +244,9 @@ def pettingzoo_loop_steps_per_sec(env_id: str, total_steps: int, seed: int = 0) 
     random legal moves in a Python loop, reset when the game ends (the dead agents' ``None`` steps
     are part of the loop but not counted as moves)."""
     import time
-    import warnings
+    from jaxenvs.adapters.pettingzoo import classic_env
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from pettingzoo import classic
-
-        env = getattr(classic, GAMES[env_id][1]).env()
+    env = classic_env(GAMES[env_id][1])
     rng = np.random.default_rng(seed)
     env.reset(seed=seed)
     moves = 0

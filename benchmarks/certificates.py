@@ -53,9 +53,9 @@ def rows():
 
     def pz(name):
         def factory():
-            import importlib
+            from jaxenvs.adapters.pettingzoo import classic_env
 
-            return importlib.import_module(f"pettingzoo.classic.{name}").env()
+            return classic_env(name)
 
         return factory
 

@@ -15,7 +15,7 @@ with warnings.catch_warnings():
     from pettingzoo.test import api_test
 
 import jaxenvs
-from jaxenvs.adapters.pettingzoo import AECEnv, ParallelEnv
+from jaxenvs.adapters.pettingzoo import AECEnv, ParallelEnv, classic_env
 
 GAMES = {"TicTacToe-v0": "tictactoe_v3", "ConnectFour-v0": "connect_four_v3"}
 # What api_test says of a dict observation and of agents named "0", "1": it waives the first two
@@ -28,11 +28,7 @@ WAIVED_BY_NAME = (
 
 
 def _pettingzoo(module: str):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # PettingZoo's import path for its classic games
-        from pettingzoo import classic
-
-        return getattr(classic, module).env()
+    return classic_env(module)
 
 
 def _api_test_warnings(env) -> set[str]:
@@ -132,6 +128,78 @@ def test_lockstep_against_pettingzoo(env_id, n_games):
     seen = _lockstep(env_id, n_games, illegal_prob=0.02)
     assert seen["illegal"] >= 2 and seen["turns"] > 5 * n_games
     assert {(1, -1), (-1, 1)} <= seen["outcomes"]  # both seats win somewhere
+
+
+def _same_everywhere(ours, theirs, at):
+    """Every agent's view, the removed agents' too: agent selection, live agents, each agent's
+    observation (its values: ours are int32, as every jaxenvs observation, PettingZoo's int8) and
+    mask (int8 both), and the live agents' rewards (per step and accumulated), terminations and
+    truncations, exactly."""
+    assert ours.agent_selection == theirs.agent_selection, at
+    assert ours.agents == theirs.agents, at
+    for a in theirs.possible_agents:
+        mine, pz = ours.observe(a), theirs.observe(a)
+        assert mine["action_mask"].dtype == pz["action_mask"].dtype == np.int8, at
+        for k in ("observation", "action_mask"):
+            np.testing.assert_array_equal(mine[k], pz[k], err_msg=f"{at}: agent {a} {k}")
+    for a in theirs.agents:
+        assert ours.rewards[a] == theirs.rewards[a], (at, a)
+        assert ours._cumulative_rewards[a] == theirs._cumulative_rewards[a], (at, a)
+        assert ours.terminations[a] == theirs.terminations[a] and ours.truncations[a] == theirs.truncations[a], (at, a)
+
+
+@pytest.mark.parametrize("env_id", sorted(GAMES))
+def test_strict_replay_observes_every_agent_at_every_ply(env_id):
+    """Random legal games (several seeds) through both AEC envs, every agent observed after every
+    call, through the end of the game and the dead agents' ``step(None)`` calls: nothing differs,
+    terminal observations included (after the end PettingZoo selects the agent after the last
+    mover and lists the free cells in that agent's mask only)."""
+    ours, theirs = AECEnv(env_id), _pettingzoo(GAMES[env_id])
+    assert ours.possible_agents != theirs.possible_agents  # "0", "1" against "player_0", "player_1"
+    names = dict(zip(ours.possible_agents, theirs.possible_agents))
+    ours = _Renamed(ours, names)
+    rng = np.random.default_rng(1)
+    outcomes = set()
+    for seed in range(6):
+        ours.reset(seed=seed)
+        theirs.reset(seed=seed)
+        _same_everywhere(ours, theirs, f"{env_id} seed {seed} reset")
+        ply = 0
+        while theirs.agents:
+            _, _, terminated, truncated, _ = theirs.last()
+            if terminated or truncated:
+                action = None
+            else:
+                action = int(rng.choice(np.flatnonzero(theirs.observe(theirs.agent_selection)["action_mask"])))
+            if action is None and len(theirs.agents) == len(theirs.possible_agents):
+                final = tuple(theirs._cumulative_rewards[a] for a in theirs.possible_agents)
+            theirs.step(action)
+            ours.step(action)
+            ply += 1
+            _same_everywhere(ours, theirs, f"{env_id} seed {seed} ply {ply}")
+        outcomes.add(final)
+    assert len(outcomes) >= 2  # games won by either seat or drawn, not one ending replayed
+
+
+class _Renamed:
+    """An `AECEnv` seen with PettingZoo's agent names (``names``: ours -> theirs), so that the two
+    views compare key by key."""
+
+    def __init__(self, env, names):
+        self.env, self.to, self.back = env, names, {v: k for k, v in names.items()}
+
+    def __getattr__(self, name):
+        value = getattr(self.env, name)
+        if name in ("agents", "possible_agents"):
+            return [self.to[a] for a in value]
+        if name == "agent_selection":
+            return self.to[value]
+        if name in ("rewards", "_cumulative_rewards", "terminations", "truncations", "infos"):
+            return {self.to[a]: v for a, v in value.items()}
+        return value
+
+    def observe(self, agent):
+        return self.env.observe(self.back[agent])
 
 
 def test_misuse_is_refused_with_the_rule():

@@ -106,7 +106,7 @@ def _run_setup_cell_without_jaxenvs(monkeypatch, cwd: Path, ipython_dir: Path):
 
 
 # the test process started JAX long before this cell, so the workaround rightly warns it comes late
-@pytest.mark.filterwarnings("ignore:JAX started before jaxenvs.train:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:JAX has already started:RuntimeWarning")
 def test_setup_cell_installs_from_a_clone(monkeypatch, tmp_path):
     root = NOTEBOOK_DIR.parent
     pip_calls, result = _run_setup_cell_without_jaxenvs(monkeypatch, NOTEBOOK_DIR, tmp_path / "ipython")
@@ -116,7 +116,7 @@ def test_setup_cell_installs_from_a_clone(monkeypatch, tmp_path):
 
 
 # the test process started JAX long before this cell, so the workaround rightly warns it comes late
-@pytest.mark.filterwarnings("ignore:JAX started before jaxenvs.train:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:JAX has already started:RuntimeWarning")
 def test_setup_cell_without_a_clone_installs_from_the_git_url(monkeypatch, tmp_path):
     pip_calls, result = _run_setup_cell_without_jaxenvs(monkeypatch, tmp_path, tmp_path / "ipython")
     assert result.error_in_exec is None, result.error_in_exec

@@ -30,15 +30,15 @@ def cache():
 
 
 def _tictactoe_reference():
-    from pettingzoo.classic import tictactoe_v3
+    from jaxenvs.adapters.pettingzoo import classic_env
 
-    return tictactoe_v3.env()
+    return classic_env("tictactoe_v3")
 
 
 def _connect_four_reference():
-    from pettingzoo.classic import connect_four_v3
+    from jaxenvs.adapters.pettingzoo import classic_env
 
-    return connect_four_v3.env()
+    return classic_env("connect_four_v3")
 
 
 def _kuhn_reference():

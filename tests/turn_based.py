@@ -144,9 +144,9 @@ def lockstep_counts(env, classic: str, n_games: int, illegal_prob: float, max_pl
                     num_actions: int) -> tuple[list, int, int]:
     """``(games, illegal moves, plies)``: ``n_games`` games of PettingZoo's ``classic`` game (e.g.
     ``"tictactoe_v3"``, `play_pettingzoo`) replayed by ``env`` and checked ply by ply (`assert_lockstep`)."""
-    import importlib
+    from jaxenvs.adapters.pettingzoo import classic_env
 
-    games = play_pettingzoo(importlib.import_module(f"pettingzoo.classic.{classic}").env(), n_games, illegal_prob)
+    games = play_pettingzoo(classic_env(classic), n_games, illegal_prob)
     first, traj = replay(env, joint_actions(games, max_plies, num_actions))
     return (games, *assert_lockstep(games, first, traj))
 

@@ -41,7 +41,21 @@ from jaxenvs.adapters.host import (HumanWindow, check_action, check_render_mode,
 from jaxenvs.spaces import to_gymnasium
 from jaxenvs.wrappers.chance import FoldChanceNodes
 
-__all__ = ["ParallelEnv", "AECEnv"]
+__all__ = ["ParallelEnv", "AECEnv", "classic_env"]
+
+
+def classic_env(name: str, **kwargs):
+    """PettingZoo's classic AEC game ``name`` (e.g. ``"tictactoe_v3"``, ``"connect_four_v3"``),
+    built through PettingZoo's registry, ``pettingzoo.make("aec", "classic/<name>")`` (PettingZoo
+    1.27 warns that importing the ``pettingzoo.classic.<name>`` modules is deprecated); on releases
+    without a registry (1.24, this package's floor) from that module's ``env``. ``kwargs`` go to
+    the game's constructor (e.g. ``render_mode``). Zero-argument factories for `verify_port`:
+    ``functools.partial(classic_env, "tictactoe_v3")``."""
+    if hasattr(pettingzoo, "make"):
+        return pettingzoo.make("aec", f"classic/{name}", **kwargs)
+    import importlib
+
+    return importlib.import_module(f"pettingzoo.classic.{name}").env(**kwargs)
 
 
 def _agent_space(space: spaces.Space, obs_shape: Any, n: int, i: int) -> spaces.Space:
@@ -298,8 +312,10 @@ class AECEnv(_Rendered, pettingzoo.AECEnv):
       action (the other agents' rows of the joint action are ignored by the game);
     * ``observe(agent)`` is ``{"observation": ..., "action_mask": int8[n]}``: the agent's slice of
       the environment's observation (its ``"observation"`` entry when it is a dict holding one) and
-      its row of `jaxenvs.core.Environment.legal_action_mask`, all zero for agents not to move and
-      in a terminal state;
+      its row of `jaxenvs.core.Environment.legal_action_mask`, all zero for agents not to move;
+      after the end, as PettingZoo's classic games, the moves left on the board (free cells,
+      open columns) in the mask of the agent selected at the time (the one after the last mover,
+      then whichever `_was_dead_step` selects), all zero for the others;
     * ``rewards`` holds every live agent's reward of the last step, ``_cumulative_rewards`` (what
       ``last()`` returns) sums them since that agent last acted: ``step`` zeroes the mover's sum,
       then adds the step's rewards to every agent's;
@@ -346,12 +362,14 @@ class AECEnv(_Rendered, pettingzoo.AECEnv):
         self._reset_fn, self._step_fn = _aec_functions(env)
         self._key = self.state = self.np_random = None
         self._obs = self._mask = None
+        self._ended = False
         self._window = HumanWindow(env.name, env.render_fps) if render_mode == "human" else None
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         key = _reset_key(self, seed)
         (self._key, self.state), host = self._reset_fn(key, self.params)
         self._obs, self._mask, player = jax.device_get(host)
+        self._ended = False
         self.agents = list(self.possible_agents)
         self.rewards = {a: 0.0 for a in self.agents}
         self._cumulative_rewards = {a: 0.0 for a in self.agents}
@@ -371,6 +389,12 @@ class AECEnv(_Rendered, pettingzoo.AECEnv):
         i = self.possible_agents.index(agent)
         space = self.observation_spaces[agent]
         observation = obs_to_numpy(space["observation"], jax.tree.map(lambda leaf: leaf[i], self._obs))
+        if self._ended:
+            # PettingZoo's classic games after the end: the moves left (free cells, open columns)
+            # in the mask of whichever agent is selected now (it changes as the dead agents are
+            # stepped out), all zero for the others
+            selected = agent == self.agent_selection
+            return {"observation": observation, "action_mask": (self._mask.any(axis=0) & selected).astype(np.int8)}
         return {"observation": observation, "action_mask": self._mask[i].astype(np.int8)}
 
     def last(self, observe: bool = True):
@@ -396,6 +420,7 @@ class AECEnv(_Rendered, pettingzoo.AECEnv):
         joint[i] = move
         (self._key, self.state), host = self._step_fn(self._key, self.state, joint, self.params)
         self._obs, self._mask, player, reward, terminated, truncated, info = jax.device_get(host)
+        self._ended = bool(terminated or truncated)
         n = len(self.possible_agents)
         self._cumulative_rewards[agent] = 0.0
         self.rewards = {a: float(reward[self.possible_agents.index(a)]) for a in self.agents}

@@ -140,7 +140,7 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--reference", required=True, metavar="REF",
         help="the original: 'gymnasium:ID' (gymnasium.make), 'pyspiel:GAME' (an OpenSpiel game, pyspiel.load_game) "
         "or 'module:factory' (a zero-argument callable returning a gymnasium.Env, a pettingzoo ParallelEnv or AECEnv, "
-        "or a pyspiel.Game; e.g. pettingzoo.classic.tictactoe_v3:env; modules are imported from the current "
+        "or a pyspiel.Game; e.g. pettingzoo.classic.tictactoe.tictactoe:env; modules are imported from the current "
         "directory too); called once. A gymnax/ID port against gymnasium:ID is checked with the shipped state "
         "mapping (jaxenvs.adapters.gymnax_states): the exact tier",
     )
