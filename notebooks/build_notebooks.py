@@ -68,7 +68,7 @@ if not _jaxenvs_ready():
     importlib.invalidate_caches()  # importable in this kernel without a restart
     _forget_jaxenvs()
     if not _jaxenvs_ready():
-        raise RuntimeError("installing jaxenvs did not make it importable: see pip's messages above")
+        raise RuntimeError("installing jaxenvs did not make it importable: see pip's messages above (outside a clone this cell installs from https://github.com/jaxenvs/jaxenvs, which must be reachable: open the notebook from a clone otherwise)")
 
 # XLA:CPU can hang on seed-vmapped programs (02_train_ppo's seed batch); jaxenvs.train holds the
 # one workaround (see its docstring), which must run before jax starts its first backend.

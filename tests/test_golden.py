@@ -15,7 +15,25 @@ import golden
 from jaxenvs.envs.point_env import PointEnv
 
 GOLDEN = golden.load()
-IDS = golden.env_ids()
+
+
+def _every_id_leaving_the_registry_as_it_was() -> list[str]:
+    """`golden.env_ids` loads the lazy namespaces (gymnax/) into the registry; at collection time that
+    would hand every later-collected module's ``sorted(jaxenvs.registry)`` the gymnax ids too, so
+    the registry is put back as it was (``make("gymnax/...")`` loads the namespace again when run)."""
+    from jaxenvs import registration
+
+    registry, loaded = dict(registration.registry), set(registration._lazy_loaded)
+    try:
+        return golden.env_ids()
+    finally:
+        registration.registry.clear()
+        registration.registry.update(registry)
+        registration._lazy_loaded.clear()
+        registration._lazy_loaded.update(loaded)
+
+
+IDS = _every_id_leaving_the_registry_as_it_was()
 
 
 def _flip_one_bit(x: np.ndarray, t: int) -> np.ndarray:
