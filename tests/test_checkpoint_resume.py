@@ -25,6 +25,14 @@ from jaxenvs.train.evaluate import main as evaluate_main
 
 TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
         "--chunks", "1", "--no-gif", "--no-eval"]
+
+
+def tiny(**replace) -> list[str]:
+    """`TINY` with some of its flags' values replaced (``chunks="2"``): a flag is given once."""
+    out = list(TINY)
+    for name, value in replace.items():
+        out[out.index("--" + name.replace("_", "-")) + 1] = value
+    return out
 STEPS = 8  # env steps per update
 
 
@@ -122,7 +130,7 @@ def test_ctrl_c_during_compilation_leaves_a_run_resume_can_use(env_id, tmp_path,
 
 def test_nonfinite_training_stops_with_exit_1_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
     # one Adam step of size 1e38 per update: update 1 is computed from finite params, update 2 is not
-    code, _, err = train(capsys, "--total-timesteps", str(2 * STEPS), *TINY, "--chunks", "2", "--lr", "1e38",
+    code, _, err = train(capsys, "--total-timesteps", str(2 * STEPS), *tiny(chunks="2"), "--lr", "1e38",
                          "--out", str(tmp_path))
     assert code == 1 and "training diverged" in err and "update 2" in err and "Traceback" not in err
     run_dir = only_run(tmp_path)
@@ -215,7 +223,7 @@ def test_unequal_chunks_share_one_program_and_train_as_equal_chunks_do(tmp_path,
     # call), or as 3 chunks of 1 (the program the other tests here compiled)
     for chunks, lengths in (("2", "2 or 1"), ("3", "1")):
         out = tmp_path / chunks
-        code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *TINY, "--chunks", chunks, "--out", str(out))
+        code, stdout, err = train(capsys, "--total-timesteps", str(3 * STEPS), *tiny(chunks=chunks), "--out", str(out))
         assert code == 0, err
         compiled = [line for line in stdout.splitlines() if line.startswith("compiling") and "done in" in line]
         assert len(compiled) == 1 and f"chunks of {lengths} update(s)" in compiled[0]
