@@ -146,3 +146,19 @@ def enable_x64(on: bool = True):
     from jax.experimental import disable_x64, enable_x64 as old
 
     return old() if on else disable_x64()
+
+
+def benchmark(name: str):
+    """The module of ``benchmarks/<name>.py``, imported once per process (under its own name in
+    ``sys.modules``, so tests that share it share its compiled programs)."""
+    import importlib.util
+    import os
+    import sys
+
+    if name not in sys.modules:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        spec = importlib.util.spec_from_file_location(name, os.path.join(root, "benchmarks", f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -10,14 +10,11 @@ steps. The gymnax rows
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
 import re
-import sys
 
 import pytest
-from helpers import require
+from helpers import benchmark, require
 
 require("gymnasium")
 require("scipy")
@@ -25,12 +22,7 @@ require("scipy")
 from jaxenvs.testing import PortMismatch, verify_port  # noqa: E402
 from jaxenvs.testing.exact import DRIFT_FACTOR  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if "verify_local" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("verify_local", os.path.join(ROOT, "benchmarks", "verify_local.py"))
-    sys.modules["verify_local"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["verify_local"])
-L = sys.modules["verify_local"]
+L = benchmark("verify_local")
 port, reference = L.logistic, L.logistic_reference
 KW = dict(L.LOGISTIC_KW, seed=3)
 

@@ -8,12 +8,9 @@ seeds: benchmarks/verify_local.py (benchmarks/results/verify_local.md)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 
 import pytest
-from helpers import require
+from helpers import benchmark, require
 
 require("gymnasium")
 require("scipy")
@@ -21,12 +18,7 @@ require("scipy")
 from jaxenvs.testing import PortMismatch, verify_port  # noqa: E402
 from jaxenvs.testing import stats  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if "verify_local" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("verify_local", os.path.join(ROOT, "benchmarks", "verify_local.py"))
-    sys.modules["verify_local"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["verify_local"])
-L = sys.modules["verify_local"]
+L = benchmark("verify_local")
 V = L.VP
 MUTANT = L.right_slip_corridor()
 PORT = V.corridor()
