@@ -84,7 +84,7 @@ def test_a_planted_one_ulp_reward_change_is_named(monkeypatch):
     assert 0 < len(hits) < golden.STEPS // 4  # the change is planted on a few steps, not from the start
     ok, message = golden.compare("PointEnv-v0", golden.digest(leaves), GOLDEN)
     assert not ok
-    assert f"PointEnv-v0: trajectory differs from the golden digest recorded for " in message, message
+    assert "PointEnv-v0: trajectory differs from the golden digest recorded for " in message, message
     assert f"first differing step {hits[0]}, leaf reward: values differ at step {hits[0]} in reward." in message, message
     assert "later in" not in message  # observations, info and flags are untouched
 
