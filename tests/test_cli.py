@@ -17,7 +17,7 @@ import pytest
 
 import jaxenvs
 from jaxenvs.cli import main
-from helpers import tiny_run_dir
+from helpers import require, tiny_run_dir
 from jaxenvs.envs.grid_world import GridWorld
 from jaxenvs.rendering import render_frames
 from jaxenvs.rollout import episode_stats, random_policy, rollout
@@ -63,7 +63,8 @@ def test_list_through_console_script(run):
     about = {row.split()[0]: nxt for row, nxt in zip(rows, rows[1:]) if nxt.startswith("    ")}
     assert about["GridWorld-v0"] == "    Reach the target on a square grid (Gymnasium's custom-environment tutorial)."
     assert about["TicTacToe-v0"].endswith("(PettingZoo's tictactoe_v3).")  # no reST markup in a terminal
-    assert about["gymnax/CartPole-v1"] == "    gymnax: JAX implementation of CartPole-v1 OpenAI gym environment."
+    if "gymnax/CartPole-v1" in lines:  # gymnax installed (the newest stack's venv may leave it out)
+        assert about["gymnax/CartPole-v1"] == "    gymnax: JAX implementation of CartPole-v1 OpenAI gym environment."
 
 
 def test_describe(run):
@@ -119,6 +120,7 @@ def test_play_text_matches_an_in_process_rollout(run):
 
 
 def test_play_refuses_a_render_mode_the_env_lacks_before_playing(run):
+    require("gymnax")  # gymnax's envs have no text rendering
     p = run("play", "gymnax/CartPole-v1", "--render", "text")
     assert p.returncode == 1 and p.stdout == "", p.stdout  # nothing played, nothing printed
     assert p.stderr == ("jaxenvs: error: --render text: gymnax/CartPole-v1 cannot draw that way (GymnaxEnv has no "
