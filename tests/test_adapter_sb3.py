@@ -39,6 +39,15 @@ def sb3_space_advice(env) -> set:
         out.add("We recommend you to use a symmetric and normalized Box action space (range=[-1, 1])")
     if any(len(b.shape) not in (1, 3) for b in box_leaves(env.observation_space)):
         out.add("Your observation")
+    # a 3-d box reads to SB3 as an image (Maze-v0's float32 5 x 5 x 2 view): its CNN advice
+    for b in box_leaves(env.observation_space):
+        if len(b.shape) == 3:
+            if b.dtype != np.uint8:
+                out.add("It seems that your observation  is an image but its `dtype` is")
+            if np.any(b.low != 0) or np.any(b.high != 255):
+                out.add("It seems that your observation space  is an image but the upper and lower bounds are not in [0, 255]")
+            if min(b.shape[:2]) < 36 and min(b.shape[1:]) < 36:
+                out.add("The minimal resolution for an image is 36x36")
     return out
 
 
