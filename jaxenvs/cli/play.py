@@ -275,21 +275,32 @@ def run(args) -> None:
         _render(args, env, firsts, states, path)
 
 
-def _check_renders(env, mode: str) -> None:
-    """Refuse ``--render MODE`` for an env that cannot draw that way before any episode is played
-    (one reset state drawn: text on the host, a frame traced for its shape only)."""
+def _render_error(env, mode: str) -> NotImplementedError | None:
+    """Why ``env`` cannot draw for ``--render MODE`` (None if it can): text draws one reset state on
+    the host; frames trace reset and render for their shapes only, nothing compiled."""
     import jax
 
-    _, state = jax.jit(env.reset)(jax.random.key(0))
     try:
         if mode == "text":
+            _, state = jax.jit(env.reset)(jax.random.key(0))
             env.render_text(state, env.default_params)
         else:
-            jax.eval_shape(env.render, state, env.default_params)
+            jax.eval_shape(lambda k: env.render(env.reset(k)[1], env.default_params), jax.random.key(0))
     except NotImplementedError as e:
-        other = "--render human, gif or mp4" if mode == "text" else "--render text"
-        raise Failure(f"--render {mode}: {env.spec.id} cannot draw that way ({message(e)}); try {other}, or "
-                      "leave --render out") from e
+        return e
+    return None
+
+
+def _check_renders(env, mode: str) -> None:
+    """Refuse ``--render MODE`` for an env that cannot draw that way before any episode is played,
+    suggesting the other kind of drawing only where the env has it."""
+    e = _render_error(env, mode)
+    if e is None:
+        return
+    other = "text" if mode != "text" else "gif"
+    hint = (f"try --render {'human, gif or mp4' if other == 'gif' else 'text'}, or leave --render out"
+            if _render_error(env, other) is None else "leave --render out")
+    raise Failure(f"--render {mode}: {env.spec.id} cannot draw that way ({message(e)}); {hint}") from e
 
 
 def _print_results(env, firsts, seat, horizon: int) -> None:
