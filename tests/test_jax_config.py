@@ -84,11 +84,11 @@ def test_check_env_runs_compiled_under_disable_jit():
 
 def test_verify_port_default_policy_traces_under_strict_dtype_promotion():
     # its sticky-action draw multiplied a float by a bool, which strict promotion refuses
-    from jaxenvs.testing.verify import _default_policy
+    from jaxenvs.testing.runs import default_policy
 
     for env_id in ("GridWorld-v0", "HurdleRace-v0", "TicTacToe-v0"):
         env = jaxenvs.make(env_id)
-        policy = _default_policy(env.action_space(), env.num_agents, env.multi_agent)
+        policy = default_policy(env.action_space(), env.num_agents, env.multi_agent)
         obs = jax.eval_shape(env.reset, KEY)[0]
         with jax.numpy_dtype_promotion("strict"):
             action = jax.eval_shape(policy, KEY, KEY, obs)

@@ -79,7 +79,6 @@ from jaxenvs.testing.sample import episode_statistics, initial_statistics, local
 from jaxenvs.testing.verdict import COVERAGE, DETECT_LOCAL, Pending, check_local, conclude
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
-_default_policy = default_policy  # the name tests/test_jax_config.py imports
 
 __all__ = [
     "verify_port", "PortMismatch", "PortInconclusive", "PortReport", "Statistic", "ReferenceCache", "ALPHA", "DETECT",
