@@ -34,8 +34,9 @@ import dataclasses
 import functools
 import inspect
 import threading
+import types
 import weakref
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -58,10 +59,15 @@ __all__ = [
     "check_params",
     "is_concrete",
     "require_param",
+    "GAME_HOOKS",
 ]
 
 Obs = Any
 StepResult = tuple  # (obs, state, reward, terminated, truncated, info)
+
+GAME_HOOKS = ("ACTION_NAMES", "MOVE_KEY", "MAX_PLIES", "OPPONENTS", "LOOKAHEAD", "LOOKAHEAD_BYTES", "state_from_observation",
+              "move_at", "observer_view")
+"""The game hooks `Environment` declares (its docstring says what each is), which wrappers forward."""
 
 
 @struct.dataclass
@@ -229,6 +235,26 @@ class Environment:
     Class attributes a subclass may set: ``traits`` (`Traits`), ``render_fps``, and for
     multi-agent environments ``num_agents`` (the traits' ``num_agents`` by default).
 
+    Game hooks (`GAME_HOOKS`): what a game declares for the games wing (`jaxenvs.games`), the
+    command lines and the person's screens, each declared here with its default (``None`` or
+    empty: the game has no such hook) and forwarded by every `jaxenvs.wrappers.Wrapper`:
+
+    * ``ACTION_NAMES``: tuple of one text per action, in action order (``jaxenvs describe``, the
+      terminal seat's move names, the window's buttons; any env may set it);
+    * ``MOVE_KEY``: text shown beside the board saying how the moves are numbered on it;
+    * ``MAX_PLIES``: the plies of the longest game (matches, look-ahead and search stop there);
+    * ``OPPONENTS``: ``{name: (policy, meaning)}``, the game's named opponents beside ``random``
+      (`jaxenvs.games.named_opponents`): ``policy(key, obs) -> action`` on one agent's observation;
+    * ``LOOKAHEAD``: a fast ``values(obs, depth) -> float32[n]`` giving the same values as the
+      generic `jaxenvs.games.search.lookahead_values` (declare it as a ``staticmethod``), with
+      ``LOOKAHEAD_BYTES``, the bytes it keeps per line of play (the memory guard's figure);
+    * ``state_from_observation(obs, params=None)``: the state an observation shows (games of
+      perfect information; what look-ahead and tree search start from);
+    * ``move_at(x, y)``: int32 move under the picture's pixel ``(x, y)`` (-1 for none), broadcast
+      over arrays (clicks in the window);
+    * ``observer_view(state, player, params=None)``: the state as seat ``player`` may see it
+      (games of imperfect information: what a person's screen shows).
+
     ``params=None`` means ``default_params`` everywhere, filled here once: in ``reset``/``step``
     and, for every subclass, in ``observation_space``, ``action_space``, ``render`` and
     ``render_text`` (a subclass implements them for concrete params only).
@@ -237,6 +263,17 @@ class Environment:
     traits: Traits = Traits()
     render_fps: int = 4
     spec = None  # set by jaxenvs.make
+
+    # game hooks (see the class docstring); None or empty: the game has no such hook
+    ACTION_NAMES: tuple[str, ...] | None = None
+    MOVE_KEY: str | None = None
+    MAX_PLIES: int | None = None
+    OPPONENTS: Mapping[str, tuple[Callable[[jax.Array, Any], jax.Array], str]] = types.MappingProxyType({})
+    LOOKAHEAD: Callable[[Any, int], jax.Array] | None = None
+    LOOKAHEAD_BYTES: int | None = None
+    state_from_observation: Callable[..., Any] | None = None
+    move_at: Callable[[Any, Any], Any] | None = None
+    observer_view: Callable[..., Any] | None = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -304,7 +304,7 @@ def format_space(space) -> str:
 def _action_lines(base, space) -> list[str]:
     from jaxenvs import spaces
 
-    names = getattr(base, "ACTION_NAMES", None)
+    names = base.ACTION_NAMES
     if names and isinstance(space, spaces.Discrete):
         return [f"    {space.start + i} = {name}" for i, name in enumerate(names)]
     return []

@@ -121,7 +121,7 @@ def test_connect_four_declared_lookahead_equals_the_generic_one():
     from jaxenvs.games import connect_four as c4
 
     env = jaxenvs.make("ConnectFour-v0", autoreset=False).unwrapped
-    assert env.LOOKAHEAD == "jaxenvs.games.connect_four:lookahead_values"
+    assert env.LOOKAHEAD is c4.lookahead_values  # the declared hook, no binding to the env
     obs = _random_positions(env, 12)
     legal = obs["action_mask"] != 0
     assert len(legal) > 200
@@ -161,7 +161,7 @@ def test_guard_takes_wins_avoids_losses_and_leaves_the_rest_to_the_policy():
 
 def test_guard_on_the_generic_search_tic_tac_toe():
     env = jaxenvs.make("TicTacToe-v0", autoreset=False)
-    assert getattr(env.unwrapped, "LOOKAHEAD", None) is None  # the generic look-ahead over step_env
+    assert env.LOOKAHEAD is None and env.unwrapped.LOOKAHEAD is None  # the generic look-ahead over step_env
     first_free = lambda key, obs: jnp.argmax(jnp.asarray(obs["action_mask"]) != 0).astype(jnp.int32)  # noqa: E731
     guarded = jax.jit(lookahead_policy(env, first_free, 2))
     # X (cells 0, 8) to move against O (3, 4): O threatens 3-4-5, only cell 5 avoids the loss

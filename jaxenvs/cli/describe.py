@@ -16,7 +16,7 @@ def describe_env(env_id: str) -> str:
 
     env = make_env(env_id, autoreset=False)  # a bad id or an unimportable module: UsageError
     text = describe(env)
-    key = getattr(env.unwrapped, "MOVE_KEY", None)
+    key = env.unwrapped.MOVE_KEY
     if key:  # how the moves are numbered on the board (Tic-Tac-Toe's cells are column-major)
         text += "\n  move numbering: " + "\n    ".join(key.splitlines())
     if is_two_player_game(env):  # the opponents --opponent NAME accepts

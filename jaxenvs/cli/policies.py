@@ -99,7 +99,7 @@ def episode_horizon(env, max_steps: int) -> int:
     a game's longest game (its class's ``MAX_PLIES``: every step after it would only re-ask a
     policy, a search or a look-ahead, about a finished game)."""
     horizon = env.spec.max_episode_steps or max_steps
-    longest = getattr(type(getattr(env, "unwrapped", env)), "MAX_PLIES", None)
+    longest = env.unwrapped.MAX_PLIES
     return min(horizon, longest) if longest else horizon
 
 

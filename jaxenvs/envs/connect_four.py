@@ -34,6 +34,7 @@ import numpy as np
 
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment, Traits
+from jaxenvs.games import connect_four as solver
 from jaxenvs.rendering import draw
 
 ROWS, COLS = 6, 7
@@ -90,24 +91,20 @@ class ConnectFour(Environment):
     MAX_PLIES = ROWS * COLS  # the longest game: every cell filled (look-ahead and search stop there)
     # named opponents (jaxenvs.games.opponents; 'random' is every game's)
     OPPONENTS = {
-        "heuristic": ("jaxenvs.games.connect_four:heuristic",
-                      "win, else block, else avoid giving the opponent a win, prefer the centre"),
-        "no-blunder": ("jaxenvs.games.connect_four:no_blunder",
-                       "win, else block, else random among the moves that give the opponent no win"),
-        "win-block": ("jaxenvs.games.connect_four:win_block", "win, else block, else random legal"),
-        "heuristic-left": ("jaxenvs.games.connect_four:heuristic_left",
+        "heuristic": (solver.heuristic, "win, else block, else avoid giving the opponent a win, prefer the centre"),
+        "no-blunder": (solver.no_blunder, "win, else block, else random among the moves that give the opponent no win"),
+        "win-block": (solver.win_block, "win, else block, else random legal"),
+        "heuristic-left": (solver.heuristic_left,
                            "the heuristic's moves, the first in the column order 3 2 4 1 5 0 6 (deterministic)"),
-        "heuristic-right": ("jaxenvs.games.connect_four:heuristic_right",
+        "heuristic-right": (solver.heuristic_right,
                             "the heuristic's moves, the first in the column order 3 4 2 5 1 6 0 (deterministic)"),
-        "heuristic-soft": ("jaxenvs.games.connect_four:heuristic_soft",
-                           "the heuristic's moves, drawn with centre weights 1 2 3 4 3 2 1"),
-        "heuristic-noisy": ("jaxenvs.games.connect_four:heuristic_noisy",
-                            "the heuristic, with a random legal move instead 20% of the time"),
+        "heuristic-soft": (solver.heuristic_soft, "the heuristic's moves, drawn with centre weights 1 2 3 4 3 2 1"),
+        "heuristic-noisy": (solver.heuristic_noisy, "the heuristic, with a random legal move instead 20% of the time"),
     }
 
     # exact look-ahead at play time (jaxenvs.games.search.lookahead_policy): the same values as the generic
     # search over step_env, on bool planes (about 40x faster at depth 4)
-    LOOKAHEAD = "jaxenvs.games.connect_four:lookahead_values"
+    LOOKAHEAD = staticmethod(solver.lookahead_values)
     LOOKAHEAD_BYTES = 16  # per line of play of LOOKAHEAD (measured 4-8: jaxenvs.games.search.check_budget)
 
     @property

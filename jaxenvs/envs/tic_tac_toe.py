@@ -37,6 +37,7 @@ import numpy as np
 
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment, Traits
+from jaxenvs.games import tic_tac_toe as solver
 from jaxenvs.rendering import draw
 
 NUM_CELLS = 9
@@ -84,8 +85,7 @@ class TicTacToe(Environment):
     MOVE_KEY = "cells, column-major as in PettingZoo:\n0 3 6\n1 4 7\n2 5 8"
     MAX_PLIES = NUM_CELLS  # the longest game: every cell marked (look-ahead and search stop there)
     # named opponents (jaxenvs.games.opponents; 'random' is every game's)
-    OPPONENTS = {"perfect": ("jaxenvs.games.tic_tac_toe:perfect",
-                             "minimax over every position, uniform among the optimal moves: never loses")}
+    OPPONENTS = {"perfect": (solver.perfect, "minimax over every position, uniform among the optimal moves: never loses")}
 
     @property
     def default_params(self) -> EnvParams:

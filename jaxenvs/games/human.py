@@ -49,7 +49,7 @@ def supports_people(env) -> bool:
     base = getattr(env, "unwrapped", env)
     t = base.traits
     return (t.num_agents == 2 and t.dynamics == "sequential" and hasattr(base, "render_text")
-            and (t.information == "perfect" or hasattr(base, "observer_view")))
+            and (t.information == "perfect" or base.observer_view is not None))
 
 
 def hides_information(env) -> bool:
@@ -61,7 +61,7 @@ def seat_view(env, state, seat: int | None, params=None):
     """The state as a person in ``seat`` may see it (the game's ``observer_view``; the state itself
     in a game of perfect information, or for ``seat=None``)."""
     base = getattr(env, "unwrapped", env)
-    view = getattr(base, "observer_view", None)
+    view = base.observer_view
     return state if view is None or seat is None else view(state, seat, params)
 
 
@@ -69,7 +69,7 @@ def board_with_key(env, state, params=None) -> str:
     """The board (``render_text``) with the game's move numbering (``MOVE_KEY``) beside it."""
     base = getattr(env, "unwrapped", env)
     board = env.render_text(state, params).splitlines()
-    key = getattr(base, "MOVE_KEY", "").splitlines()
+    key = (base.MOVE_KEY or "").splitlines()
     if not key:
         return "\n".join(board)
     body, status = board[:-1], board[-1]  # the last line of render_text says whose move it is
@@ -84,15 +84,15 @@ def board_with_key(env, state, params=None) -> str:
 def legal_text(env, legal: np.ndarray) -> str:
     """The legal moves, each with its name where no key beside the board says what it means."""
     base = getattr(env, "unwrapped", env)
-    names = getattr(base, "ACTION_NAMES", None)
+    names = base.ACTION_NAMES
     moves = [int(a) for a in np.flatnonzero(legal)]
-    if names and not getattr(base, "MOVE_KEY", None):  # the key beside the board already says what they mean
+    if names and not base.MOVE_KEY:  # the key beside the board already says what they mean
         return ", ".join(f"{a} ({names[a]})" for a in moves)
     return ", ".join(str(a) for a in moves)
 
 
 def move_text(env, move: int) -> str:
-    names = getattr(getattr(env, "unwrapped", env), "ACTION_NAMES", None)
+    names = getattr(env, "unwrapped", env).ACTION_NAMES
     return f"{move}" + (f" ({names[move]})" if names else "")
 
 
@@ -105,15 +105,15 @@ def parse_move(env, text: str, legal: np.ndarray) -> tuple[int | None, str]:
     try:
         move = int(text)
     except ValueError:
-        names = getattr(base, "ACTION_NAMES", None) or ()
+        names = base.ACTION_NAMES or ()
         found = [i for i, name in enumerate(names) if text and name.lower().startswith(text.lower())]
         if len(found) != 1:
-            named = getattr(base, "ACTION_NAMES", None) and not getattr(base, "MOVE_KEY", None)
+            named = base.ACTION_NAMES and not base.MOVE_KEY
             listed = legal_text(env, legal) if named else ", ".join(map(str, moves))
             return None, f"{text!r} is not a move{'' if named else ' number'}; type one of {listed} (or q to quit)"
         move = found[0]
     if move not in moves:
-        keyed = getattr(base, "MOVE_KEY", None) or not 0 <= move < len(legal)  # a key beside the board names it
+        keyed = base.MOVE_KEY or not 0 <= move < len(legal)  # a key beside the board names it
         return None, f"{move if keyed else move_text(env, move)} is not a legal move here; legal moves: {legal_text(env, legal)}"
     return move, ""
 

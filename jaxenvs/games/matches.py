@@ -167,7 +167,7 @@ def _longest_game(env) -> int | None:
         if not isinstance(env, (AutoReset, TimeLimit)):
             return None
         env = env.env
-    return getattr(type(env), "MAX_PLIES", None)
+    return env.MAX_PLIES
 
 
 def seat_games(env, policy, opponent, key, num_games: int, params=None, max_plies: int = 1000) -> tuple:

@@ -8,10 +8,11 @@ non-mover's answer is ignored by a sequential game).
 
 **Named opponents.** ``random`` (uniform among the legal moves: `random_legal`, on
 `jaxenvs.spaces.Discrete.sample` with the mask) plays every masked game; a game class declares
-its own in ``OPPONENTS`` (as it declares its legend), ``name -> ("module:function", meaning)``::
+its own in the ``OPPONENTS`` hook (as it declares its legend; `jaxenvs.core.Environment` declares the
+hooks), ``name -> (policy, meaning)``::
 
     class TicTacToe(Environment):
-        OPPONENTS = {"perfect": ("jaxenvs.games.tic_tac_toe:perfect", "minimax, never loses")}
+        OPPONENTS = {"perfect": (jaxenvs.games.tic_tac_toe.perfect, "minimax, never loses")}
 
 `named_opponents(env)` lists them, `make_opponent(spec, env)` builds one (a name, or the run
 directory of a trained policy: that needs the ``train`` extra; nothing else here needs more than
@@ -88,19 +89,14 @@ def random_legal(key, obs) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class NamedOpponent:
-    """A named opponent of a game: ``target`` is ``"module:function"`` (imported on first use)."""
+    """A named opponent of a game: its name, its ``policy(key, obs) -> action`` and what it does."""
 
     name: str
-    target: str
+    policy: Policy
     meaning: str
 
-    @property
-    def policy(self) -> Policy:
-        module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
 
-
-RANDOM = NamedOpponent("random", "jaxenvs.games.opponents:random_legal", "uniformly random among the legal moves")
+RANDOM = NamedOpponent("random", random_legal, "uniformly random among the legal moves")
 
 
 class OpponentError(ValueError):
@@ -122,8 +118,8 @@ def named_opponents(env) -> dict[str, NamedOpponent]:
     ones its class declares in ``OPPONENTS``."""
     cls = env if isinstance(env, type) else _game_class(env)
     out = {"random": RANDOM}
-    for name, (target, meaning) in getattr(cls, "OPPONENTS", {}).items():
-        out[name] = NamedOpponent(name, target, meaning)
+    for name, (policy, meaning) in cls.OPPONENTS.items():
+        out[name] = NamedOpponent(name, policy, meaning)
     return out
 
 
@@ -184,7 +180,7 @@ def _games_declaring(name: str) -> list[str]:
             cls = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError):
             continue
-        if name in getattr(cls, "OPPONENTS", {}):
+        if name in cls.OPPONENTS:
             out.append(env_id)
     return out
 

@@ -34,14 +34,13 @@ the observation's action mask and lets ``policy`` (the network's greedy move, or
 choose among them: a tactical guard that takes a forced win and avoids a forced loss seen within
 ``depth`` plies, and leaves every other choice to the network. It costs ``n_actions ** depth``
 steps per move (Connect Four at depth 4: 2401). A game class may declare a faster function with
-the same values as ``LOOKAHEAD = "module:function"`` (``function(obs, depth) -> float32[n]``, on
-one agent's observation), which `lookahead_policy` then uses: `ConnectFour` does
+the same values as its ``LOOKAHEAD`` hook (``values(obs, depth) -> float32[n]`` on one agent's
+observation, a ``staticmethod``: `jaxenvs.core.Environment` declares the hooks), which `lookahead_policy` then uses: `ConnectFour` does
 (`jaxenvs.games.connect_four.lookahead_values`, about 40x faster at depth 4).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from typing import Callable
@@ -112,7 +111,7 @@ def check_budget(env, search: int = 0, lookahead: int = 0, moves: int = 1, param
     n = int(base.action_space(env_params).n)
     state = jax.eval_shape(lambda k: base.reset(k, env_params)[1], jax.random.key(0))
     state_bytes = sum(math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(state))
-    longest = getattr(type(base), "MAX_PLIES", None)
+    longest = base.MAX_PLIES
     if lookahead and longest is not None and lookahead > longest:
         raise ValueError(f"lookahead {lookahead} is deeper than {name} can last ({longest} plies); allowed: 0 to "
                          f"{longest}")
@@ -122,7 +121,7 @@ def check_budget(env, search: int = 0, lookahead: int = 0, moves: int = 1, param
     available = _available_memory() if available is None else available
     memory, seconds, parts = 0.0, 0.0, []
     if lookahead:
-        declared = getattr(type(base), "LOOKAHEAD", None) and getattr(type(base), "LOOKAHEAD_BYTES", None)
+        declared = base.LOOKAHEAD is not None and base.LOOKAHEAD_BYTES
         per_line = declared or 4 * state_bytes
         lines = float(n) ** lookahead
         parts.append(f"look-ahead {lookahead} plies: {n}^{lookahead} = {lines:,.0f} lines of play per move")
@@ -155,7 +154,7 @@ def supports_search(env) -> bool:
     rebuilds its state from an observation (``state_from_observation``)."""
     base = getattr(env, "unwrapped", env)
     traits = getattr(base, "traits", None)
-    return (hasattr(base, "state_from_observation") and getattr(traits, "num_agents", 0) == 2
+    return (base.state_from_observation is not None and getattr(traits, "num_agents", 0) == 2
             and getattr(traits, "utility", None) == "zero_sum" and getattr(traits, "dynamics", None) == "sequential")
 
 
@@ -302,11 +301,8 @@ def lookahead_policy(env, policy: Callable, depth: int, params=None) -> Callable
     base = getattr(env, "unwrapped", env)
     _check_searchable(base)
     env_params = base.default_params if params is None else params
-    declared = getattr(type(base), "LOOKAHEAD", None)
-    if declared is not None:
-        module, _, attr = declared.partition(":")
-        fast = getattr(importlib.import_module(module), attr)
-
+    fast = base.LOOKAHEAD
+    if fast is not None:
         def values_of(obs):
             return fast(obs, depth)
     else:

@@ -63,7 +63,7 @@ class BoardWindow:
         h, w = frame.shape[:2]
         self.scale = max(1, -(-MIN_SIDE // max(h, w)))
         self.board_hw = (h * self.scale, w * self.scale)
-        self.has_clicks = hasattr(base, "move_at")
+        self.has_clicks = base.move_at is not None
         width = max(self.board_hw[1], 420)
         self.offset = (width - self.board_hw[1]) // 2
         lines = 8 + (0 if self.has_clicks else 2)  # text lines (some wrap), the buttons
@@ -118,7 +118,7 @@ class BoardWindow:
                 y += LINE_PX
         self.buttons = []
         if legal is not None and not self.has_clicks:  # one button per legal move
-            names = getattr(env.unwrapped, "ACTION_NAMES", None)
+            names = env.unwrapped.ACTION_NAMES
             x = PAD
             for m in np.flatnonzero(legal):
                 rect = pygame.Rect(x, y + 2, *BUTTON)

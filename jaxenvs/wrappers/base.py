@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxenvs import struct
 
 from jaxenvs import prng
-from jaxenvs.core import Environment, check_params
+from jaxenvs.core import GAME_HOOKS, Environment, check_params
 
 __all__ = [
     "step_draws_randomness",
@@ -98,6 +98,14 @@ class Forwarding:
     @property
     def name(self) -> str:
         return self.env.name
+
+
+def _forward(name: str) -> property:
+    return property(lambda self: getattr(self.env, name), doc=f"The wrapped env's ``{name}`` (a game hook).")
+
+
+for _hook in GAME_HOOKS:  # declared on Environment, so __getattr__ alone would not reach the wrapped game's
+    setattr(Forwarding, _hook, _forward(_hook))
 
 
 def _not_an_environment(wrapper: str, env: Any) -> str:
