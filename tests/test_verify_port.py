@@ -10,6 +10,7 @@ false-alarm rate and the mutant ladder are benchmarks/verify_power.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -29,11 +30,14 @@ require("scipy")
 import jaxenvs  # noqa: E402
 from jaxenvs.envs.grid_world import ACTION_TO_DIRECTION, GridWorld  # noqa: E402
 from jaxenvs.testing import (  # noqa: E402
+    ALPHA,
     DETECT,
+    POWER,
     PortInconclusive,
     PortMismatch,
     ReferenceCache,
     TraceCountError,
+    VerifySettings,
     assert_env_ok,
     assert_max_traces,
     verify_port,
@@ -286,6 +290,33 @@ def test_space_mismatch_is_named_before_any_rollout():
     with pytest.raises(PortMismatch, match=r"^observation space: port Dict\('agent': Box\(0, 5") as info:
         verify_port(jaxenvs.make("GridWorld-v0", size=6), R.REFERENCES["GridWorld-v0"])
     assert info.value.report is None
+
+
+def test_one_settings_object_is_the_keyword_arguments(capsys):
+    """`VerifySettings` is what the five keyword arguments make: the same run, the same report;
+    mixing the two ways, a settings of another type or power <= alpha is refused in one line."""
+    settings = VerifySettings(detect=0.15)
+    common = dict(num_episodes=200, max_episodes=800, raise_inconclusive=False)
+    a = verify_port(LOTTERY, R.LotteryEnv, detect=0.15, **common)
+    b = verify_port(LOTTERY, R.LotteryEnv, settings=settings, **common)
+    fields = ("verdict", "alpha", "detect", "power", "coverage", "detect_local", "num_episodes", "threshold")
+    assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+    assert (b.alpha, b.detect, b.power) == (ALPHA, 0.15, POWER)
+    assert [(s.name, s.p_value, s.detectable) for s in a.statistics] == [(s.name, s.p_value, s.detectable)
+                                                                        for s in b.statistics]
+    with pytest.raises(ValueError, match=r"^verify_port takes settings= or detect=, power=, not both"):
+        verify_port(LOTTERY, R.LotteryEnv, settings=settings, power=0.9, detect=0.1)
+    with pytest.raises(TypeError, match="^verify_port needs settings as a VerifySettings, got dict$"):
+        verify_port(LOTTERY, R.LotteryEnv, settings={"detect": 0.1})
+    with pytest.raises(ValueError, match=r"^verify_port needs power > alpha, got power=0.4, alpha=0.5$"):
+        VerifySettings(alpha=0.5, power=0.4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.detect = 0.5
+    from jaxenvs.cli import main
+
+    rc = main(["verify", "Lottery-v0", "--reference", "gymnasium:CartPole-v1", "--alpha", "0.5", "--power", "0.4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "verify_port needs power > alpha, got power=0.4, alpha=0.5" in err[0], err
 
 
 def test_bad_arguments_are_refused():

@@ -99,12 +99,16 @@ def run(args) -> int:
     label = env.spec.id if env.spec is not None else args.port
     factory = reference_factory(args.reference, args.reference_kwargs)
     try:
-        from jaxenvs.testing import PortMismatch, verify_port
+        from jaxenvs.testing import PortMismatch, VerifySettings, verify_port
     except ImportError as e:
         raise UsageError(f"jaxenvs verify needs the verify extra: pip install 'jaxenvs[verify]' ({message(e)})") from e
 
-    options = {k: getattr(args, k) for k in ("alpha", "detect", "power", "max_episodes", "coverage", "detect_local")
-               if getattr(args, k) is not None}
+    try:  # the statistical settings, checked once (power > alpha)
+        settings = VerifySettings(**{k: getattr(args, k) for k in ("alpha", "detect", "power", "coverage", "detect_local")
+                                     if getattr(args, k) is not None})
+    except ValueError as e:
+        raise UsageError(message(e)) from e
+    options = {"max_episodes": args.max_episodes} if args.max_episodes is not None else {}
     if args.budget is not None:
         options["budget_s"] = args.budget
     if options.get("max_episodes", args.episodes) < args.episodes:
@@ -113,7 +117,8 @@ def run(args) -> int:
     if mapping is not None:
         options["state_to_jax"] = mapping
     try:
-        report = verify_port(env, factory, num_episodes=args.episodes, seed=args.seed, raise_inconclusive=False, **options)
+        report = verify_port(env, factory, num_episodes=args.episodes, seed=args.seed, raise_inconclusive=False,
+                             settings=settings, **options)
     except PortMismatch as e:
         if e.report is None:  # the spaces differ: nothing was run
             print(f"{label}: verdict FAIL: {message(e)}")

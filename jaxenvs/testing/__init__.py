@@ -18,10 +18,11 @@ from jaxenvs._traces import TraceCounter, TraceCountError
 from jaxenvs.checker import CheckReport, EnvCheckError, check_env
 from jaxenvs.testing.reference import ReferenceCache
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
-from jaxenvs.testing.verify import ALPHA, DETECT, MAX_EPISODES, POWER, verify_port
+from jaxenvs.testing.verify import ALPHA, DETECT, MAX_EPISODES, POWER, VerifySettings, verify_port
 
 __all__ = [
     "verify_port",
+    "VerifySettings",
     "ALPHA",
     "DETECT",
     "POWER",

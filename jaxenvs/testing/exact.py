@@ -18,7 +18,7 @@ from jaxenvs.testing.runs import (
     replay_fn,
     state_step_fn,
 )
-from jaxenvs.testing.verdict import Pending, exact_statistic
+from jaxenvs.testing.verdict import Pending, VerifySettings, exact_statistic
 
 DRIFT_FACTOR = 10.0  # a separated trajectory may diverge at most this many times its rounding twin's divergence
 TWIN_SCALE = 10.0  # the twins' state is moved by this many times the measured one-step rounding at every step
@@ -43,9 +43,10 @@ def port_states(env, params, cores_and_times):
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states)
 
 
-def step_from_states(env, params, recorded, key, stochastic, power, detect) -> Pending:
+def step_from_states(env, params, recorded, key, stochastic, settings: VerifySettings) -> Pending:
     """The port stepped from the reference states in `recorded`: exactly compared (deterministic
     port) or as distributions per state (stochastic; supporting)."""
+    power, detect = settings.power, settings.detect
     resamples = len(recorded[0][4])
     state_batch = port_states(env, params, [(core, t) for _, t, core, _, _ in recorded])
     actions = np.stack([np.asarray(r[3]) for r in recorded])

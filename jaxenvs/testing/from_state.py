@@ -19,7 +19,7 @@ from jaxenvs.testing.runs import (
     quantize,
     state_step_fn,
 )
-from jaxenvs.testing.verdict import Pending
+from jaxenvs.testing.verdict import Pending, VerifySettings
 
 
 def ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng, tol: bool = False) -> np.ndarray:
@@ -50,7 +50,8 @@ def lex_ranks(port_rows: np.ndarray, ref_rows: np.ndarray, rng) -> np.ndarray:
     return (less.sum(1) + rng.uniform(size=len(less)) * (eq.sum(1) + 1)) / (k + 1)
 
 
-def from_state_statistic(env, params, recorded, key, discrete: bool, power, detect, seed: int, per_episode: float) -> Pending:
+def from_state_statistic(env, params, recorded, key, discrete: bool, settings: VerifySettings, seed: int,
+                         per_episode: float) -> Pending:
     """The from-state tier of a stochastic port: at each reference state in `recorded` the port
     steps `FROM_STATE_DRAWS` times (vmapped) with the reference's action, and the reference's
     own outcome there is ranked among the port's draws (`ranks`); the ranks of all states are
@@ -58,6 +59,7 @@ def from_state_statistic(env, params, recorded, key, discrete: bool, power, dete
     order for discrete observations; each observation entry, the reward and the flags for real
     ones -- Bonferroni over the components. The certified effect is a Kolmogorov-Smirnov
     distance of the ranks from uniform."""
+    power, detect = settings.power, settings.detect
     draws = FROM_STATE_DRAWS
     fn = compiled("state step", state_step_fn, env, draws)
     p_rows, r_rows = [], []

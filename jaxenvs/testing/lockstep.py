@@ -15,7 +15,7 @@ from jaxenvs._fast_compile import fast_jit as _fast_jit
 from jaxenvs.testing.exact import state_template
 from jaxenvs.testing.report import PortMismatch
 from jaxenvs.testing.runs import compiled
-from jaxenvs.testing.verdict import Pending, conclude
+from jaxenvs.testing.verdict import Pending, VerifySettings, conclude
 
 ILLEGAL_PROB = 0.02  # per ply, where the reference defines illegal moves: a masked-out action
 
@@ -352,11 +352,12 @@ def _turn_based_notes(ref, games, traj, explicit_chance) -> list[str]:
     return notes
 
 
-def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect, power, reference_cache, t_start,
-                       raise_inconclusive=True):
+def verify_turn_based(port_env, env, params, ref, num_games, seed, settings: VerifySettings, reference_cache, t_start,
+                      raise_inconclusive=True):
     """`verify_port` against a `TurnBasedReference`: the reference plays `num_games` games with
     random legal moves (and illegal ones where it defines them); the port replays every game in
     one compiled call; every ply is compared exactly."""
+    alpha, detect, power = settings.alpha, settings.detect, settings.power
     explicit_chance, space_notes = _turn_based_spaces(port_env, env, params, ref)
     cache_notes = []
     cache_key = (ref.fingerprint(), seed, num_games, ILLEGAL_PROB) if reference_cache is not None else None
@@ -393,7 +394,7 @@ def verify_turn_based(port_env, env, params, ref, num_games, seed, alpha, detect
                      f"in a fraction {certified:.3g} of them with probability {power:g}, above detect={detect:g}; "
                      f"{needed_games:,} games would do (num_episodes={needed_games})")
     return conclude(
-        ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, ("games", cache_notes),
+        ref, port_env, env, seed, settings, level, space_notes, statistics, t_start, ("games", cache_notes),
         mismatch, shortfall, raise_inconclusive, verdict=verdict, tiers=("exact",), num_episodes=G, horizon=T,
         states_checked=int(replay.state_ok.sum()), episodes_needed=needed_games if verdict == "inconclusive" else None,
         notes=tuple(_turn_based_notes(ref, games, traj, explicit_chance)),

@@ -19,7 +19,7 @@ from jaxenvs.testing.runs import (
     quantize,
     state_step_fn,
 )
-from jaxenvs.testing.verdict import Pending
+from jaxenvs.testing.verdict import Pending, VerifySettings
 
 
 def _outcome_table(model: TransitionModel, obs: int, action: int):
@@ -36,7 +36,8 @@ def _outcome_table(model: TransitionModel, obs: int, action: int):
     return keys, np.array([merged[k] for k in keys])
 
 
-def model_initial(env, params, key, model: TransitionModel, power, detect) -> Pending:
+def model_initial(env, params, key, model: TransitionModel, settings: VerifySettings) -> Pending:
+    power, detect = settings.power, settings.detect
     probs = np.asarray(model.initial, np.float64)
     df = max(int(np.count_nonzero(probs)) - 1, 1)
     name = "initial observation"
@@ -62,11 +63,12 @@ def model_initial(env, params, key, model: TransitionModel, power, detect) -> Pe
     return run(256)
 
 
-def model_transitions(env, params, pol, horizon, key, model: TransitionModel, num_actions, episodes, power,
-                       detect) -> Pending:
+def model_transitions(env, params, pol, horizon, key, model: TransitionModel, num_actions, episodes,
+                      settings: VerifySettings) -> Pending:
     """The port, stepped from its own states at every observation it reached in its `episodes`
     episodes (the state of the earliest visit and, from another episode, of the latest) with
     every action, against the model's exact probabilities."""
+    power, detect = settings.power, min(settings.detect, settings.detect_local)  # every pair tested
     run = compiled("rollout", port_rollout_fn, env, pol, horizon, True)
     _, (obs, _, _, _, _, _, states, alive) = run(params, key, 0, episodes)
     obs = np.asarray(obs).reshape(episodes, horizon)

@@ -17,7 +17,7 @@ from jaxenvs.testing.runs import (
     quantize,
     summary_categorical,
 )
-from jaxenvs.testing.verdict import Pending, compare
+from jaxenvs.testing.verdict import Pending, VerifySettings, compare
 
 
 def _first_visits(side: Side):
@@ -34,7 +34,7 @@ def _first_visits(side: Side):
     return strata, nxt, rew
 
 
-def transition_statistics(port: Side, ref: Side, power, detect) -> list[Pending]:
+def transition_statistics(port: Side, ref: Side, settings: VerifySettings) -> list[Pending]:
     """Next observation (with terminated) and reward per (observation, action), first visits,
     pooled over the strata (`stats.pooled_stratified_test`).
 
@@ -43,6 +43,7 @@ def transition_statistics(port: Side, ref: Side, power, detect) -> list[Pending]
     transitions. Strata too rare to pool are listed with their share of visits, which is added to
     the certified effect (a difference there cannot be ruled out); they do not block a pass on their
     own. A large difference in any one stratum still fails it (the pooled test's local half)."""
+    power, detect = settings.power, settings.detect
     ps, pn, pr = _first_visits(port)
     rs, rn, rr = _first_visits(ref)
     episodes = len(ref)
@@ -95,7 +96,7 @@ def _where(stratum, obs_dims: int) -> str:
     return f"(observation {fmt_row(row[:obs_dims])}, action {fmt_row(row[obs_dims:])})"
 
 
-def local_statistic(port: Side, ref: Side, power, detect_local, coverage) -> Pending:
+def local_statistic(port: Side, ref: Side, settings: VerifySettings) -> Pending:
     """The local guarantee: the transition (next observation, terminated and reward together) of
     every `(observation, action)` stratum holding at least `coverage` of the reference's first
     visits, tested on its own (`stats.local_strata_test`: Bonferroni over the covered strata).
@@ -104,6 +105,7 @@ def local_statistic(port: Side, ref: Side, power, detect_local, coverage) -> Pen
     statistic's `goal`), whatever the run's `detect`. A stratum the reference covers and the port
     never visits leaves the run inconclusive there (its visits differ: the pooled statistics say
     where)."""
+    power, detect_local, coverage = settings.power, settings.detect_local, settings.coverage
     ps, pn, pr = _first_visits(port)
     rs, rn, rr = _first_visits(ref)
     dims = port.obs.shape[-1]
@@ -173,32 +175,33 @@ def _worst_stratum(ps, px, rs, rx) -> tuple[str, str]:
     return desc
 
 
-def episode_statistics(port: Side, ref: Side, power, detect) -> list[Pending]:
+def episode_statistics(port: Side, ref: Side, settings: VerifySettings) -> list[Pending]:
     out = [
-        compare("episode length", port.alive.sum(1), ref.alive.sum(1), power, detect),
-        compare("outcome (0 terminated, 1 truncated, 2 horizon)", port.outcome(), ref.outcome(), power, detect,
+        compare("episode length", port.alive.sum(1), ref.alive.sum(1), settings),
+        compare("outcome (0 terminated, 1 truncated, 2 horizon)", port.outcome(), ref.outcome(), settings,
                  categorical=True),
     ]
     p_ret, r_ret = port.returns(), ref.returns()
-    joint = compare("return", p_ret, r_ret, power, detect)
+    joint = compare("return", p_ret, r_ret, settings)
     if joint.effect == "tv" or p_ret.shape[1] == 1:
         out.append(joint)
     else:
-        out += [compare(f"return[agent {j}]", p_ret[:, j], r_ret[:, j], power, detect) for j in range(p_ret.shape[1])]
+        out += [compare(f"return[agent {j}]", p_ret[:, j], r_ret[:, j], settings) for j in range(p_ret.shape[1])]
     return out
 
 
-def initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, power, detect, more=None) -> list[Pending]:
+def initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, settings: VerifySettings,
+                       more=None) -> list[Pending]:
     """The initial observation: jointly (categorical when discrete or one-dimensional) and each
     component of a multi-dimensional one; `more(level) -> (port0, ref0)` draws more resets."""
     dims = port0.shape[1]
     out = []
     if discrete or dims == 1:
-        out.append(compare("initial observation", port0, ref0, power, detect, categorical=True if discrete else None,
+        out.append(compare("initial observation", port0, ref0, settings, categorical=True if discrete else None,
                             kind="initial"))
     if dims > 1:
         cat = True if discrete else None
-        out += [compare(f"initial observation[{j}]", port0[:, j], ref0[:, j], power, detect, categorical=cat,
+        out += [compare(f"initial observation[{j}]", port0[:, j], ref0[:, j], settings, categorical=cat,
                          kind="initial") for j in range(dims)]
     if more is not None:
         for i, s in enumerate(out):
@@ -207,7 +210,7 @@ def initial_statistics(port0: np.ndarray, ref0: np.ndarray, discrete: bool, powe
                 if n > MAX_DRAWS:  # beyond the budget: the run is inconclusive without drawing in vain
                     return s
                 p0, r0 = more(max(min(int(n * 1.1), MAX_DRAWS), len(port0)))  # a margin: more draws, more categories
-                return initial_statistics(p0, r0, discrete, power, detect)[i]
+                return initial_statistics(p0, r0, discrete, settings)[i]
 
             s.top_up = top_up
     return out

@@ -13,7 +13,10 @@ import numpy as np
 from jaxenvs.testing import stats
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
+    ALPHA,
+    DETECT,
     MAX_CATEGORIES,
+    POWER,
     codes,
     quantize,
     summary_categorical,
@@ -24,11 +27,34 @@ COVERAGE = 0.01  # the local guarantee covers every stratum holding at least thi
 DETECT_LOCAL = 0.1  # ... and a pass must be able to detect a total variation this large at each
 
 
-def check_local(coverage, detect_local) -> None:
-    """Raise unless `coverage` and `detect_local` are numbers in (0, 1), saying what was wrong."""
-    for name, v in (("coverage", coverage), ("detect_local", detect_local)):
-        if not isinstance(v, (float, int, np.floating, np.integer)) or isinstance(v, bool) or not 0 < v < 1:
-            raise ValueError(f"verify_port needs {name} in (0, 1), got {v!r}")
+@dataclasses.dataclass(frozen=True)
+class VerifySettings:
+    """What a `verify_port` run must certify, checked once here and passed whole to every tier.
+
+    ``alpha``: the probability that a faithful port fails (default `ALPHA`); ``detect``: the
+    effect (total variation or KS distance) every required statistic must detect for a pass
+    (`DETECT`) with probability ``power`` (`POWER`, more than ``alpha``); ``coverage``: the share of
+    the visits from which a stratum is tested on its own (`COVERAGE`), where a pass must detect a
+    total variation of ``detect_local`` (`DETECT_LOCAL`). Each is a number in (0, 1); anything else
+    is a ValueError naming the field and what is allowed. The fields are stored as floats.
+    ``verify_port(env, reference, settings=VerifySettings(detect=0.05))`` is
+    ``verify_port(env, reference, detect=0.05)``; ``jaxenvs verify`` builds one from its flags.
+    """
+
+    alpha: float = ALPHA
+    detect: float = DETECT
+    power: float = POWER
+    coverage: float = COVERAGE
+    detect_local: float = DETECT_LOCAL
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, (float, int, np.floating, np.integer)) or isinstance(v, bool) or not 0 < v < 1:
+                raise ValueError(f"verify_port needs {f.name} in (0, 1), got {v!r}")
+            object.__setattr__(self, f.name, float(v))
+        if self.power <= self.alpha:
+            raise ValueError(f"verify_port needs power > alpha, got power={self.power!r}, alpha={self.alpha!r}")
 
 
 @dataclasses.dataclass
@@ -86,11 +112,12 @@ def _episodes_for(per_side: float, have: int, samples_per_episode: float = 1.0) 
     return int(math.ceil(per_side / max(samples_per_episode, 1e-12))) if have else 0
 
 
-def compare(name: str, x: np.ndarray, y: np.ndarray, power: float, detect: float, *, categorical: bool | None = None,
+def compare(name: str, x: np.ndarray, y: np.ndarray, settings: VerifySettings, *, categorical: bool | None = None,
              per_episode: float = 1.0, kind: str = "episode") -> Pending:
     """Two-sample comparison of rows `x` [n, D] and `y` [m, D]: categorical when `categorical`
     or (`None`) when at most MAX_CATEGORIES distinct rows occur; else KS (D must be 1).
     `per_episode`: samples each episode contributes (for the episodes needed)."""
+    power, detect = settings.power, settings.detect
     x, y = quantize(np.reshape(x, (len(x), -1))), quantize(np.reshape(y, (len(y), -1)))
     cx, cy = codes(x), codes(y)
     n, m = len(x), len(y)
@@ -118,7 +145,7 @@ def compare(name: str, x: np.ndarray, y: np.ndarray, power: float, detect: float
                     detectable=lambda level: stats.detectable_ks(n, m, level, power), needed=needed_ks, kind=kind)
 
 
-def conclude(ref, port_env, env, seed, alpha, detect, power, level, space_notes, statistics, t_start, reused,
+def conclude(ref, port_env, env, seed, settings: VerifySettings, level, space_notes, statistics, t_start, reused,
              mismatch, shortfall, raise_inconclusive, **fields) -> PortReport:
     """The one way a `verify_port` run ends, whatever its tier: its `PortReport` (the port named by
     its repr and spec id, the reference with the versions of both sides, the run's settings, its
@@ -136,7 +163,7 @@ def conclude(ref, port_env, env, seed, alpha, detect, power, level, space_notes,
     report = PortReport(
         port=repr(port_env), port_id=getattr(spec, "id", None), reference=name,
         versions={"jaxenvs": jaxenvs.__version__, "jax": jax.__version__, **versions},
-        seed=seed, alpha=alpha, detect=detect, power=power, threshold=level, spaces=tuple(space_notes),
+        seed=seed, alpha=settings.alpha, detect=settings.detect, power=settings.power, threshold=level, spaces=tuple(space_notes),
         statistics=statistics, seconds=time.perf_counter() - t_start,
         cache=f"reference {what} reused from a ReferenceCache ({', '.join(ranges)})" if ranges else None, **fields,
     )

@@ -76,14 +76,14 @@ from jaxenvs.testing.runs import (
     flat, is_parallel_env, port_reset_fn, port_rollout_fn, rebuild_state, ref_contains, same_space, time_limit, to_python,
 )
 from jaxenvs.testing.sample import episode_statistics, initial_statistics, local_statistic, transition_statistics
-from jaxenvs.testing.verdict import COVERAGE, DETECT_LOCAL, Pending, check_local, conclude
+from jaxenvs.testing.verdict import COVERAGE, DETECT_LOCAL, Pending, VerifySettings, conclude
 from jaxenvs.wrappers.base import AutoReset, has_wrapper, strip_autoreset
 
 
 __all__ = [
     "verify_port", "PortMismatch", "PortInconclusive", "PortReport", "Statistic", "ReferenceCache", "ALPHA", "DETECT",
     "POWER", "MAX_EPISODES", "BUDGET_S", "WALL_FACTOR", "MAX_DRAWS", "HORIZON", "MAX_STATES", "RESAMPLES", "ILLEGAL_PROB",
-    "CHANCE_TRIES", "games_needed", "COVERAGE", "DETECT_LOCAL",
+    "CHANCE_TRIES", "games_needed", "COVERAGE", "DETECT_LOCAL", "VerifySettings",
 ]
 
 
@@ -107,7 +107,7 @@ def _check_in_space(space, stacked_obs, lead: int, converted):
         raise PortMismatch("observation space", f"{what}: {how} = {bad} is not in the port's {space!r}")
 
 
-def _check_args(env, reference, policy, reference_cache, ints, fractions, budget_s):
+def _check_args(env, reference, policy, reference_cache, ints, budget_s):
     """Raise on a bad argument of `verify_port`, saying what was wrong and what is allowed."""
     for name, v, lo in ints:
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
@@ -115,12 +115,6 @@ def _check_args(env, reference, policy, reference_cache, ints, fractions, budget
     (_, num_episodes, _), _, (_, max_episodes, _) = ints
     if max_episodes < num_episodes:
         raise ValueError(f"verify_port needs max_episodes >= num_episodes, got {max_episodes} < {num_episodes}")
-    for name, v in fractions:
-        if not isinstance(v, (float, int)) or isinstance(v, bool) or not 0 < v < 1:
-            raise ValueError(f"verify_port needs {name} in (0, 1), got {v!r}")
-    (_, alpha), _, (_, power) = fractions
-    if power <= alpha:
-        raise ValueError(f"verify_port needs power > alpha, got power={power!r}, alpha={alpha!r}")
     if not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool) or not budget_s > 0 or budget_s != budget_s:
         raise ValueError(f"verify_port needs budget_s as a number of seconds > 0 (CPU seconds), got {budget_s!r}")
     if not isinstance(env, Environment):
@@ -137,6 +131,19 @@ def _check_args(env, reference, policy, reference_cache, ints, fractions, budget
         raise TypeError(f"verify_port needs policy as a callable (key, obs) -> action, got {type(policy).__name__}")
     if has_wrapper(strip_autoreset(env), AutoReset):
         raise ValueError("verify_port needs AutoReset outermost (or absent): it checks episodes that end")
+
+
+def _settings(settings, **given) -> VerifySettings:
+    """`settings`, or the `VerifySettings` of the keyword arguments given (None: the default)."""
+    named = sorted(k for k, v in given.items() if v is not None)
+    if settings is None:
+        return VerifySettings(**{k: given[k] for k in named})
+    if not isinstance(settings, VerifySettings):
+        raise TypeError(f"verify_port needs settings as a VerifySettings, got {type(settings).__name__}")
+    if named:
+        raise ValueError(f"verify_port takes settings= or {', '.join(k + '=' for k in named)}, not both (set them in "
+                         "the VerifySettings)")
+    return settings
 
 
 def _turn_based_reference(reference, probe, given: dict):
@@ -193,13 +200,12 @@ class _GymRun:
     """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
     policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
 
-    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, power, detect, budget,
-                 coverage=COVERAGE, detect_local=DETECT_LOCAL):
-        self.budget = budget
-        self.coverage, self.detect_local = coverage, detect_local
+    def __init__(self, env, reference, probe, seed, policy, conversions, reference_cache, settings: VerifySettings,
+                 budget):
+        self.budget, self.settings = budget, settings
         self.state_to_jax, self.obs_to_jax, self.action_to_reference = conversions
         self.env, self.params, self.reference, self.seed = env, env.default_params, reference, seed
-        self.power, self.detect, self.reference_cache = power, detect, reference_cache
+        self.reference_cache = reference_cache
         self.horizon = time_limit(env) or HORIZON
         self.multi, num_agents = env.multi_agent, env.num_agents
         self.stochastic = env.unwrapped.traits.chance != "deterministic"
@@ -328,7 +334,7 @@ class _GymRun:
 
     def from_state_stat(self, recorded) -> Pending:
         per_episode = len(recorded) / max(self.recorded_eps, 1)
-        p = from_state_statistic(self.env, self.params, recorded, self.key, self.discrete_obs, self.power, self.detect,
+        p = from_state_statistic(self.env, self.params, recorded, self.key, self.discrete_obs, self.settings,
                                  self.seed, per_episode)
         p.required = not (self.discrete_obs and self.discrete_act) and not self.model_ok
         return p
@@ -349,12 +355,12 @@ class _GymRun:
     def sample_tier(self) -> list[Pending]:
         out = []
         if not self.initial_exact:
-            out += initial_statistics(self.port_side.obs0, self.ref_side.obs0, self.discrete_obs, self.power,
-                                      self.detect, self.more_initial)
-        out += episode_statistics(self.port_side, self.ref_side, self.power, self.detect)
+            out += initial_statistics(self.port_side.obs0, self.ref_side.obs0, self.discrete_obs, self.settings,
+                                      self.more_initial)
+        out += episode_statistics(self.port_side, self.ref_side, self.settings)
         if self.discrete_obs and self.discrete_act:
-            out += transition_statistics(self.port_side, self.ref_side, self.power, self.detect)
-            out.append(local_statistic(self.port_side, self.ref_side, self.power, self.detect_local, self.coverage))
+            out += transition_statistics(self.port_side, self.ref_side, self.settings)
+            out.append(local_statistic(self.port_side, self.ref_side, self.settings))
         for s in out:  # what a stronger tier covers only supports the verdict
             if (s.kind == "transition" and self.transitions_exact) or (s.kind == "episode" and self.transitions_certified):
                 s.required = False
@@ -392,11 +398,10 @@ class _GymRun:
 
     def _stronger_tiers(self, model, num_episodes: int) -> list[Pending]:
         """The exact, from-state and model tiers' statistics (those that apply)."""
-        env, params, key, recorded, power, detect = self.env, self.params, self.key, self.recorded, self.power, self.detect
+        env, params, key, recorded, settings = self.env, self.params, self.key, self.recorded, self.settings
         out: list[Pending] = []
         if recorded and not self.stochastic:
-            out.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, False, power,
-                                        detect))
+            out.append(step_from_states(env, params, [r for r in recorded if r[0] < num_episodes], key, False, settings))
             starts = {i: core for i, t, core, _, _ in recorded if t == 0}
             out.append(replay_trajectories(env, params, self.horizon, self.ref_side, starts, self.act_template,
                                            rounding=out[-1].rounding))
@@ -404,11 +409,11 @@ class _GymRun:
             out.append(self.from_state_stat(recorded))
         if self.model_ok:
             if model.initial is not None:
-                out.append(model_initial(env, params, key, model, power, detect))
+                out.append(model_initial(env, params, key, model, settings))
             # every pair reached is tested on its own: the local guarantee too (the smaller of the two)
             out.append(model_transitions(env, params, self.pol, self.horizon, key, model, int(self.act_space.n),
-                                         num_episodes, power, min(detect, self.detect_local)))
-            out[-1].goal = min(detect, self.detect_local)
+                                         num_episodes, settings))
+            out[-1].goal = min(settings.detect, settings.detect_local)
         self.from_states = self.stochastic and self.state_to_jax is not None and not self.model_ok
         self.transitions_exact = bool((not self.stochastic and recorded) or self.model_ok)
         # what certifies the transitions (exactly, by model, from reference states or pooled over strata)
@@ -439,7 +444,7 @@ def _top_up(pending: list[Pending], level: float, detect: float, kinds=None) -> 
                                 and p.short(level, detect)) else p for p in pending]
 
 
-def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, budget: Budget):
+def _rounds(run: _GymRun, pending, num_episodes, max_episodes, settings: VerifySettings, budget: Budget):
     """Phase 5's sampling: more episodes in rounds while a required statistic falls short of
     `detect`, within `max_episodes` and the budget (CPU seconds, `Budget`). A fixed plan of at
     most `rounds` looks at the data (each round grows the episodes by a quarter at least): each
@@ -447,6 +452,7 @@ def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, bu
     so however the budget ends -- between rounds or inside one, which then keeps the episodes
     both sides completed -- a faithful port fails with probability at most alpha. Returns
     `(pending, level, rounds, episodes, CPU seconds per episode, why it stopped)`."""
+    alpha, detect = settings.alpha, settings.detect
     rounds = 2 + max(0, math.ceil(math.log2(max_episodes / num_episodes)))
     level = alpha / (len(pending) * rounds)
     episodes, used_rounds, stop_reason = len(run.ref_side), 1, budget.stopped
@@ -488,11 +494,12 @@ def _rounds(run: _GymRun, pending, num_episodes, max_episodes, alpha, detect, bu
     return pending, level, rounds, episodes, per_episode_s, stop_reason
 
 
-def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, alpha, detect, max_episodes,
-             budget: Budget):
+def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop_reason, settings: VerifySettings,
+             max_episodes, budget: Budget):
     """Phase 5's verdict: fail on any rejection, inconclusive while a required statistic falls short
     of `detect`, pass otherwise; returns `(mismatch, shortfall, the report's fields)` for `conclude`,
     its notes the budget that would certify `detect` and what each tier assumes."""
+    alpha, detect = settings.alpha, settings.detect
     statistics = tuple(p.finish(level, detect) for p in pending)
     failed = [s for s in statistics if s.p_value < level]
     short = [s for s in statistics if s.required and s.detectable > s.target(detect)]
@@ -553,14 +560,15 @@ def verify_port(
     num_episodes: int = 1000,
     max_episodes: int = MAX_EPISODES,
     seed: int = 0,
-    alpha: float = ALPHA,
-    detect: float = DETECT,
-    power: float = POWER,
+    alpha: float | None = None,
+    detect: float | None = None,
+    power: float | None = None,
     reference_cache: ReferenceCache | None = None,
     raise_inconclusive: bool = True,
     budget_s: float = BUDGET_S,
-    coverage: float = COVERAGE,
-    detect_local: float = DETECT_LOCAL,
+    coverage: float | None = None,
+    detect_local: float | None = None,
+    settings: VerifySettings | None = None,
 ) -> PortReport:
     """Check that `env` (a jaxenvs port) behaves like `reference`; return the `PortReport` of a
     pass, raise `PortMismatch` on a fail and `PortInconclusive` on an inconclusive run (or,
@@ -639,33 +647,35 @@ def verify_port(
     action` acts on both sides (default: `default_policy`). `reference_cache` (a
     `ReferenceCache`) reuses the reference's rollouts between calls; without it the reference
     always runs afresh.
+
+    Settings: `alpha`, `detect`, `power`, `coverage` and `detect_local` (each None: its default
+    above) make one `VerifySettings`, checked once; or pass that object whole as `settings` (then
+    none of the five: a ValueError says so).
     """
     t_start = time.perf_counter()
+    settings = _settings(settings, alpha=alpha, detect=detect, power=power, coverage=coverage,
+                         detect_local=detect_local)
     _check_args(env, reference, policy, reference_cache,
-                (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)),
-                (("alpha", alpha), ("detect", detect), ("power", power)), budget_s)
-    check_local(coverage, detect_local)
-    coverage, detect_local = float(coverage), float(detect_local)
+                (("num_episodes", num_episodes, 10), ("seed", seed, 0), ("max_episodes", max_episodes, 10)), budget_s)
     port_env, env = env, strip_autoreset(env)
-    num_episodes, max_episodes, seed = int(num_episodes), int(max_episodes), int(seed)
-    alpha, detect, power, budget_s = float(alpha), float(detect), float(power), float(budget_s)
+    num_episodes, max_episodes, seed, budget_s = int(num_episodes), int(max_episodes), int(seed), float(budget_s)
     budget = Budget(budget_s)  # from here: building the reference counts, as every later draw does
     probe = reference if (is_openspiel_game(reference) or is_pgx_env(reference)) else reference()
     if is_openspiel_game(probe) or is_aec_env(probe) or is_pgx_env(probe):
         ref = _turn_based_reference(reference, probe, {
             "state_to_jax": state_to_jax, "obs_to_jax": obs_to_jax, "action_to_reference": action_to_reference,
             "policy": policy, "transition_probs": transition_probs})
-        return verify_turn_based(port_env, env, env.default_params, ref, num_episodes, seed, alpha, detect, power,
-                                  reference_cache, t_start, raise_inconclusive)
+        return verify_turn_based(port_env, env, env.default_params, ref, num_episodes, seed, settings, reference_cache,
+                                 t_start, raise_inconclusive)
     require("scipy.stats", extra="verify", purpose="jaxenvs.testing.verify_port")  # the statistics (not turn-based)
     run = _GymRun(env, reference, probe, seed, policy, (state_to_jax, obs_to_jax, action_to_reference), reference_cache,
-                  power, detect, budget, coverage, detect_local)
+                  settings, budget)
     pending = run.first_round(num_episodes, transition_probs)
-    pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, alpha, detect, budget)
-    mismatch, shortfall, fields = _verdict(run, pending, level, *rest, alpha, detect, max_episodes, budget)
-    return conclude(run.ref, port_env, env, seed, alpha, detect, power, level, run.space_notes, fields.pop("statistics"),
-                    t_start, ("rollouts", run.cache_notes), mismatch, shortfall, raise_inconclusive, budget_s=budget_s,
-                    coverage=coverage, detect_local=detect_local, **fields)
+    pending, level, *rest = _rounds(run, pending, num_episodes, max_episodes, settings, budget)
+    mismatch, shortfall, fields = _verdict(run, pending, level, *rest, settings, max_episodes, budget)
+    return conclude(run.ref, port_env, env, seed, settings, level, run.space_notes, fields.pop("statistics"), t_start,
+                    ("rollouts", run.cache_notes), mismatch, shortfall, raise_inconclusive, budget_s=budget_s,
+                    coverage=settings.coverage, detect_local=settings.detect_local, **fields)
 
 
 def _last_obs(side: Side) -> np.ndarray:
