@@ -371,3 +371,27 @@ def test_noisy_heuristic_plays_a_random_legal_move_a_fifth_of_the_time():
     assert stats.chisquare(counts, n * p).pvalue > 1e-4
     counts = np.bincount(_variant("heuristic_noisy", _SIDES, n, seed=2), minlength=7)
     assert counts[3] == 0  # never an illegal move, noise or not
+
+
+def test_game_hooks_are_declared_with_defaults_and_wrappers_forward_them():
+    """The games' hooks are attributes `Environment` declares (None or empty by default), hold
+    objects (no "module:function" strings) and read the same through the wrappers `make` adds."""
+    from jaxenvs.core import GAME_HOOKS, Environment
+    from jaxenvs.games import connect_four as c4
+
+    assert {h: getattr(Environment, h) for h in GAME_HOOKS if h != "OPPONENTS"} == dict.fromkeys(
+        set(GAME_HOOKS) - {"OPPONENTS"})
+    assert dict(Environment.OPPONENTS) == {}
+    for env_id in ("TicTacToe-v0", "ConnectFour-v0", "KuhnPoker-v0", "GridWorld-v0"):
+        env = jaxenvs.make(env_id)
+        assert env is not env.unwrapped  # TimeLimit / AutoReset
+        for hook in GAME_HOOKS:
+            assert getattr(env, hook) == getattr(env.unwrapped, hook), (env_id, hook)
+        for name, (policy, meaning) in env.unwrapped.OPPONENTS.items():
+            assert callable(policy) and not isinstance(policy, str) and meaning, (env_id, name)
+    ttt, cf, kuhn = (jaxenvs.make(i) for i in ("TicTacToe-v0", "ConnectFour-v0", "KuhnPoker-v0"))
+    assert ttt.OPPONENTS["perfect"][0] is tictactoe_perfect and cf.OPPONENTS["heuristic"][0] is strong_heuristic
+    assert cf.LOOKAHEAD is c4.lookahead_values and ttt.LOOKAHEAD is None and cf.MAX_PLIES == 42
+    assert kuhn.state_from_observation is None and kuhn.move_at is None and kuhn.observer_view is not None
+    assert ttt.observer_view is None and ttt.move_at is not None and ttt.MOVE_KEY.startswith("cells")
+    assert named_opponents(cf)["no-blunder"].policy is c4.no_blunder
