@@ -99,3 +99,33 @@ def test_rendering(env):
     assert tuple(frame[0, 0]) == (30, 80, 200)
     lines = env.render_text(state).splitlines()
     assert lines[5] == ". . . X . . ." and lines[4] == ". . . O . . ." and lines[-1] == "agent 0 (X) to move"
+
+
+def test_the_game_core_win_tests_agree_on_random_positions():
+    """The env's win test after a move (`four_in_a_row` of the board with the piece dropped) and
+    the look-ahead's before it (`wins_at_once`: the landing cell completes a line) are one rule:
+    equal for every open column of 400 positions of random play (no line yet), both players."""
+    from jaxenvs.games import connect_four as core
+
+    rng = np.random.default_rng(0)
+    boards = []
+    while len(boards) < 400:
+        mine, theirs, heights = np.zeros((6, 7), bool), np.zeros((6, 7), bool), np.zeros(7, np.int32)
+        for _ in range(rng.integers(4, 30)):
+            open_cols = np.flatnonzero(heights < 6)
+            c = rng.choice(open_cols)
+            mine[5 - heights[c], c] = True
+            heights[c] += 1
+            if bool(four_in_a_row(jnp.asarray(mine))):
+                break
+            mine, theirs = theirs, mine
+            boards.append((mine.copy(), heights.copy()))
+    mine, heights = (jnp.asarray(np.stack(x)) for x in zip(*boards[:400]))
+
+    def both(mine, heights):
+        after = jax.vmap(lambda c: four_in_a_row(core.drop(mine, heights, c)[0]))(jnp.arange(7))
+        return core.wins_at_once(mine, heights), after & core.open_columns(heights)
+
+    before, after = jax.jit(jax.vmap(both))(mine, heights)
+    np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+    assert 20 < int(np.sum(np.asarray(before))) < 400 * 7 // 2  # wins in sight, and not everywhere

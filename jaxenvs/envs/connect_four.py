@@ -22,8 +22,10 @@ game stays zero-sum, as jaxenvs' turn-based contract says). ``info["illegal_acti
 whether the step's move was illegal; ``jaxenvs.checked`` raises on one. Stepping a terminal state
 (no auto-reset) counts as an illegal move. The step draws no randomness.
 
-The win test looks at the mover's pieces only (only they can have made a new line) through
-shifted slices of the board: elementwise operations that fuse, no gather.
+The rules (where a piece lands, the open columns, the win test) are the pure game core in
+`jaxenvs.games.connect_four`, which the players and the look-ahead there use too. The win test
+looks at the mover's pieces only (only they can have made a new line) through shifted slices of
+the board: elementwise operations that fuse, no gather.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ import numpy as np
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment, Traits
 from jaxenvs.games import connect_four as solver
+from jaxenvs.games.connect_four import COLS, ROWS, add_piece, drop_cell, four_in_a_row, heights_of, open_columns
 from jaxenvs.rendering import draw
 
-ROWS, COLS = 6, 7
 CELL_PX = 32  # rendering: pixels per cell
 PIECE_COLORS = np.array([draw.WHITE, draw.RED, draw.BLACK], dtype=np.uint8)  # empty, agent 0, agent 1
 BOARD_COLOR = (30, 80, 200)
@@ -55,22 +57,6 @@ class EnvState:
     heights: jax.Array  # int32[7]: pieces in each column
     current_player: jax.Array  # int32[]: the agent to move (after the end: the one that would move)
     terminated: jax.Array  # bool[]: the game is over (win, draw or illegal move)
-
-
-def four_in_a_row(mine: jax.Array) -> jax.Array:
-    """bool[]: whether the bool[6, 7] board ``mine`` holds four in a row in any direction.
-
-    The windows of the four directions are joined and reduced once, as uint8 (a max): XLA:CPU runs
-    each ``jnp.any`` of a small bool array as a reduction of its own, and a batched step spent about
-    half of its time in four of them. With one uint8 max over the 69 windows (the same values) its
-    random-play steps/s against Pgx's went from 1.39x to 1.93x at 1,024 envs
-    (``benchmarks/steps_per_sec.py``, docs/guides/performance.md)."""
-    horizontal = mine[:, :-3] & mine[:, 1:-2] & mine[:, 2:-1] & mine[:, 3:]
-    vertical = mine[:-3] & mine[1:-2] & mine[2:-1] & mine[3:]
-    diagonal = mine[:-3, :-3] & mine[1:-2, 1:-2] & mine[2:-1, 2:-1] & mine[3:, 3:]
-    anti_diagonal = mine[3:, :-3] & mine[2:-1, 1:-2] & mine[1:-2, 2:-1] & mine[:-3, 3:]
-    windows = jnp.concatenate([w.ravel() for w in (horizontal, vertical, diagonal, anti_diagonal)])
-    return jnp.max(windows.astype(jnp.uint8)) > 0
 
 
 class ConnectFour(Environment):
@@ -124,12 +110,9 @@ class ConnectFour(Environment):
         player = state.current_player
         column = action[player]
         height = state.heights[jnp.clip(column, 0, COLS - 1)]
-        legal = (column >= 0) & (column < COLS) & (height < ROWS) & ~state.terminated
-        rows = jnp.arange(ROWS)[:, None]
-        cols = jnp.arange(COLS)
-        lands = legal & (rows == ROWS - 1 - height) & (cols[None, :] == column)
-        board = jnp.where(lands, player + 1, state.board)
-        heights = state.heights + (legal & (cols == column)).astype(jnp.int32)
+        legal = (column >= 0) & (column < COLS) & open_columns(height) & ~state.terminated
+        board = jnp.where(drop_cell(height, column, legal), player + 1, state.board)
+        heights = add_piece(state.heights, column, legal)
         won = legal & four_in_a_row(board == player + 1)
         full = jnp.min(heights) == ROWS  # an int reduction: XLA:CPU runs a small bool one slowly (see four_in_a_row)
         mover_reward = jnp.where(legal, jnp.where(won, 1.0, 0.0), -1.0).astype(jnp.float32)
@@ -142,7 +125,7 @@ class ConnectFour(Environment):
         """bool[2, 7]: the columns that are not full in the mover's row, all false in the other row
         and in a terminal state."""
         moves = (jnp.arange(2) == state.current_player) & ~state.terminated
-        return moves[:, None] & (state.heights < ROWS)[None, :]
+        return moves[:, None] & open_columns(state.heights)[None, :]
 
     def current_player(self, state, params=None):
         return state.current_player
@@ -155,7 +138,7 @@ class ConnectFour(Environment):
         planes = jnp.asarray(obs["observation"]).astype(jnp.int32)  # [6, 7, 2]
         mover = jnp.where(jnp.sum(planes[..., 0]) == jnp.sum(planes[..., 1]), 0, 1).astype(jnp.int32)
         board = jnp.where(planes[..., 0] != 0, mover + 1, jnp.where(planes[..., 1] != 0, 2 - mover, 0))
-        return EnvState(board=board.astype(jnp.int32), heights=jnp.sum(board != 0, axis=0).astype(jnp.int32),
+        return EnvState(board=board.astype(jnp.int32), heights=heights_of(board != 0),
                         current_player=mover, terminated=~jnp.any(jnp.asarray(obs["action_mask"]) != 0))
 
     def _obs(self, state):
