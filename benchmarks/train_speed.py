@@ -87,9 +87,9 @@ import numpy as np  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.rollout import time_calls  # noqa: E402
-from jaxenvs.train.chunks import chunk_length  # noqa: E402
+from jaxenvs.train.app.chunks import chunk_length  # noqa: E402
 from jaxenvs.train.configs import get_config  # noqa: E402
-from jaxenvs.train.evaluate import evaluate_params  # noqa: E402
+from jaxenvs.train.grading import evaluate_params  # noqa: E402
 from jaxenvs.train.trainers import make_trainer  # noqa: E402
 
 

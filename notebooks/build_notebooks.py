@@ -242,7 +242,7 @@ The trainer in `train/ppo.py` follows PureJaxRL: `make_trainer(config).train` (P
 program that steps the environments, computes advantages and updates the network. `jax.vmap`
 over keys trains several seeds in one call. This notebook trains GridWorld and HurdleRace with the
 tuned defaults of `train/configs.py` (GridWorld on several seeds at once), plots the learning
-curves, shows the trained policies and evaluates them with `train/evaluate.py`.
+curves, shows the trained policies and evaluates them with `train/grading.py`.
 
 {RUNNING} Here quick mode trains fewer seeds: the tuned budgets themselves run in about a second
 once compiled, even on a CPU, and compiling does not get cheaper with a smaller budget."""),
@@ -255,8 +255,8 @@ import numpy as np
 from IPython.display import Image, display
 
 from jaxenvs.train.configs import get_config
-from jaxenvs.train.evaluate import evaluate, evaluate_params
-from jaxenvs.train.plotting import policy_gif
+from jaxenvs.train.grading import evaluate, evaluate_params
+from jaxenvs.train.app.plotting import policy_gif
 from jaxenvs.train.trainers import make_trainer
 
 NUM_SEEDS = 2 if QUICK else 4
@@ -322,8 +322,8 @@ plot_learning_curves(metrics, config, "PPO on GridWorld-v0")"""),
     ("md", """\
 Every GridWorld episode that ends has reached the target, so the return stays at 1; the episode
 length shows the learning, from a random walk down to the shortest path. The policy of seed 0,
-acting greedily (`train.plotting.policy_gif` renders three episodes), and
-the evaluation of every seed with `train.evaluate.evaluate` over 1,000 episodes: the success
+acting greedily (`train.app.plotting.policy_gif` renders three episodes), and
+the evaluation of every seed with `train.grading.evaluate` over 1,000 episodes: the success
 rate, and the mean episode length against the mean Manhattan distance between agent and target
 at the start (the shortest possible). The run is solved when every seed is."""),
     ("code", """\
@@ -354,7 +354,7 @@ print(f"trained {race_config.num_updates * race_config.steps_per_update:,} env s
 plot_learning_curves(race_metrics, race_config, "PPO self-play on HurdleRace-v0")"""),
     ("md", """\
 The return averaged over both runners is 0 in self-play (one wins, the other loses); the episode
-length is what improves. `train.evaluate.evaluate_params` evaluates one set of params: the
+length is what improves. `train.grading.evaluate_params` evaluates one set of params: the
 fraction of decisions that jump exactly when a hurdle is ahead, and how often the policy beats a
 runner that acts at random."""),
     ("code", """\
@@ -573,8 +573,8 @@ import time
 from IPython.display import Image, display
 
 from jaxenvs.train.configs import get_config
-from jaxenvs.train.evaluate import evaluate_params, first_episodes
-from jaxenvs.train.plotting import policy_gif
+from jaxenvs.train.grading import evaluate_params, first_episodes
+from jaxenvs.train.app.plotting import policy_gif
 from jaxenvs.train.trainers import make_trainer
 
 config = get_config(ENV_ID, total_timesteps=10_000 if QUICK else 30_000, num_envs=16, num_steps=32, lr=1e-3)

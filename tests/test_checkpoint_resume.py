@@ -17,11 +17,11 @@ from flax import serialization
 
 import jaxenvs
 from jaxenvs.train import __main__ as cli
-from jaxenvs.train import chunks as chunks_module
-from jaxenvs.train import run as run_module
+from jaxenvs.train.app import chunks as chunks_module
+from jaxenvs.train.app import run as run_module
 from jaxenvs.train.checkpoint import CheckpointError, atomic_write, check_run_dir, load_run
 from jaxenvs.train.configs import RunSettings
-from jaxenvs.train.evaluate import main as evaluate_main
+from jaxenvs.cli import main as jaxenvs_main
 
 TINY = ["--num-envs", "2", "--num-steps", "4", "--num-minibatches", "1", "--update-epochs", "1", "--hidden-sizes", "8",
         "--chunks", "1", "--no-gif", "--no-eval"]
@@ -80,10 +80,10 @@ def test_resume_continues_a_point_env_run_and_a_finished_run_is_left_alone(tmp_p
 
 
 class _NoBackgroundCompile:
-    """Stands in for the `Background` job of `train.chunks` (the training program's compile) where a
+    """Stands in for the `Background` job of `train.app.chunks` (the training program's compile) where a
     run is stopped before its training program is needed: nothing compiles (a real compile would go
     on in a thread after the test, in the way of the next ones). The initial state's program still
-    compiles in its own background job (`train.run`): the run needs it."""
+    compiles in its own background job (`train.app.run`): the run needs it."""
 
     def __init__(self, fn, name=""):
         del fn, name
@@ -157,9 +157,7 @@ def test_a_damaged_checkpoint_is_reported_with_its_path(grid_run, tmp_path, caps
     with pytest.raises(CheckpointError, match=words) as e:
         load_run(run_dir)
     assert str(ckpt) in str(e.value)
-    with pytest.raises(SystemExit) as e:
-        evaluate_main([str(run_dir)])
-    assert e.value.code == 2 and str(ckpt) in capsys.readouterr().err
+    assert jaxenvs_main(["evaluate", str(run_dir)]) == 2 and str(ckpt) in capsys.readouterr().err
     code, _, err = train(capsys, "--resume", str(run_dir))
     assert code == 2 and str(ckpt) in err and "Traceback" not in err
 
@@ -189,9 +187,7 @@ def test_evaluate_on_a_directory_that_is_not_a_run_exits_2(tmp_path, capsys):
         ([str(tmp_path / "nope")], "does not exist"),
         ([str(tmp_path), "--seed", str(10**23)], "--seed"),
     ]:
-        with pytest.raises(SystemExit) as e:
-            evaluate_main(argv)
-        assert e.value.code == 2 and words in capsys.readouterr().err
+        assert jaxenvs_main(["evaluate", *argv]) == 2 and words in capsys.readouterr().err
     with pytest.raises(CheckpointError, match="no config.json and no checkpoint.msgpack"):
         check_run_dir(tmp_path)
 
@@ -280,15 +276,15 @@ def test_a_full_disk_is_refused_before_training(grid_run, tmp_path, capsys, monk
 
 
 def test_exit_statuses_are_documented():
-    from jaxenvs.train.exits import EXIT_STATUSES
-    from jaxenvs.train.parser import build_parser
+    from jaxenvs.train.app.exits import EXIT_STATUSES
+    from jaxenvs.train.app.parser import build_parser
 
     assert "3 the run directory could not be written" in build_parser().epilog
     assert "1 training diverged" in EXIT_STATUSES and "130 interrupted" in EXIT_STATUSES
 
 
 def test_evaluation_json_comes_before_the_plot_and_resume_writes_what_is_missing(tmp_path, capsys, monkeypatch):
-    from jaxenvs.train import plotting
+    from jaxenvs.train.app import plotting
 
     def killed(*a, **k):
         raise KeyboardInterrupt  # a kill while the curve is drawn
@@ -321,7 +317,7 @@ def test_a_kill_between_outputs_is_finished_by_resume(point, grid_run, tmp_path,
     """Killed while the GIF is written (the learning curve finished meanwhile, as the helper process
     finishes it after the command dies) or after the last output, before the record of them:
     ``--resume`` does not call the run complete, and writes every output."""
-    from jaxenvs.train import outputs, plotting
+    from jaxenvs.train.app import outputs, plotting
 
     run_dir = tmp_path / "run"
     shutil.copytree(grid_run, run_dir)

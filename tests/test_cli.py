@@ -317,7 +317,7 @@ def test_top_level_help_and_train_point_to_jaxenvs_train(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "Training is its own command: jaxenvs-train (e.g. jaxenvs-train --env GridWorld-v0; jaxenvs-train --help)" in out
     # the command line the pointer prints is one jaxenvs-train accepts
-    from jaxenvs.train.parser import parse_args
+    from jaxenvs.train.app.parser import parse_args
 
     assert main(["train", "PointEnv-v0", "--total-timesteps", "64"]) == 2
     err = capsys.readouterr().err
@@ -446,7 +446,7 @@ def test_play_a_trained_run_without_the_train_extra(trained_grid_world, monkeypa
 
 
 def test_gloo_banner_filter_keeps_everything_else():
-    from jaxenvs._stdout_filter import filter_lines
+    from jaxenvs.train.app.stdout_filter import filter_lines
 
     banner = b"[Gloo] Rank 1 is connected to 7 peer ranks. Expected number of connected peer ranks is : 7\n"
     out, rest = filter_lines(b"steps 10/20\r" + banner + b"done\n[Gl")

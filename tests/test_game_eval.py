@@ -1,5 +1,5 @@
 """Trained policies as objects (`jaxenvs.train.load_policy`), opponents on the command lines
-(`python -m jaxenvs.train.evaluate RUN --opponent ...`, `jaxenvs play RUN --opponent ...`) and
+(`jaxenvs evaluate RUN --opponent ...`, `jaxenvs play RUN --opponent ...`) and
 replays of turn-based games that say whose move it is and how each game ended.
 
 One run directory serves every test: PPO on Tic-Tac-Toe for one update (compiled with XLA's cheap
@@ -211,22 +211,31 @@ def test_a_run_plays_with_its_own_play_lookahead(run_dir, tmp_path):
 
 
 def test_opponents_by_name_and_their_mistakes(run_dir):
+    from jaxenvs.cli.args import UsageError
+    from jaxenvs.cli.policies import named_opponent
     from jaxenvs.games import OpponentError, make_opponent, random_legal
+    from jaxenvs.train import load_policy
     from jaxenvs.games.tic_tac_toe import perfect
 
     ttt = jaxenvs.make("TicTacToe-v0", autoreset=False)
     assert make_opponent("random", ttt)[1] is random_legal
     assert make_opponent("perfect", ttt)[1] is perfect
-    label, other = make_opponent(str(run_dir), ttt)
-    assert label == f"run {run_dir}" and other.env_id == "TicTacToe-v0"
+    policy = load_policy(run_dir)
+    assert make_opponent(policy, ttt, label="mine") == ("mine", policy)
+    assert make_opponent(policy, ttt) == ("policy", policy)
+    with pytest.raises(OpponentError, match=r"is a path, not an opponent's name: a trained run plays as the policy "
+                                            r"jaxenvs\.train\.load_policy\("):
+        make_opponent(str(run_dir), ttt)  # the library loads no run: the command lines do (named_opponent)
+    label, other = named_opponent(ttt, str(run_dir))
+    assert label == f"run {run_dir}" and other.env_id == "TicTacToe-v0" and other.search == 0
     with pytest.raises(OpponentError, match="'heuristic' plays ConnectFour-v0 only, not TicTacToe-v0; for TicTacToe-v0 "
                                             "choose 'random' .*, 'perfect' .*, or a run directory"):
         make_opponent("heuristic", ttt)
     with pytest.raises(OpponentError, match="unknown opponent 'minimax'"):
         make_opponent("minimax", ttt)
     c4 = jaxenvs.make("ConnectFour-v0", autoreset=False)
-    with pytest.raises(OpponentError, match="was trained on TicTacToe-v0, not ConnectFour-v0"):
-        make_opponent(str(run_dir), c4)
+    with pytest.raises(UsageError, match="was trained on TicTacToe-v0, not ConnectFour-v0"):
+        named_opponent(c4, str(run_dir))
     with pytest.raises(OpponentError, match="two-player zero-sum games; GridWorld-v0 has 1 agent"):
         make_opponent("random", jaxenvs.make("GridWorld-v0"))
 
@@ -242,7 +251,7 @@ def run_cli(args, cwd, cache):
 def test_evaluate_reports_win_draw_loss_per_seat(run_dir, tmp_path, greedy_moves):
     # from another directory, the run given relative to it
     rel = os.path.relpath(run_dir, tmp_path)
-    p = run_cli(["jaxenvs.train.evaluate", rel, "--opponent", "perfect", "--games", "300", "--json"], tmp_path,
+    p = run_cli(["jaxenvs", "evaluate", rel, "--opponent", "perfect", "--games", "300", "--json"], tmp_path,
                 os.environ["JAXENVS_TEST_CACHE_DIR"])
     result = json.loads(p.stdout)
     # TicTacToe-v0's tuned entry judges the run (a 64-step run is far from its bar: exit 1)
@@ -267,7 +276,7 @@ def test_a_game_without_a_tuned_entry_is_measured_against_random_play(run_dir, p
     """A two-player game with no evaluation of its own is judged against random-legal play per seat
     (never by its self-play mean return of 0), with no verdict."""
     from jaxenvs.train.checkpoint import load_run
-    from jaxenvs.train.evaluate import evaluate_game_vs_random
+    from jaxenvs.train.grading import evaluate_game_vs_random
 
     params = jax.tree.map(lambda x: x[0], load_run(run_dir)[1].params)
     out = evaluate_game_vs_random(policy.trainer, params, jax.random.key(3), num_episodes=N)
@@ -280,9 +289,8 @@ def test_a_game_without_a_tuned_entry_is_measured_against_random_play(run_dir, p
 
 def test_command_line_opponent_mistakes_are_one_line(run_dir, capsys):
     from jaxenvs.cli import main as jaxenvs_main
-    from jaxenvs.train.evaluate import main as evaluate_main
 
-    assert evaluate_main([str(run_dir), "--opponent", "heuristic"]) == 2
+    assert jaxenvs_main(["evaluate", str(run_dir), "--opponent", "heuristic"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "opponent 'heuristic' plays ConnectFour-v0 only" in err[0] and "choose 'random'" in err[0]
     assert jaxenvs_main(["play", str(run_dir), "--opponent", "minimax"]) == 2
@@ -296,11 +304,9 @@ def test_command_line_opponent_mistakes_are_one_line(run_dir, capsys):
     assert "--seat: expected 0 or 1, got '2'" in capsys.readouterr().err
     assert jaxenvs_main(["play", "TicTacToe-v0", "--lookahead", "2"]) == 2
     assert "--lookahead N is for a trained policy" in capsys.readouterr().err
-    for args, says in ((["--lookahead", "-1", "--opponent", "random"], "--lookahead -1: must be a non-negative integer"),
+    for args, says in ((["--lookahead", "-1", "--opponent", "random"], "--lookahead: expected an integer >= 0, got '-1'"),
                        (["--lookahead", "2"], "give --opponent too")):
-        with pytest.raises(SystemExit) as exit_:
-            evaluate_main([str(run_dir), *args])
-        assert exit_.value.code == 2 and says in capsys.readouterr().err
+        assert jaxenvs_main(["evaluate", str(run_dir), *args]) == 2 and says in capsys.readouterr().err
 
 
 def test_play_against_an_opponent_replays_whose_move_and_the_result(run_dir, tmp_path, monkeypatch, capsys):
@@ -386,7 +392,7 @@ def test_the_runs_policy_gif_has_a_caption_per_frame(policy, tmp_path):
     import imageio.v3 as iio
 
     from jaxenvs.train.checkpoint import load_run
-    from jaxenvs.train.plotting import policy_gif
+    from jaxenvs.train.app.plotting import policy_gif
 
     params = jax.tree.map(lambda x: x[0], load_run(policy.run_dir)[1].params)
     path = policy_gif(policy.trainer, params, tmp_path / "policy.gif", jax.random.key(0), num_episodes=2)
@@ -418,7 +424,7 @@ def test_a_single_agent_policy_takes_the_observation_without_agent_axis():
 
 def test_the_evaluation_header_says_what_it_counted():
     """Kuhn poker's evaluation is exact (no episodes played); the games count games per seat."""
-    from jaxenvs.train.evaluate import format_table
+    from jaxenvs.train.grading import format_table
 
     def header(env_id, metrics):
         return format_table({"env_id": env_id, "num_episodes": 1000, "solved": True,
@@ -438,7 +444,7 @@ def test_the_evaluation_table_says_each_meaning_once():
     """Rows whose meanings differ in a few words (win/draw/loss, first/second mover) show only those
     words after the first; a meaning of its own stays whole."""
     from jaxenvs.train import tuned
-    from jaxenvs.train.evaluate import format_table
+    from jaxenvs.train.grading import format_table
 
     names = ["win_vs_random_seat0", "win_vs_random_seat1", "draw_vs_random_seat0", "illegal_vs_random"]
     table = format_table({"env_id": "TicTacToe-v0", "num_episodes": 1000, "solved": True,

@@ -181,7 +181,7 @@ def point_ppo():
 
 
 def test_the_trainers_chunk_program_same_values_and_no_host_wait(point_ppo):
-    from jaxenvs.train.chunks import ChunkProgram
+    from jaxenvs.train.app.chunks import ChunkProgram
 
     trainer, runner = point_ppo
     hp = trainer.config.hparams()

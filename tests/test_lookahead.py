@@ -244,7 +244,6 @@ def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_
     from jaxenvs.cli import main as jaxenvs_main
     from jaxenvs.games import search
     from jaxenvs.train import load_policy
-    from jaxenvs.train.evaluate import main as evaluate_main
 
     def never(*args, **kwargs):
         raise AssertionError("a refused budget reached the search or the look-ahead")
@@ -265,10 +264,9 @@ def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_
         with pytest.raises(ValueError) as e:
             load_policy(ttt_run, **kw)
         assert says in str(e.value) and f"{argv[0]}: {e.value}" in err[0]
-        with pytest.raises(SystemExit) as exit_:  # the evaluation's head-to-head games likewise
-            evaluate_main([str(ttt_run), *argv, "--opponent", "random"])
+        code = jaxenvs_main(["evaluate", str(ttt_run), *argv, "--opponent", "random"])  # its head-to-head games too
         err = capsys.readouterr().err.strip().splitlines()
-        assert exit_.value.code == 2 and err[-1].endswith(f"{argv[0]}: {e.value}") and "Traceback" not in "".join(err)
+        assert code == 2 and err[-1].endswith(f"{argv[0]}: {e.value}") and "Traceback" not in "".join(err)
 
 
 def test_play_says_the_cost_of_a_slow_budget_and_stops_at_the_games_end(capsys):
@@ -277,12 +275,9 @@ def test_play_says_the_cost_of_a_slow_budget_and_stops_at_the_games_end(capsys):
     env = jaxenvs.make("TicTacToe-v0")
     assert episode_horizon(env, 1000) == 9 and episode_horizon(env, 5) == 5
     assert episode_horizon(jaxenvs.make("GridWorld-v0"), 1000) == 300  # its time limit
-    policy = lambda key, obs: 0  # noqa: E731
-    policy.search, policy.lookahead = 4096, 0
-    say_cost(env, policy, episodes=1, horizon=9)  # 9 steps x 2 agents asked
+    say_cost(env, 4096, 0, episodes=1, horizon=9)  # 9 steps x 2 agents asked
     err = capsys.readouterr().err
     assert err.startswith("estimate: TicTacToe-v0, search 4096 simulations per move: about 1.55 MB and 0.41 s per move,"
                           " 7.37 s for 18 moves") and err.count("\n") == 1, err
-    policy.search = 16
-    say_cost(env, policy, episodes=1, horizon=9)
+    say_cost(env, 16, 0, episodes=1, horizon=9)
     assert capsys.readouterr().err == ""  # quick: nothing said

@@ -75,7 +75,7 @@ def test_wheel_holds_only_jaxenvs_with_the_trainer_inside(dists):
     requires = [line for line in meta.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line]
     assert sorted(r.split()[1].split(">")[0] for r in requires) == ["jax", "numpy"]  # a lean core
     entry_points = zipfile.ZipFile(wheel).read(f"jaxenvs-{VERSION}.dist-info/entry_points.txt").decode()
-    assert "jaxenvs-train = jaxenvs.train.__main__:main" in entry_points
+    assert "jaxenvs-train = jaxenvs.train.app.__main__:main" in entry_points
     members = tarfile.open(sdist).getnames()
     for f in ("LICENSE", "pyproject.toml", "README.md", "train/ppo.py", "jaxenvs/core.py"):
         assert f"jaxenvs-{VERSION}/{f}" in members

@@ -9,7 +9,7 @@ import jaxenvs
 from jaxenvs.rendering import render_frames
 from jaxenvs.rendering.legend import legend_strip
 from jaxenvs.train.configs import get_config
-from jaxenvs.train.plotting import policy_gif
+from jaxenvs.train.app.plotting import policy_gif
 from jaxenvs.train.trainers import make_trainer
 
 
@@ -36,7 +36,7 @@ def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
     to jump at each new episode. Each frame says its episode and step; the first of an episode that
     it starts anew, the last how it ended."""
     from jaxenvs.rendering.legend import add_captions
-    from jaxenvs.train.plotting import _episode_captions, gif_frames
+    from jaxenvs.train.app.plotting import _episode_captions, gif_frames
 
     assert _episode_captions([3, 2], ["reached its end (terminated)", "cut by the time limit (truncated)"]) == [
         "episode 1 of 2: start (a new initial state)", "episode 1 of 2: step 1",
@@ -58,7 +58,7 @@ def test_a_single_agent_gif_says_which_episode_and_step_each_frame_shows():
     starts2 = [t for t in range(len(frames)) if (strips[t] == start2).all()]
     assert len(starts2) <= 1 and all((strips[t] != start1).any() for t in range(1, len(frames)))
     # a second GIF of the same trainer (the main job's, after its warm-up) compiles nothing more
-    from jaxenvs.train import plotting
+    from jaxenvs.train.app import plotting
 
     def sizes():
         return {k: f.jitted._cache_size() for k, (_, f) in plotting._GIF_FNS.items() if k[0] == id(trainer)}
@@ -77,7 +77,7 @@ def test_the_gif_programs_compile_cheaply_to_the_same_frames_and_compile_ahead(m
     import jax._src.compiler as compiler
 
     from jaxenvs import _fast_compile
-    from jaxenvs.train import plotting
+    from jaxenvs.train.app import plotting
 
     cfg = get_config("GridWorld-v0", num_envs=2, num_steps=4, total_timesteps=8, hidden_sizes=(8,))
     fast, optimised = make_trainer(cfg), make_trainer(cfg)
@@ -104,7 +104,7 @@ def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from jaxenvs.train import plotting
+    from jaxenvs.train.app import plotting
 
     ratio = [[76.0, 70.0], [3.0, 2.0], [1.05, 1.1]]
     progress = [{"env_steps": 100 * (i + 1), "success_rate": [0.01 * (i + 1)] * 2, "length_ratio": r} for i, r in enumerate(ratio)]
@@ -132,10 +132,10 @@ def test_a_wide_positive_range_gets_a_log_axis(tmp_path):
     assert (tmp_path / "curve.png").stat().st_size > 0
 
 
-# ---- the learning curve drawn by a helper process (train.curve_drawing) ---------------------------
+# ---- the learning curve drawn by a helper process (train.app.curve_drawing) ---------------------------
 
 def _figure():
-    from jaxenvs.train.plotting import curve_figure
+    from jaxenvs.train.app.plotting import curve_figure
 
     steps = np.array([100, 200, 300])
     ret = np.array([[1.0, np.nan], [0.5, 1.0], [1.0, 0.0]])
@@ -148,7 +148,7 @@ def _figure():
 def test_the_helper_process_draws_the_same_png_as_this_process(tmp_path):
     """``jaxenvs-train`` draws its learning curve in a helper process that imported matplotlib while
     the run started; the file is the one this process draws from the same figure, byte for byte."""
-    from jaxenvs.train.curve_drawing import CurveProcess, draw_learning_curve
+    from jaxenvs.train.app.curve_drawing import CurveProcess, draw_learning_curve
 
     figure = _figure()
     helper = CurveProcess.start()
@@ -167,7 +167,7 @@ def test_the_helper_imports_no_jax_runs_at_a_lower_priority_and_ends_when_its_in
     import subprocess
     import sys
 
-    from jaxenvs.train import curve_drawing
+    from jaxenvs.train.app import curve_drawing
 
     boot = curve_drawing._BOOT.replace("m.serve()", "m.serve(); print(sorted(n for n in ('jax', 'jaxenvs', 'flax') if n in sys.modules), 'matplotlib.pyplot' in sys.modules, os.nice(0) if hasattr(os, 'nice') else None)")
     out = subprocess.run([sys.executable, "-c", boot, curve_drawing.__file__], input=b"", capture_output=True, timeout=120)
@@ -178,7 +178,7 @@ def test_the_helper_imports_no_jax_runs_at_a_lower_priority_and_ends_when_its_in
 
 
 def test_an_unused_helper_is_ended_and_a_dead_one_is_replaced_by_drawing_here(tmp_path, capsys):
-    from jaxenvs.train.curve_drawing import CurveProcess, draw_learning_curve
+    from jaxenvs.train.app.curve_drawing import CurveProcess, draw_learning_curve
 
     unused = CurveProcess.start()
     unused.close()
@@ -199,7 +199,7 @@ def test_an_unused_helper_is_ended_and_a_dead_one_is_replaced_by_drawing_here(tm
 
 
 def test_a_per_update_series_that_never_moves_is_a_note_not_a_flat_panel():
-    from jaxenvs.train.plotting import curve_figure
+    from jaxenvs.train.app.plotting import curve_figure
 
     steps = np.array([100, 200, 300])
     ret = np.zeros((3, 2))

@@ -10,7 +10,7 @@ import pytest
 from jaxenvs.train.checkpoint import load_checkpoint, save_checkpoint
 from jaxenvs.train.configs import PPOConfig, RunSettings, get_config
 from jaxenvs.train.episodes import payoff_matrix
-from jaxenvs.train.evaluate import evaluate_params
+from jaxenvs.train.grading import evaluate_params
 from jaxenvs.train.networks import Gaussian
 from jaxenvs.train.base import stack_hparams
 from jaxenvs.train.trainers import make_trainer

@@ -148,7 +148,7 @@ def test_a_message_inside_a_phase_gets_its_own_line(tty, capsys, monkeypatch):
     import re
     import sys
 
-    from jaxenvs.train.phases import Say
+    from jaxenvs.train.app.timing import Say
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: tty)
     say = Say(True)

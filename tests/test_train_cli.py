@@ -1,4 +1,4 @@
-"""``jaxenvs-train`` and ``python -m jaxenvs.train.evaluate``: one tiny run through subprocesses (as a
+"""``jaxenvs-train`` and ``jaxenvs evaluate``: one tiny run through subprocesses (as a
 user runs it), and the command line's misuse cases in-process (they fail before compiling)."""
 
 import csv
@@ -13,15 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxenvs.train.__main__ import main
-from jaxenvs.train.metrics_log import first_nonfinite_update
-from jaxenvs.train.parser import build_parser
-from jaxenvs.train.chunks import chunk_length, chunk_plan
+from jaxenvs.train.app.__main__ import main
+from jaxenvs.train.app.metrics_log import first_nonfinite_update
+from jaxenvs.train.app.parser import build_parser
+from jaxenvs.train.app.chunks import chunk_length, chunk_plan
 from jaxenvs.train.configs import (
     PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file,
     run_record, run_settings_from_dict,
 )
-from jaxenvs.train.evaluate import format_table
+from jaxenvs.train.grading import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_cli_writes_the_run_directory(run_dir):
 
 
 def test_learning_curve_panels_hold_the_progress_measures(run_dir):
-    from jaxenvs.train.plotting import curve_panels
+    from jaxenvs.train.app.plotting import curve_panels
 
     run_dir, _, _ = run_dir
     stored = json.loads((run_dir / "metrics.json").read_text())
@@ -114,7 +114,7 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
     """Each env's curve leads with its own progress measures (a flat return of 0 or 1 says nothing
     in HurdleRace, Rock-Paper-Scissors and GridWorld); rows as the trainer stores them, 2 seeds."""
     import jaxenvs
-    from jaxenvs.train.plotting import _label, curve_panels
+    from jaxenvs.train.app.plotting import _label, curve_panels
     from jaxenvs.train.tuned import entry
 
     names = entry(env_id).progress
@@ -142,7 +142,7 @@ def test_learning_curve_has_a_panel_per_progress_measure_of_every_env(env_id):
 
 def test_evaluate_reads_the_run_and_resume_continues_it(run_dir):
     run_dir, _, cache = run_dir
-    p = run("jaxenvs.train.evaluate", str(run_dir), "--json", cache=cache)
+    p = run("jaxenvs", "evaluate", str(run_dir), "--json", cache=cache)
     assert p.returncode in (0, 1), p.stderr  # 1 = evaluated but not solved on this tiny budget
     result = json.loads(p.stdout)
     assert result["env_id"] == "GridWorld-v0" and len(result["seeds"]) == 2 and result["num_episodes"] == 1000
@@ -416,7 +416,7 @@ def test_the_trainer_programs_hold_no_lapack_call():
 def test_the_printed_evaluate_hint_works_from_another_directory(run_dir, tmp_path):
     run_dir, stdout, cache = run_dir
     (hint,) = [line.split("evaluate again: ", 1)[1] for line in stdout.splitlines() if line.startswith("evaluate again: ")]
-    assert hint == f"python -m jaxenvs.train.evaluate {run_dir.resolve()}"
+    assert hint == f"jaxenvs evaluate {run_dir.resolve()}"
     env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache), "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()}
     p = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300, env=env)
@@ -446,7 +446,7 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     assert "hint: my_module:custom/Grid-v0 has no tuned training values" in p.stdout and "--total-timesteps 640" in p.stdout
     assert "policy GIF:     (not written: --no-gif)" in p.stdout
     (hint,) = [line.split("evaluate again: ", 1)[1] for line in p.stdout.splitlines() if line.startswith("evaluate again: ")]
-    assert hint.startswith(f"cd {here} && python -m jaxenvs.train.evaluate {run_dir.resolve()}")
+    assert hint.startswith(f"cd {here} && jaxenvs evaluate {run_dir.resolve()}")
     q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
                        capture_output=True, text=True, timeout=300, env=env)
     assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
@@ -483,7 +483,7 @@ def test_without_the_train_extra_the_command_names_it(monkeypatch, capsys):
 def test_a_tuned_run_below_its_bar_says_what_to_try():
     from types import SimpleNamespace
 
-    from jaxenvs.train.evaluate import solved_hint
+    from jaxenvs.train.grading import solved_hint
 
     config = SimpleNamespace(env_id="TicTacToe-v0", ALGO="ppo", total_timesteps=400_000)
     hint = solved_hint({"solved": False}, config)
@@ -494,7 +494,7 @@ def test_a_tuned_run_below_its_bar_says_what_to_try():
 
 
 def test_the_progress_note_says_what_rows_and_verdict_judge():
-    from jaxenvs.train.evaluate import progress_note
+    from jaxenvs.train.grading import progress_note
 
     assert progress_note("TicTacToe-v0") == ("progress rows: measured on 64 games per seat per seed; the verdict at "
                                              "the end on 1000 games per seat per seed")

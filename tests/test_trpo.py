@@ -187,9 +187,9 @@ def test_ppo_flags_a_nan_learning_rate_as_nonfinite():
 
 
 def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
-    from jaxenvs.train.__main__ import main
+    from jaxenvs.train.app.__main__ import main
     from jaxenvs.train.checkpoint import load_run
-    from jaxenvs.train.evaluate import main as evaluate_main
+    from jaxenvs.cli import main as jaxenvs_main
 
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY_TRPO))
@@ -208,7 +208,7 @@ def test_python_m_train_algo_trpo_writes_a_run_that_evaluates(tmp_path, capsys):
     evaluation = json.loads((run_dir / "evaluation.json").read_text())
     assert len(evaluation["seeds"]) == 2 and "success_rate" in evaluation["seeds"][0]
     capsys.readouterr()
-    evaluate_main([str(run_dir), "--json"])  # reloads the TRPO checkpoint (exit status: whether it is solved)
+    jaxenvs_main(["evaluate", str(run_dir), "--json"])  # reloads the TRPO checkpoint (exit status: whether it is solved)
     assert json.loads(capsys.readouterr().out)["seeds"] == evaluation["seeds"]
     # greedy actions are the registered env's: normalize maps [-1, 1] onto PointEnv's +-0.1
     trainer, runner, meta = load_run(run_dir)

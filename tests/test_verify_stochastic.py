@@ -202,7 +202,7 @@ def test_the_factory_is_called_once_by_verify_and_a_repeated_flag_is_refused(tmp
 
 
 def test_jaxenvs_train_refuses_a_repeated_flag(capsys):
-    from jaxenvs.train.parser import parse_args
+    from jaxenvs.train.app.parser import parse_args
 
     for argv, shown in ((["--lr", "1e-3", "--lr", "3e-4"], "--lr"), (["--env", "GridWorld-v0", "--env-id", "PointEnv-v0"],
                                                                    "--env/--env-id"), (["--no-gif", "--no-gif"], "--no-gif")):

@@ -2,7 +2,7 @@
 training chunk one call of one compiled program (all seeds vmapped).
 
     jaxenvs-train --env GridWorld-v0                              # train, write runs/<env>-<time>/
-    python -m jaxenvs.train.evaluate ABSOLUTE_RUN_DIR             # reload the checkpoint and evaluate it
+    jaxenvs evaluate ABSOLUTE_RUN_DIR             # reload the checkpoint and evaluate it
     policy = jaxenvs.train.load_policy(RUN_DIR)                   # its policy(key, obs) -> action (train.policy)
 
 **XLA:CPU and the import order.** With jax/jaxlib 0.10.x on CPU, a seed-vmapped program that

@@ -13,8 +13,10 @@ saved one stopped. PRNG keys are stored as their raw ``key_data`` (uint32) and r
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,6 @@ from .configs import (
     RUN_FIELDS, RUN_KEY, RunSettings, TrainConfig, config_from_dict, load_config_file, run_record,
     run_settings_from_dict,
 )
-from .envids import announce_env_module
 from .trainers import make_trainer
 
 __all__ = [
@@ -258,3 +259,40 @@ def load_run(run_dir: str | os.PathLike, mesh: Any = None, **overrides) -> tuple
     settings = run_settings_from_dict(stored).replace(**run_overrides)
     announce_env_module(config.env_id, str(run_dir / CONFIG))  # a module:id env's module runs its code: say which
     return load_checkpoint(run_dir / CHECKPOINT, make_trainer(config, mesh=mesh), settings)
+
+
+def module_files(module: str) -> list[Path]:
+    """The files that ``import module`` would run, found on the current ``sys.path`` without
+    importing anything: the ``__init__.py`` of each package on its dotted path not imported yet,
+    then the module's own file (``[]`` when it is imported already; up to where it is not found,
+    whose import then fails as usual)."""
+    files, path, name = [], None, ""
+    for part in module.split("."):
+        name = f"{name}.{part}" if name else part
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            path = getattr(loaded, "__path__", None)
+            continue
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            break
+        if spec.origin and spec.has_location:
+            files.append(Path(spec.origin).resolve())
+        path = spec.submodule_search_locations
+        if path is None:
+            break
+    return files
+
+
+def announce_env_module(env_id: str, source: str) -> list[Path]:
+    """Before ``env_id`` (of ``source``, e.g. a run directory's config.json) is resolved: when it
+    names a module (``module:id``) that is not imported yet, print one line to stderr naming the
+    files whose code the import will run, as whoever runs this command; returns those files."""
+    if not isinstance(env_id, str) or ":" not in env_id:
+        return []
+    module = env_id.partition(":")[0]
+    files = module_files(module)
+    if files:
+        print(f"warning: importing {', '.join(map(str, files))} (module {module!r} of the env id {env_id!r} in "
+              f"{source}): its code runs as you, as gymnasium.make('module:id') runs it", file=sys.stderr, flush=True)
+    return files

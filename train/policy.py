@@ -1,5 +1,6 @@
 """Trained policies as objects: `load_policy(run_dir)` turns a run directory of ``jaxenvs-train``
-into a plain function ``policy(key, obs) -> action`` for ONE agent's observation (the one
+into a `TrainedPolicy`, a record that acts as ``policy(key, obs) -> action`` for ONE agent's
+observation and says what it plays (its search and look-ahead, env id, trainer; the one
 ``load_policy`` of the package: the command lines use it too).
 
     from jaxenvs.train import load_policy
@@ -36,10 +37,11 @@ error at trace time naming the expected shapes; a path that is not a run directo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
@@ -47,7 +49,7 @@ import numpy as np
 
 from jaxenvs.prng import key_on_host
 
-__all__ = ["load_policy", "make_policy", "network_evaluate", "versus", "run_search", "run_lookahead"]
+__all__ = ["load_policy", "TrainedPolicy", "make_policy", "network_evaluate", "versus", "run_search", "run_lookahead"]
 
 
 def _check_one_agent(trainer, obs) -> None:
@@ -143,16 +145,38 @@ def make_policy(trainer, params, greedy: bool = True, search: int = 0, lookahead
         _check_one_agent(trainer, obs)
         return act(key, obs)
 
-    policy.env_id = trainer.config.env_id
-    policy.greedy = greedy
-    policy.search = search
-    policy.lookahead = lookahead
     return policy
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class TrainedPolicy:
+    """A run's policy and what it plays (`load_policy`): ``record(key, obs)`` calls ``agent``, the
+    one-agent policy (jittable, vmappable; see the module docstring). ``search`` and ``lookahead``
+    are the simulations of tree search and plies of exact look-ahead it plays with (resolved: the
+    run's own when not given), ``env_id`` the environment it was trained on, ``trainer`` the
+    run's trainer; ``run_dir``, ``seed`` and ``greedy`` say which policy of which run it is."""
+
+    agent: Callable
+    search: int
+    lookahead: int
+    env_id: str
+    trainer: Any
+    run_dir: Path
+    seed: int
+    greedy: bool
+
+    def __call__(self, key, obs):
+        return self.agent(key, obs)
+
+    @property
+    def env_kwargs(self) -> dict:
+        """The environment's keyword arguments the run was trained with."""
+        return dict(self.trainer.config.env_kwargs)
+
+
 def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int | None = None,
-                lookahead: int | None = None) -> Callable:
-    """The trained policy of a run directory as ``policy(key, obs) -> action`` for ONE agent's
+                lookahead: int | None = None) -> TrainedPolicy:
+    """The trained policy of a run directory as a `TrainedPolicy`, ``policy(key, obs) -> action`` for ONE agent's
     observation as the environment gives it (see the module docstring): jittable, vmappable,
     mask-aware; greedy (the most probable legal action; ``key`` unused) or, with
     ``greedy=False``, sampled.
@@ -161,9 +185,9 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
     of N simulations of tree search guided by the network (module docstring); ``search=None`` (the
     default) takes the run's own ``play_search`` (its config: the search its tuned entry documents,
     e.g. ConnectFour-v0's; 0 for runs without one), ``search=0`` the network alone; ``lookahead``
-    likewise the plies of exact look-ahead (None: the run's ``play_lookahead``; 0: none). The function
-    carries ``env_id``, ``env_kwargs``, ``run_dir``, ``seed``, ``greedy``, ``search``, ``lookahead`` and
-    ``trainer`` as attributes. Raises `train.checkpoint.CheckpointError` (a ValueError) naming the
+    likewise the plies of exact look-ahead (None: the run's ``play_lookahead``; 0: none). The record
+    holds ``env_id``, ``env_kwargs``, ``run_dir``, ``seed``, ``greedy``, ``search``, ``lookahead`` and
+    ``trainer``. Raises `train.checkpoint.CheckpointError` (a ValueError) naming the
     path when ``run_dir`` does not exist, is not a run directory (no ``config.json`` /
     ``checkpoint.msgpack``) or holds an unreadable checkpoint; ValueError for a ``seed`` that is
     not an int or that the run does not have, a ``greedy`` that is not a bool, a ``search`` that is
@@ -177,24 +201,19 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
         raise ValueError(f"seed must be an int (the index of one of the run's seeds), got {seed!r}")
     if not isinstance(greedy, (bool, np.bool_)):
         raise ValueError(f"greedy must be True (the most probable legal action) or False (sampled), got {greedy!r}")
-    if search is not None:
-        search = _check_search(search)
-    if lookahead is not None:
-        lookahead = _check_lookahead(lookahead)
+    search = None if search is None else _check_search(search)  # before the run is loaded
+    lookahead = None if lookahead is None else _check_lookahead(lookahead)
     run_dir = check_run_dir(run_dir)
     trainer, runner, meta = load_run(run_dir)
-    if search is None:
-        search = run_search(trainer.config)
+    search = run_search(trainer.config) if search is None else search
+    lookahead = run_lookahead(trainer.config) if lookahead is None else lookahead
     num_seeds = meta["run"].num_seeds
     if not 0 <= int(seed) < num_seeds:
         raise ValueError(f"seed {seed}: the run in {str(run_dir)!r} has {num_seeds} seed(s), 0 to {num_seeds - 1}")
     params = jax.tree.map(lambda x: x[int(seed)], runner.params)
-    policy = make_policy(trainer, params, bool(greedy), search, lookahead)
-    policy.env_kwargs = dict(trainer.config.env_kwargs)
-    policy.run_dir = Path(run_dir)
-    policy.seed = int(seed)
-    policy.trainer = trainer
-    return policy
+    agent = make_policy(trainer, params, bool(greedy), search, lookahead)
+    return TrainedPolicy(agent, search, lookahead, trainer.config.env_id, trainer, Path(run_dir), int(seed),
+                         bool(greedy))
 
 
 # ---- head-to-head of a trainer's params ---------------------------------------------------------

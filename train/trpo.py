@@ -27,7 +27,7 @@ baseline=LinearFeatureBaseline(...))``; this is that recipe, jitted end to end. 
 
 Actions: with ``normalize_env`` the trainer's environment is ``jaxenvs.wrappers.normalize`` of the
 registered one (Box actions in ``[-1, 1]``); `TRPOTrainer.act` maps them back to the
-registered env's actions, so ``train.evaluate`` and the GIF run on the plain environment.
+registered env's actions, so ``train.grading`` and the GIF run on the plain environment.
 """
 
 from __future__ import annotations

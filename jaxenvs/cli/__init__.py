@@ -6,6 +6,7 @@
     jaxenvs play --policy runs/GridWorld-v0-... --render gif --out trained.gif
     jaxenvs play runs/GridWorld-v0-... --render human     the same: a run directory as ID
     jaxenvs play runs/TicTacToe-v0-... --opponent perfect --seat 1 --render text   a game against an opponent
+    jaxenvs evaluate runs/TicTacToe-v0-... --opponent perfect    a trained run graded, and against an opponent
     jaxenvs check GridWorld-v0                     the conformance checks of jaxenvs.check_env
     jaxenvs check --list-rules                     what each of those checks means
     jaxenvs bench GridWorld-v0 --num-envs 4096 --steps 1000
@@ -31,14 +32,15 @@ import os
 import sys
 from typing import Sequence
 
-from . import bench, check, describe, list_envs, play, profile, verify
+from . import bench, check, describe, evaluate, list_envs, play, profile, verify
 from .args import PROG, TRAIN_EXTRA, TRAIN_PROG, Failure, Parser, UsageError
 from .describe import describe_env
 from .policies import load_run_policy, play_episodes
 
 __all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_run_policy", "COMMANDS"]
 
-COMMANDS = {c.name: c for c in (list_envs.COMMAND, describe.COMMAND, play.COMMAND, check.COMMAND, bench.COMMAND,
+COMMANDS = {c.name: c for c in (list_envs.COMMAND, describe.COMMAND, play.COMMAND, evaluate.COMMAND, check.COMMAND,
+                                bench.COMMAND,
                                 verify.COMMAND, profile.COMMAND)}
 
 

@@ -13,7 +13,8 @@ import numpy as np
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
-from .policies import against_opponent, episode_horizon, load_run_policy, named_opponent, play_episodes, say_cost
+from .policies import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
+                       play_episodes, say_cost)
 
 VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
 
@@ -32,12 +33,8 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--run-seed", type=non_negative_int, default=0, metavar="I",
         help="with a trained policy: which of the run's seeds to play",
     )
-    p.add_argument(
-        "--opponent", default=None, metavar="NAME|RUN_DIR|human",
-        help="two-player games: play the policy in one seat (--seat) against a named opponent of the game ('random' "
-             "(legal moves) for every game, 'perfect' for TicTacToe-v0, 'heuristic' and 'win-block' for ConnectFour-v0: "
-             "jaxenvs describe ID lists them), another run directory's greedy policy, or 'human' (you: see --human)",
-    )
+    add_opponent_args(p, "play the policy in one seat (--seat) against it, or 'human' (you: see --human)",
+                      human=True)
     p.add_argument(
         "--human", action="store_true",
         help="two-player games: you play seat --seat against the run's policy, --opponent NAME, or another person "
@@ -47,18 +44,6 @@ def arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--seat", type=int_arg(0, 2, "0 or 1"), default=None, metavar="0|1",
         help="with --opponent: the policy's seat; with --human: yours; 0 moves first (default: 0)",
-    )
-    p.add_argument(
-        "--search", type=non_negative_int, default=None, metavar="N",
-        help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: play the move of N simulations of tree search "
-             "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra); "
-             "default: the run's own play_search (its config), 0: the network alone",
-    )
-    p.add_argument(
-        "--lookahead", type=non_negative_int, default=None, metavar="N",
-        help="with a trained policy of TicTacToe-v0 or ConnectFour-v0: choose among the moves whose every line of play "
-             "N plies deep scores best by the game's rewards (exact look-ahead: takes the wins and avoids the losses it "
-             "sees); default: the run's own play_lookahead (its config), 0: none",
     )
     p.add_argument("--episodes", type=positive_int, default=None, metavar="N",
                    help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
@@ -131,7 +116,7 @@ def _episode_captions(firsts, states, n: int) -> list[str]:
     return out
 
 
-def _human_game(args, env, policy, label: str) -> None:
+def _human_game(args, env, record, label: str) -> None:
     """``--human`` / ``--opponent human``: one or more games in a window (`jaxenvs.games.window`) or at the
     terminal (`jaxenvs.games.human`): ``--render human`` the window, ``--render text`` the terminal, by default
     the window where a display exists (else the terminal, with a line saying why)."""
@@ -151,11 +136,11 @@ def _human_game(args, env, policy, label: str) -> None:
         raise UsageError(f"--human --opponent human: {env.spec.id} hides each player's cards, so one person plays "
                          "against a policy (the run's, or --opponent NAME)")
     seat = args.seat or 0
-    me = getattr(policy, "agent", None)
+    me = record
     if me is not None:  # a short name for the board's lines; the header names the run
         print(f"policy: {label}")
-        label = "policy" + (f", search {args.search}" if args.search else "")
-        label += f", look-ahead {policy.lookahead}" if getattr(policy, "lookahead", 0) else ""
+        label = "policy" + (f", search {record.search}" if record.search else "")
+        label += f", look-ahead {record.lookahead}" if record.lookahead else ""
     if args.human and args.opponent == "human":
         seats, labels = [None, None], ["person", "person"]
     elif args.human:  # the person in `seat`, against the opponent, else the policy
@@ -209,8 +194,8 @@ def _human_game(args, env, policy, label: str) -> None:
 
 
 def _policy(args):
-    """``(env, joint policy, label)`` of ``--policy``: random play, or a trained run's policy on
-    its own environment (``ID``, when given, must name the same one)."""
+    """``(env, joint policy, run's record or None, label)`` of ``--policy``: random play, or a
+    trained run's policy on its own environment (``ID``, when given, must name the same one)."""
     from jaxenvs.rollout import random_policy
 
     if args.policy == "random":
@@ -224,23 +209,19 @@ def _policy(args):
             raise UsageError("--lookahead N is for a trained policy (--policy RUN_DIR): its network chooses among the "
                              "moves the look-ahead keeps")
         env = make_env(args.env_id, args.kwarg, autoreset=False)
-        policy = random_policy(env)
-        label = "random policy"
-    else:
-        env_id, env_kwargs, policy = load_run_policy(args.policy, args.run_seed, args.sample, args.search,
-                                                     args.lookahead)
-        args.search = policy.search  # the run's own play_search when --search is not given
-        if args.env_id is not None and spec_id(args.env_id) != spec_id(env_id):
-            raise UsageError(f"the run in {args.policy!r} was trained on {env_id}, not {args.env_id}")
-        # no auto-reset: each of the N parallel envs plays its first episode, and the state the
-        # episode ended in stays in the trajectory (it is the state the following step starts from)
-        env = make_env(env_id, {**env_kwargs, **dict(args.kwarg)}, autoreset=False)
-        label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
-        if args.search:
-            label += f" with {args.search} simulations of tree search per move"
-        if getattr(policy, "lookahead", 0):
-            label += f"{' and' if args.search else ' with'} {policy.lookahead} plies of exact look-ahead"
-    return env, policy, label
+        return env, random_policy(env), None, "random policy"
+    record = load_run_policy(args.policy, args.run_seed, args.sample, args.search, args.lookahead)
+    if args.env_id is not None and spec_id(args.env_id) != spec_id(record.env_id):
+        raise UsageError(f"the run in {args.policy!r} was trained on {record.env_id}, not {args.env_id}")
+    # no auto-reset: each of the N parallel envs plays its first episode, and the state the
+    # episode ended in stays in the trajectory (it is the state the following step starts from)
+    env = make_env(record.env_id, {**record.env_kwargs, **dict(args.kwarg)}, autoreset=False)
+    label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
+    if record.search:
+        label += f" with {record.search} simulations of tree search per move"
+    if record.lookahead:
+        label += f"{' and' if record.search else ' with'} {record.lookahead} plies of exact look-ahead"
+    return env, joint_policy(record), record, label
 
 
 def run(args) -> None:
@@ -251,18 +232,19 @@ def run(args) -> None:
     if args.seat is not None and args.opponent is None and not args.human:
         raise UsageError("--seat is the policy's seat against an --opponent (or yours with --human); give --opponent "
                          "NAME|RUN_DIR|human or --human too")
-    env, policy, label = _policy(args)
+    env, policy, record, label = _policy(args)
     if people:
-        return _human_game(args, env, policy, label)
+        return _human_game(args, env, record, label)
 
     if args.episodes is None:
         args.episodes = VIDEO_EPISODES if mode in ("gif", "mp4") else 1
     horizon = episode_horizon(env, args.max_steps)
-    say_cost(env, policy, args.episodes, horizon)  # before the opponent's seat wraps the policy
+    if record is not None:
+        say_cost(env, record.search, record.lookahead, args.episodes, horizon)
     seat = None
     if args.opponent is not None:
         seat = args.seat or 0
-        policy, opponent_label = against_opponent(env, policy, args.opponent, seat)
+        policy, opponent_label = against_opponent(env, record, args.opponent, seat)
         label += f" in seat {seat} (agent {env.agents[seat]}, {'first' if seat == 0 else 'second'} to move) vs {opponent_label}"
     if mode is not None:
         _check_renders(env, mode)

@@ -1,5 +1,6 @@
-"""What ``jaxenvs play`` plays: a trained run's policy (`load_run_policy`), named opponents in
-one seat of a game, and the episodes themselves (`play_episodes`)."""
+"""What ``jaxenvs play`` and ``jaxenvs evaluate`` play: a trained run's policy (`load_run_policy`),
+opponents by name or run directory in one seat of a game (`named_opponent`), the flags the two
+commands share (`add_opponent_args`), and the episodes themselves (`play_episodes`)."""
 
 from __future__ import annotations
 
@@ -9,24 +10,44 @@ from pathlib import Path
 
 import numpy as np
 
-from .args import TRAIN_EXTRA, Failure, UsageError
+from .args import TRAIN_EXTRA, Failure, UsageError, non_negative_int
 from .envs import message
 
-__all__ = ["load_run_policy", "play_episodes", "named_opponent", "against_opponent"]
+__all__ = ["load_run_policy", "joint_policy", "play_episodes", "named_opponent", "against_opponent", "add_opponent_args"]
+
+
+SEARCH_HELP = ("with a trained policy of TicTacToe-v0 or ConnectFour-v0: play the move of N simulations of tree search "
+               "guided by its network (mctx Gumbel MuZero, the game's own step as the model; needs the search extra); "
+               "default: the run's own play_search (its config), 0: the network alone")
+LOOKAHEAD_HELP = ("with a trained policy of TicTacToe-v0 or ConnectFour-v0: choose among the moves whose every line of "
+                  "play N plies deep scores best by the game's rewards (exact look-ahead: takes the wins and avoids the "
+                  "losses it sees); default: the run's own play_lookahead (its config), 0: none")
+OPPONENT_HELP = ("two-player games: a named opponent of the game ('random' (legal moves) for every game, 'perfect' for "
+                 "TicTacToe-v0, 'heuristic' and 'win-block' for ConnectFour-v0: jaxenvs describe ID lists them) or "
+                 "another run directory's greedy policy")
+
+
+def add_opponent_args(p, opponent_help: str, many: bool = False, human: bool = False) -> None:
+    """The flags ``play`` and ``evaluate`` share: ``--opponent`` (repeatable with ``many``; ``human``
+    adds the person to its metavar), ``--search N`` and ``--lookahead N`` (non-negative integers,
+    checked as they are parsed; None: the run's own)."""
+    p.add_argument("--opponent", action="append" if many else "store", default=[] if many else None,
+                   metavar="NAME|RUN_DIR" + ("|human" if human else ""), help=f"{OPPONENT_HELP}; {opponent_help}")
+    p.add_argument("--search", type=non_negative_int, default=None, metavar="N", help=SEARCH_HELP)
+    p.add_argument("--lookahead", type=non_negative_int, default=None, metavar="N", help=LOOKAHEAD_HELP)
 
 
 def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool = False, search: int | None = None,
-                    lookahead: int | None = None):
-    """``(env_id, env_kwargs, policy)`` from a run directory of ``jaxenvs-train``, through
-    `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors.
+                    lookahead: int | None = None, flag: str = "--policy"):
+    """The `jaxenvs.train.policy.TrainedPolicy` of a run directory of ``jaxenvs-train``, through
+    `jaxenvs.train.load_policy` (the one loader), with its mistakes as command-line errors (``flag``
+    names the flag that gave the run).
 
-    ``policy(key, obs)`` acts for ONE environment with the parameters of seed ``run_seed`` of the
-    run (greedy, or sampled with ``sample``; with ``search`` simulations of tree search per move, None:
-    the run's own ``play_search``; ``policy.search`` says how many it plays with; with ``lookahead``
-    plies of exact look-ahead, None: the run's own ``play_lookahead``; ``policy.lookahead``).
-    In a multi-agent environment every agent plays it from its own observation row, and
-    ``policy.agent`` is the one-agent policy. A run of a ``module:id`` environment imports its
-    module from the current directory, as ``check`` does.
+    It acts for ONE agent with the parameters of seed ``run_seed`` of the run (greedy, or sampled
+    with ``sample``; with ``search`` simulations of tree search per move, None: the run's own
+    ``play_search``; with ``lookahead`` plies of exact look-ahead, None: the run's own
+    ``play_lookahead``; the record says what it plays with). A run of a ``module:id`` environment
+    imports its module from the current directory, as ``check`` does.
     """
     run_dir = Path(run_dir)
     try:
@@ -36,24 +57,22 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
     missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
     if not run_dir.is_dir() or missing:
         raise UsageError(
-            f"--policy takes 'random' or a run directory of python -m jaxenvs.train; {str(run_dir)!r} "
-            + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
+            f"{flag} takes {'random' if flag == '--policy' else 'a name'} or a run directory of jaxenvs-train; "
+            f"{str(run_dir)!r} " + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
         )
-    import jax
-
-    from jaxenvs.train.envids import cwd_on_import_path
+    from jaxenvs.train.app.envids import cwd_on_import_path
     from jaxenvs.train.policy import load_policy
 
     cwd_on_import_path()  # a run of a module:id environment imports its module again
     try:
-        agent = load_policy(run_dir, greedy=not sample, seed=run_seed, search=search, lookahead=lookahead)
+        return load_policy(run_dir, greedy=not sample, seed=run_seed, search=search, lookahead=lookahead)
     except ImportError as e:
         text = message(e)
         if "mctx" in text:
             raise Failure(text) from e
         raise Failure(
             f"cannot load the run in {str(run_dir)!r}: its environment's module cannot be imported ({text}); run "
-            f"jaxenvs play from the folder that holds that module, or put it on PYTHONPATH"
+            f"jaxenvs from the folder that holds that module, or put it on PYTHONPATH"
         ) from e
     except ValueError as e:
         text = message(e)
@@ -64,18 +83,23 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
         raise Failure(f"cannot load the run in {str(run_dir)!r}: {text}") from e
     except (KeyError, TypeError, OSError) as e:
         raise Failure(f"cannot load the run in {str(run_dir)!r}: {message(e)}") from e
-    trainer = agent.trainer
+
+
+def joint_policy(record):
+    """The policy `jaxenvs.rollout.rollout` plays for a trained run's `record`: the record itself
+    in a single-agent environment; in a multi-agent one every agent plays it from its own
+    observation row."""
+    import jax
+
+    trainer = record.trainer
     if not trainer.env.multi_agent:
-        return trainer.config.env_id, dict(trainer.config.env_kwargs), agent
+        return record
     n = trainer.num_agents
 
     def policy(key, obs):
-        return jax.vmap(agent)(jax.random.split(key, n), obs)
+        return jax.vmap(record)(jax.random.split(key, n), obs)
 
-    policy.agent = agent
-    policy.search = agent.search
-    policy.lookahead = agent.lookahead
-    return trainer.config.env_id, dict(trainer.config.env_kwargs), policy
+    return policy
 
 
 def _episode_states(traj, ep):
@@ -103,11 +127,10 @@ def episode_horizon(env, max_steps: int) -> int:
     return min(horizon, longest) if longest else horizon
 
 
-def say_cost(env, policy, episodes: int, horizon: int) -> None:
-    """One line on stderr with the memory and time a policy's search or look-ahead will take over
-    ``episodes`` episodes of ``horizon`` steps (every agent asked every step), when that is more
-    than a few seconds (`jaxenvs.games.search.check_budget`)."""
-    search, lookahead = getattr(policy, "search", 0) or 0, getattr(policy, "lookahead", 0) or 0
+def say_cost(env, search: int, lookahead: int, episodes: int, horizon: int) -> None:
+    """One line on stderr with the memory and time a policy's ``search`` or ``lookahead`` will take
+    over ``episodes`` episodes of ``horizon`` steps (every agent asked every step), when that is
+    more than a few seconds (`jaxenvs.games.search.check_budget`)."""
     if not (search or lookahead):
         return
     from jaxenvs.games.search import check_budget
@@ -134,31 +157,35 @@ def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_
 
 
 def named_opponent(env, opponent: str):
-    """``(label, policy)`` of ``--opponent`` (`jaxenvs.games.make_opponent`: names need jax and
-    numpy only; a run directory needs the train extra)."""
+    """``(label, policy)`` of ``--opponent``: a name of the game (`jaxenvs.games.make_opponent`:
+    jax and numpy only), or a run directory trained on the same game (its greedy policy, seed 0,
+    no search, its own look-ahead; needs the train extra)."""
     from jaxenvs.games import OpponentError, make_opponent
 
+    from .envs import spec_id
+
     try:
-        return make_opponent(opponent, env)
+        if not (Path(opponent) / "config.json").is_file():
+            return make_opponent(opponent, env)
+        record = load_run_policy(opponent, search=0, flag="--opponent")
+        if spec_id(record.env_id) != spec_id(env.spec.id):
+            raise UsageError(f"--opponent {opponent}: the run in {opponent!r} was trained on {record.env_id}, "
+                             f"not {env.spec.id}")
+        return make_opponent(record, env, label=f"run {opponent}")
     except OpponentError as e:
-        raise UsageError(f"--opponent {opponent}: {message(e)}") from e
-    except ImportError as e:
-        raise Failure(f"--opponent {opponent}: a run directory as opponent needs the train extra ({message(e)}): "
-                      f"{TRAIN_EXTRA}") from e
-    except ValueError as e:  # CheckpointError: a folder that is not a run
         raise UsageError(f"--opponent {opponent}: {message(e)}") from e
 
 
 def against_opponent(env, policy, opponent: str, seat: int):
-    """``(joint policy, opponent label)``: ``policy`` (a joint policy of `load_run_policy` or
-    `jaxenvs.rollout.random_policy`) plays seat ``seat`` from its own observation row, the
-    opponent (`jaxenvs.games.make_opponent`) the other seat."""
+    """``(joint policy, opponent label)``: ``policy`` (a one-agent policy, such as a run's record;
+    None: random-legal play) plays seat ``seat`` from its own observation row, the opponent
+    (`named_opponent`) the other seat."""
     import jax
 
     from jaxenvs.games import random_legal
 
     opponent_label, opp = named_opponent(env, opponent)
-    me = getattr(policy, "agent", None) or random_legal  # a random policy: random-legal play in its seat
+    me = policy or random_legal
 
     def joint(key, obs):
         k_me, k_opp = jax.random.split(key)

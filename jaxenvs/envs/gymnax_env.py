@@ -333,7 +333,7 @@ def _default_max_steps(factory) -> int | None:
     return limit if limit >= 1 else None
 
 
-_REWARD_THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}  # Gymnasium's, as train.evaluate's bar
+_REWARD_THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0}  # Gymnasium's, as train.grading's bar
 
 
 def register_gymnax_envs() -> list[str]:

@@ -14,9 +14,9 @@ hooks), ``name -> (policy, meaning)``::
     class TicTacToe(Environment):
         OPPONENTS = {"perfect": (jaxenvs.games.tic_tac_toe.perfect, "minimax, never loses")}
 
-`named_opponents(env)` lists them, `make_opponent(spec, env)` builds one (a name, or the run
-directory of a trained policy: that needs the ``train`` extra; nothing else here needs more than
-jax and numpy).
+`named_opponents(env)` lists them, `make_opponent(spec, env)` builds one (a name, or a policy
+function such as a trained run's, `jaxenvs.train.load_policy`, which the command lines load from a
+run directory; nothing here needs more than jax and numpy).
 """
 
 from __future__ import annotations
@@ -134,36 +134,33 @@ def allowed_opponents(env, runs: bool = True) -> str:
     return names + (f", or a run directory of jaxenvs-train trained on {_env_id(env)}" if runs else "")
 
 
-def make_opponent(spec: str | os.PathLike, env, search: int = 0) -> tuple[str, Policy]:
+def make_opponent(spec: str | Policy, env, label: str | None = None) -> tuple[str, Policy]:
     """``(label, policy)`` of the opponent ``spec`` on the two-player game ``env``: a name of
-    `named_opponents` or a run directory of ``jaxenvs-train`` trained on the same game (its greedy
-    policy, seed 0, with ``search`` simulations of tree search per move when > 0; needs the
-    ``train`` extra). `OpponentError` for a name that does not exist (the message lists what
-    does) or a run of another game; `jaxenvs.train.checkpoint.CheckpointError` for a folder that
-    is not a run."""
+    `named_opponents`, or a policy function (``policy(key, obs)``, e.g. `jaxenvs.train.load_policy`'s
+    record of a run trained on the same game), labelled ``label`` (default ``"policy"``).
+    `OpponentError` for a name that does not exist (the message lists what does), a run directory
+    given as a name (load it first), or a game that is not a two-player zero-sum one."""
     env_id = _env_id(env)
     if not is_two_player_game(env):
         raise OpponentError(
             f"opponents are for two-player zero-sum games; {env_id} has {getattr(env, 'num_agents', 1)} agent(s)"
             f" and {getattr(getattr(env, 'traits', None), 'utility', 'no')} utility"
         )
+    if callable(spec):
+        return label or "policy", spec
     text = str(spec)
     named = named_opponents(env)
     if text in named:
         return f"{text} ({named[text].meaning})", named[text].policy
-    looks_like_path = os.sep in text or Path(text).exists() or text.startswith(".")
-    if not looks_like_path:
-        elsewhere = _games_declaring(text)
-        if elsewhere:
-            raise OpponentError(f"opponent {text!r} plays {' and '.join(elsewhere)} only, not {env_id}; for {env_id} "
-                                f"choose {allowed_opponents(env)}")
-        raise OpponentError(f"unknown opponent {text!r}; for {env_id} choose {allowed_opponents(env)}")
-    from jaxenvs.train.policy import load_policy  # the train extra (flax)
-
-    policy = load_policy(text, search=search)
-    if _canonical(policy.env_id) != _canonical(env_id):
-        raise OpponentError(f"the run in {text!r} was trained on {policy.env_id}, not {env_id}")
-    return f"run {text}" + (f" (search {search})" if search else ""), policy
+    if os.sep in text or Path(text).exists() or text.startswith("."):
+        raise OpponentError(f"{text!r} is a path, not an opponent's name: a trained run plays as the policy "
+                            f"jaxenvs.train.load_policy({text!r}) returns; for {env_id} the names are "
+                            f"{allowed_opponents(env, runs=False)}")
+    elsewhere = _games_declaring(text)
+    if elsewhere:
+        raise OpponentError(f"opponent {text!r} plays {' and '.join(elsewhere)} only, not {env_id}; for {env_id} "
+                            f"choose {allowed_opponents(env)}")
+    raise OpponentError(f"unknown opponent {text!r}; for {env_id} choose {allowed_opponents(env)}")
 
 
 def _games_declaring(name: str) -> list[str]:
@@ -183,12 +180,3 @@ def _games_declaring(name: str) -> list[str]:
         if name in cls.OPPONENTS:
             out.append(env_id)
     return out
-
-
-def _canonical(env_id: str) -> str:
-    import jaxenvs
-
-    try:
-        return jaxenvs.spec(env_id).id
-    except (KeyError, ValueError, ImportError):
-        return env_id.rpartition(":")[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import write_text_atomic
+from ..checkpoint import write_text_atomic
 
 __all__ = ["METRIC_KEYS", "LOSS_KEYS", "EPISODE_KEYS", "MetricsLog", "first_nonfinite_update"]
 

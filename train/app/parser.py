@@ -11,10 +11,10 @@ import os
 
 from jaxenvs.cli.args import refuse_repeats
 
-from .configs import ALGORITHMS, RUN_FIELDS, RunSettings
+from ..configs import ALGORITHMS, RUN_FIELDS, RunSettings
 from .exits import EXIT_STATUSES
-from .fields import Bool, Choice, Float, Int, Mapping, Sizes, help_of, rule_of
-from .tuned import training_defaults
+from ..fields import Bool, Choice, Float, Int, Mapping, Sizes, help_of, rule_of
+from ..tuned import training_defaults
 
 __all__ = ["PROG", "DESCRIPTION", "build_parser", "parse_args", "config_overrides", "split_run_settings", "flag_of",
            "config_fields"]
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-eval", action="store_true",
         help="skip the evaluations (the progress measures after every chunk, evaluation.json); "
-        "python -m jaxenvs.train.evaluate RUN_DIR runs them later",
+        "jaxenvs evaluate RUN_DIR runs them later",
     )
     run.add_argument("--show-config", action="store_true", help="print the config the other flags resolve to (JSON) and exit")
     run.add_argument("--devices", type=int, metavar="N",
@@ -137,7 +137,7 @@ def _epilog() -> str:
         "  jaxenvs-train --algo trpo --env PointEnv-v0      # TRPO instead of PPO\n"
         "  jaxenvs-train --env my_module:MyEnv-v0           # an env ./my_module.py registers\n"
         "  jaxenvs-train --resume RUN_DIR --total-timesteps 400000\n"
-        "  python -m jaxenvs.train.evaluate RUN_DIR         # evaluate a run again\n\n"
+        "  jaxenvs evaluate RUN_DIR         # evaluate a run again\n\n"
         f"tuned defaults per environment (ppo; '-' = the default above):\n{table}\n\n"
         "compiled programs are cached on disk (JAX's persistent compilation cache), so a second run of the\n"
         f"same shapes starts in well under a second: directory {_cache.cache_dir() or '(off)'}; set JAXENVS_CACHE_DIR to\n"

@@ -15,16 +15,16 @@ import jax
 
 from jaxenvs._optional import MissingExtraError
 from jaxenvs.sharding import initialize_distributed, to_host
-from .checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_config_file
-from .configs import config_from_dict, run_record, run_settings_from_dict
-from .distributed import is_main_process
+from ..checkpoint import CHECKPOINT, CONFIG, check_run_dir, load_config_file
+from ..configs import config_from_dict, run_record, run_settings_from_dict
+from ..distributed import is_main_process
 from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
 from .outputs import EVALUATE, missing_module
-from .phases import Say
+from .timing import Say
 from .run import Run, outputs_complete
-from .xla import CompileLog, enable_compilation_cache
+from ..xla import CompileLog, enable_compilation_cache
 
 __all__ = ["main"]
 
@@ -46,7 +46,7 @@ def _main(argv, started, curve) -> int:
     args = parse_args(argv)  # argparse's own errors exit 2
     cwd_on_import_path()  # --env module:id finds ./module.py, as under python -m
     if args.distributed:
-        from jaxenvs._stdout_filter import drop_gloo_banner
+        from .stdout_filter import drop_gloo_banner
 
         drop_gloo_banner()  # Gloo prints a connection banner into stdout: keep it out of this command's output
         initialize_distributed()  # before anything else asks JAX for its devices
@@ -157,7 +157,7 @@ def _prefetch_plotting(run: Run) -> None:
     an import beside the tracing (both Python, taking turns on the GIL) slowed the tracing, and with
     it the start of the training program's compile."""
     if run.main_process and run.curve is None:
-        from .phases import Background
+        from .timing import Background
         from .plotting import prefetch_matplotlib
 
         Background(prefetch_matplotlib, "jaxenvs-import")

@@ -14,17 +14,17 @@ import jax
 from jaxenvs._optional import MissingExtraError, install_hint
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
-from .distributed import params_digest
+from ..checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
+from ..distributed import params_digest
 from .envids import from_here
 from .exits import StorageError, UsageError
 from .metrics_log import MetricsLog
-from .phases import Background
-from . import tuned
+from .timing import Background
+from .. import tuned
 
 __all__ = ["EVALUATE", "RunOutputs", "progress_line", "missing_module"]
 
-EVALUATE = "python -m jaxenvs.train.evaluate"
+EVALUATE = "jaxenvs evaluate"
 
 
 def missing_module(error: ImportError, purpose: str) -> str:
@@ -38,7 +38,7 @@ def missing_module(error: ImportError, purpose: str) -> str:
 
 
 def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
-    from .evaluate import format_progress
+    from ..grading import format_progress
 
     parts = [f"steps {done:,}/{total:,}" + (f" x{seeds} seeds" if seeds > 1 else ""), f"{rate:,.0f} steps/s"]
     if progress:
@@ -56,7 +56,7 @@ class RunOutputs:
         """While the training program compiles in the background: compile the programs of the
         final evaluation, by running it once on the untrained policy (results dropped), so after
         training they only run."""
-        from .evaluate import evaluate
+        from ..grading import evaluate
 
         if not self.args.no_eval:
             with self.say.phase("compiling the evaluation programs", "evaluation warm-up"):
@@ -67,7 +67,7 @@ class RunOutputs:
         for them). Not beside the training program's compile: that one already keeps two cores
         busy until it ends, while the training leaves one free (XLA:CPU runs a small batch's
         program on one thread)."""
-        from .phases import Background
+        from .timing import Background
         from .plotting import compile_gif_programs
 
         if self.args.no_gif:
@@ -82,7 +82,7 @@ class RunOutputs:
             print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
         if not self.main_process:
             return
-        from .evaluate import evaluate, format_table, solved_hint, what_is_counted
+        from ..grading import evaluate, format_table, solved_hint, what_is_counted
         from .plotting import curve_figure, plot_learning_curve, policy_gif
 
         params = to_host(self.runner.params)  # replicated: this process's own copy

@@ -23,17 +23,17 @@ import jaxenvs
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
-from .checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
+from ..checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
-from .configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
-from .distributed import choose_mesh, from_process_0, place_runner, put_global, replicated, runner_shardings
+from ..configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
+from ..distributed import choose_mesh, from_process_0, place_runner, put_global, replicated, runner_shardings
 from .envids import run_dir_stem
 from .exits import Diverged, StorageError, UsageError
 from .metrics_log import MetricsLog, first_nonfinite_update
 from .outputs import RunOutputs, progress_line
 from .parser import config_overrides, flag_of, split_run_settings
-from .phases import Background, Say
-from .trainers import make_trainer
+from .timing import Background, Say
+from ..trainers import make_trainer
 
 __all__ = ["Run", "make_run_dir", "check_out_dir", "probe_run_dir", "outputs_complete"]
 
@@ -289,7 +289,7 @@ class Run(ChunkProgram, RunOutputs):
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
-        from .evaluate import progress_metrics, progress_note
+        from ..grading import progress_metrics, progress_note
 
         if self.main_process and not self.args.no_eval:
             print(progress_note(config.env_id))

@@ -13,7 +13,7 @@ import jaxenvs
 from jaxenvs.rendering.io import save_gif
 from jaxenvs.rollout import rollout
 from .curve_drawing import draw_learning_curve, log_axis, nan_fill_forward
-from .xla import AheadOfTime
+from ..xla import AheadOfTime
 
 __all__ = ["plot_learning_curve", "curve_figure", "curve_panels", "policy_gif", "gif_frames"]
 
@@ -35,14 +35,14 @@ def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None 
 
 def _label(name: str, env_id: str | None) -> str:
     """The plot axis of metric ``name`` (its `train.tuned.Metric`'s label, else its name with spaces)."""
-    from .tuned import entry
+    from ..tuned import entry
 
     metric = entry(env_id).metrics.get(name) if env_id else None
     return (metric.label if metric is not None and metric.label else None) or name.replace("_", " ")
 
 
 def _unit_range(name: str, env_id: str | None) -> bool:
-    from .tuned import entry
+    from ..tuned import entry
 
     metric = entry(env_id).metrics.get(name) if env_id else None
     return bool(metric is not None and metric.unit_range)
@@ -54,7 +54,7 @@ def solved_bars(env_id: str | None) -> dict[str, tuple[str, float]]:
     bars drawn on its panels."""
     import re
 
-    from .tuned import entry
+    from ..tuned import entry
 
     text = entry(env_id).solved_when if env_id else None
     out = {}
@@ -121,7 +121,7 @@ def curve_figure(env_steps, returns, lengths, title: str = "", progress=None, en
 def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, title: str = "", progress=None,
                         env_id: str | None = None, training: dict | None = None) -> Path:
     """Save the learning curve: one panel per progress measure of the environment (``progress``:
-    rows ``{"env_steps": n, name: [value per seed]}`` from `train.evaluate.progress_metrics`; axis
+    rows ``{"env_steps": n, name: [value per seed]}`` from `train.grading.progress_metrics`; axis
     labels and ranges from ``env_id``'s entry in `train.tuned`, default ``title``),
     then the per-update metrics in ``training`` (``{name: float[num_updates, num_seeds]}``, the
     entry's ``curves``), then the mean episodic return and episode length of the training episodes,
@@ -188,7 +188,7 @@ def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
                 return trainer.act(params, jax.tree.map(lambda x: x[None], obs))[0]
 
             if trainer.env.multi_agent:
-                from .policy import make_policy
+                from ..policy import make_policy
 
                 agent = make_policy(trainer, params)
 
@@ -291,7 +291,7 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     frames = gif_frames(trainer, params, key, num_episodes, max_frames)
     if frames is None:
         return None
-    from .checkpoint import atomic_write
+    from ..checkpoint import atomic_write
 
     env = _gif_env(trainer)
     with atomic_write(path) as tmp:

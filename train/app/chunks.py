@@ -11,8 +11,8 @@ import numpy as np
 
 from jaxenvs import _backend
 
-from .distributed import put_global, replicated, runner_shardings
-from .phases import Background
+from ..distributed import put_global, replicated, runner_shardings
+from .timing import Background
 
 __all__ = ["chunk_length", "chunk_plan", "ChunkProgram"]
 
