@@ -357,10 +357,14 @@ def main(argv=None):
 
 
 def print_rows(rows):
+    """A line per measurement, the columns as wide as their longest entry (a method such as
+    "jaxenvs VectorEnv, reset pool" no longer pushes its row's figures out of line)."""
+    we = max([22, *(len(r["env"]) for r in rows)])
+    wm = max([24, *(len(r["method"]) for r in rows)])
     for r in rows:
         c = f"  (compile {r['compile_s']:.2f}s)" if r["compile_s"] is not None else ""
         c += f"  {r['vs_pgx']:.2f}x Pgx (paired)" if "vs_pgx" in r else ""
-        print(f"{r['env']:<22} {r['method']:<24} {r['num_envs']:>6} envs {r['steps_per_sec']:>16,.0f} steps/s{c}")
+        print(f"{r['env']:<{we}} {r['method']:<{wm}} {r['num_envs']:>6} envs {r['steps_per_sec']:>16,.0f} steps/s{c}")
 
 
 def _si(x: float) -> str:

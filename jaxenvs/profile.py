@@ -34,7 +34,13 @@ What is measured, all in this process, on JAX's default device:
 * **layers**: the env with no wrapper, then with each wrapper of its stack added in turn
   (for ``make("GridWorld-v0")``: ``GridWorld``, ``TimeLimit``, ``AutoReset``): state bytes,
   the single-env ``step``'s stages and plain-path steps/s at one batch size, so what each wrapper
-  adds is the difference between consecutive layers.
+  adds is the difference between consecutive layers. Every layer's program makes the same steps
+  (the same ``num_envs`` and ``num_steps``, `layer_programs`); all are compiled first, then timed
+  in rounds (each round times every layer in turn, at least ``LAYER_REPEATS`` rounds, each timed
+  run as many calls as make the fastest layer's last ``LAYER_MIN_RUN_S``, the same for all), and
+  the median per layer counts. (Timed one layer after another, three runs of about 2 ms each at
+  1,024 envs, a busy moment of a loaded machine could fall on one layer's runs alone and make the
+  wrapper around it look several times faster than what it wraps.)
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ __all__ = [
     "auto_num_steps",
     "tree_bytes",
     "wrapper_layers",
+    "layer_programs",
     "file_stem",
 ]
 
@@ -215,7 +222,8 @@ class Layer:
     step_stages: Stages
     num_envs: int
     num_steps: int
-    run_s: tuple[float, ...]
+    run_s: tuple[float, ...]  # seconds of one call of the layer's program (num_envs x num_steps steps), per round
+    calls: int = 1  # consecutive calls each timed run made (the same for every layer of a report)
 
     @property
     def steps_per_s(self) -> float:
@@ -226,7 +234,7 @@ class Layer:
             "name": self.name, "state_bytes_per_env": self.state_bytes,
             **{f"step_{k}": v for k, v in self.step_stages.to_dict().items()},
             "num_envs": self.num_envs, "num_steps": self.num_steps, "steps_per_s": self.steps_per_s,
-            "median_run_s": float(np.median(self.run_s)),
+            "median_run_s": float(np.median(self.run_s)), "run_s": list(self.run_s), "calls_per_timed_run": self.calls,
         }
 
 
@@ -460,6 +468,44 @@ def _time_runs(compiled, seed: int, repeats: int) -> tuple[float, ...]:
     return tuple(times)
 
 
+LAYER_REPEATS = 5  # timed rounds of the layers at least (each round times every layer once, in turn)
+LAYER_MIN_RUN_S = 0.05  # the least seconds a timed run of the fastest layer lasts (calls repeated to reach it)
+LAYER_MAX_CALLS = 64
+
+
+def layer_programs(env: Environment, num_envs: int, num_steps: int, params: Any = None) -> list[tuple[str, Environment, Callable]]:
+    """``[(name, layer env, program)]`` for each layer of `wrapper_layers`: the random-policy
+    program of `jaxenvs.rollout.benchmark_program` (``run(key) -> total reward``), every layer at
+    the same ``num_envs`` and ``num_steps``, so their times compare step for step."""
+    return [(name, e, benchmark_program(e, num_envs, num_steps, params)) for name, e in wrapper_layers(env)]
+
+
+def _time_interleaved(compiled: Sequence[Callable], seed: int, rounds: int,
+                      min_run_s: float = LAYER_MIN_RUN_S) -> tuple[int, list[tuple[float, ...]]]:
+    """``(calls, [seconds per call of each program, one per round])``: each program run once
+    untimed (warm), then ``rounds`` rounds that time every program in turn (the first one
+    rotating), each timed run ``calls`` consecutive calls, the same number for every program,
+    enough for the fastest to last ``min_run_s``: a slow moment of a loaded machine falls on one
+    round of every program alike, not on one program's every run."""
+    keys = jax.random.split(jax.random.key(seed), rounds + 1)
+    warm = []
+    for program in compiled:
+        t0 = time.perf_counter()
+        jax.block_until_ready(program(keys[0]))
+        warm.append(time.perf_counter() - t0)
+    calls = int(min(LAYER_MAX_CALLS, max(1, math.ceil(min_run_s / max(min(warm), 1e-9)))))
+    times: list[list[float]] = [[] for _ in compiled]
+    for r in range(rounds):
+        for j in range(len(compiled)):
+            i = (r + j) % len(compiled)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                out = compiled[i](keys[r + 1])
+            jax.block_until_ready(out)
+            times[i].append((time.perf_counter() - t0) / calls)
+    return calls, [tuple(t) for t in times]
+
+
 def _check_counts(name: str, values: Sequence[int]) -> tuple[int, ...]:
     values = tuple(values)
     if not values or any(not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in values):
@@ -552,15 +598,21 @@ def profile(
 
         layer_results = []
         if layers:
-            for name, layer_env in wrapper_layers(env):
+            t = steps_of(layer_num_envs)
+            programs = layer_programs(env, layer_num_envs, t, params)
+            compiled, step_stages, state_b = [], [], []
+            for name, layer_env, program in programs:  # every program compiled before any is timed
                 _, st = compile_stages(lambda k, s, a, e=layer_env: e.step(k, s, a, params), key,
                                        jax.eval_shape(lambda k, e=layer_env: e.reset(k, params)[1], key), action_shape)
-                t = steps_of(layer_num_envs)
-                compiled = jax.jit(benchmark_program(layer_env, layer_num_envs, t, params)).lower(key).compile()
-                state_b = tree_bytes(jax.eval_shape(lambda k, e=layer_env: e.reset(k, params)[1], key))
-                layer = Layer(name, state_b, st, layer_num_envs, t, _time_runs(compiled, seed, repeats))
+                step_stages.append(st)
+                compiled.append(jax.jit(program).lower(key).compile())
+                state_b.append(tree_bytes(jax.eval_shape(lambda k, e=layer_env: e.reset(k, params)[1], key)))
+            calls, times = _time_interleaved(compiled, seed, max(repeats, LAYER_REPEATS))
+            for (name, _, _), st, b, run_s in zip(programs, step_stages, state_b, times):
+                layer = Layer(name, b, st, layer_num_envs, t, run_s, calls)
                 layer_results.append(layer)
-                say(f"layer {name}: {state_b} B/env, step compile {st.total_s:.2f} s, {layer.steps_per_s:.3g} steps/s")
+                say(f"layer {name}: {b} B/env, step compile {st.total_s:.2f} s, {layer.steps_per_s:.3g} steps/s "
+                    f"({layer_num_envs:,} envs x {t} steps, {calls} call(s) a timed run, median of {len(run_s)})")
 
     dev = jax.devices()[0]
     return ProfileReport(

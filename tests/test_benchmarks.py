@@ -158,3 +158,17 @@ def test_the_printed_table_has_a_line_per_env_and_batch_and_a_column_per_method(
     assert lines[2].split() == ["GridWorld-v0", "1", "5.55M", "(1.21x)", "4.50M", "112k"]
     assert lines[3].split() == ["PointEnv-v0", "4096", "21.00M", "-", "-"] and len(lines) == 4
     assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
+
+
+def test_the_per_measurement_lines_keep_their_columns_with_the_reset_pool(steps_per_sec, capsys):
+    rows = [
+        {"env": "GridWorld-v0", "method": "jaxenvs VectorEnv", "num_envs": 64, "steps_per_sec": 4.5e7, "compile_s": 0.5},
+        {"env": "GridWorld-v0", "method": "jaxenvs VectorEnv, reset pool", "num_envs": 64, "steps_per_sec": 5.1e7,
+         "compile_s": 0.6},
+        {"env": "GridWorld-v0", "method": "python loop", "num_envs": 1, "steps_per_sec": 112_000, "compile_s": None},
+    ]
+    steps_per_sec.print_rows(rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and len({line.index(" envs ") for line in lines}) == 1  # the envs column lines up
+    assert len({line.index(" steps/s") for line in lines}) == 1  # and the steps/s column
+    assert lines[1].split()[:5] == ["GridWorld-v0", "jaxenvs", "VectorEnv,", "reset", "pool"]

@@ -164,6 +164,50 @@ def test_layers_are_the_wrapper_stack_and_what_each_adds(report):
     assert [layer["state_bytes_per_env"] for layer in layers] == [16, 20, 20]
     for layer in layers:
         assert layer["num_envs"] == max(SIZES) and layer["steps_per_s"] > 0 and layer["step_total_s"] > 0
+    # timed alike: the same steps per call, the same calls per timed run, the same rounds (>= LAYER_REPEATS
+    # though --repeats 1), and steps/s is the steps of one call over the median call's seconds
+    from jaxenvs.profile import LAYER_REPEATS
+
+    assert len({(la["num_envs"], la["num_steps"], la["calls_per_timed_run"], len(la["run_s"])) for la in layers}) == 1
+    assert layers[0]["num_steps"] == STEPS and len(layers[0]["run_s"]) == LAYER_REPEATS >= 5
+    for la in layers:
+        assert la["median_run_s"] == pytest.approx(float(np.median(la["run_s"])), rel=1e-12)
+        assert la["steps_per_s"] == pytest.approx(la["num_envs"] * la["num_steps"] / la["median_run_s"], rel=1e-12)
+
+
+def test_every_layer_program_makes_the_same_steps():
+    """Without timing: each layer's program (bare env, + TimeLimit, + AutoReset) steps num_envs envs
+    num_steps times, on an env whose every step rewards 1 (episodes of 3 steps, a limit of 2): its
+    total reward is num_envs x num_steps exactly, whether the episodes end, are cut or restart."""
+    from jaxenvs import spaces, struct
+    from jaxenvs.core import Environment
+    from jaxenvs.profile import layer_programs
+    from jaxenvs.wrappers import AutoReset, TimeLimit
+
+    @struct.dataclass
+    class S:
+        count: jax.Array
+
+    class Ones(Environment):
+        def reset_env(self, key, params):
+            return jnp.zeros(1), S(jnp.int32(0))
+
+        def step_env(self, key, state, action, params):
+            s = S(state.count + 1)
+            return jnp.ones(1) * s.count, s, jnp.float32(1), s.count >= 3, jnp.bool_(False), {}
+
+        def observation_space(self, params=None):
+            return spaces.Box(-jnp.inf, jnp.inf, (1,), jnp.float32)
+
+        def action_space(self, params=None):
+            return spaces.Discrete(2)
+
+    env = AutoReset(TimeLimit(Ones(), 2))
+    programs = layer_programs(env, 8, 7)
+    assert [name for name, _, _ in programs] == ["Ones", "TimeLimit", "AutoReset"]
+    for name, _, program in programs:
+        assert float(jax.jit(program)(jax.random.key(0))) == 8 * 7, name
+    assert float(jax.jit(layer_programs(env, 3, 5)[0][2])(jax.random.key(1))) == 3 * 5
 
 
 def test_helpers():

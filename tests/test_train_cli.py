@@ -318,6 +318,27 @@ def test_config_file_without_algo_takes_the_algo_flag(tmp_path, capsys, no_cache
     assert code == 2 and "is for algorithm 'ppo', not 'trpo'" in err
 
 
+def test_seed_i_of_seeds_n_starts_as_seed_i_alone():
+    """Seed i of ``--seeds N --seed s`` gets the init key of ``--seed s+i`` alone (a run of one seed
+    keeps the key it always had: the one split of jax.random.key(seed)); what still differs between
+    the two runs is the float rounding of the vmapped program (docs/training.md)."""
+    import jax
+
+    from jaxenvs.train.run import seed_keys
+
+    data = lambda k: np.asarray(jax.random.key_data(k))
+    many = seed_keys(3, 4)
+    assert many.shape == (4,) and jax.dtypes.issubdtype(many.dtype, jax.dtypes.prng_key)
+    for i in range(4):
+        alone = seed_keys(3 + i, 1)
+        np.testing.assert_array_equal(data(many)[i], data(alone)[0])
+        np.testing.assert_array_equal(data(alone)[0], data(jax.random.split(jax.random.key(3 + i), 1))[0])
+    assert len({tuple(k) for k in data(many)}) == 4  # four different keys
+    RunSettings(seed=2**63 - 4, num_seeds=4)  # the last seed is 2**63 - 1: allowed
+    with pytest.raises(ValueError, match=r"seeds 9223372036854775805 \.\. 9223372036854775808 pass 2\*\*63 - 1"):
+        RunSettings(seed=2**63 - 3, num_seeds=4)
+
+
 def test_run_settings_live_apart_from_the_config(tmp_path, capsys, no_cache):
     config, settings = get_config("PointEnv-v0", algo="trpo"), RunSettings(num_seeds=4, seed=3, num_chunks=5)
     record = run_record(config, settings)

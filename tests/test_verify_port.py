@@ -232,13 +232,54 @@ def test_report_is_a_certificate(frozen_report, tmp_path):
     assert {"name", "tier", "p_value", "detectable", "effect", "n_port", "required"} <= set(s0)
     path = r.save(tmp_path / "frozen_lake.verify.json")
     assert json.loads(open(path).read()) == d
-    # the table's columns line up: every row has a space before each column the rule starts
+    # the text: every line within WIDTH columns, each statistic's result and figures said in words
+    from jaxenvs.testing.report import WIDTH
+
     lines = str(r).splitlines()
-    rule = next(i for i, line in enumerate(lines) if set(line) <= {"-", " "} and line.strip())
-    starts = [m.start() for m in re.finditer(r"(?<= )-", lines[rule])]
-    for row in lines[rule - 1 : rule + 1 + len(r.statistics)]:
-        assert all(row[c - 1] == " " and row[c - 2] == " " for c in starts if c < len(row))
-    assert lines[0] == "verdict: PASS"
+    assert lines[0] == "verdict: PASS" and WIDTH == 100
+    assert max(map(len, lines)) <= WIDTH, max(lines, key=len)
+    for s in r.statistics:
+        at = lines.index(f"  ok: {s.name} ({'required' if s.required else 'supporting'}; {s.tier} tier, {s.test})")
+        figures = lines[at + 1]
+        assert figures.startswith(f"    p-value {s.p_value:.3g}; "), figures
+        if s.tier == "model":  # draws of the port against the table's exact probabilities
+            assert s.n_reference == 0 and f"samples: port {s.n_port:,} draws, reference: its exact probabilities" in figures
+        else:
+            assert f"samples: port {s.n_port:,}, reference {s.n_reference:,}" in figures
+        if s.effect == "tv":
+            assert f"detectable total variation {s.detectable:.3g} (bound {s.target(r.detect):g})" in figures
+    assert "n port/ref" not in str(r) and " tv " not in str(r)
+
+
+def test_a_fail_report_fits_100_columns_and_says_what_its_figures_are():
+    """A FAIL detail with long summaries (built by hand: no env run): every line within 100
+    columns, nothing of the summaries lost, the figures named in words."""
+    from jaxenvs.testing import PortReport, Statistic
+    from jaxenvs.testing.report import WIDTH
+
+    port_text = "; ".join(f"stratum {i}: {{0: 0.{i}1, 1: 0.{9 - i}9}} (n=4096)" for i in range(8))
+    stats = (
+        Statistic("next observation, terminated | (observation, action)", "sample",
+                  "pooled chi-square over strata + per-stratum exact", 0.9, 3.33e-16, "weighted tv", 32768, 32768),
+        Statistic("transition | (observation, action)", "model", "goodness of fit per (observation, action)", 0.0,
+                  0.0151, "tv", 32768, 0, True, port_text, "x" * 150, "needs about 1,000 draws"),
+        Statistic("initial observation", "exact", "replay", 1.0, 0.0, "exact", 100, 100, False),
+    )
+    r = PortReport(port="<" + "Wrapper<" * 20 + "Env" + ">" * 21, port_id=None, reference="Ref-v0", versions={},
+                   verdict="fail", tiers=("model", "sample"), num_episodes=100, horizon=10, seed=0, alpha=1e-3,
+                   detect=0.02, power=0.95, threshold=1e-4, spaces=(), statistics=stats, states_checked=0,
+                   episodes_needed=None, cache=None, seconds=1.0, notes=("a note " * 40,))
+    text = str(r)
+    assert max(map(len, text.splitlines())) <= WIDTH, max(text.splitlines(), key=len)
+    flat = " ".join(text.split())
+    assert " ".join(port_text.split()) in flat  # every stratum's figures kept
+    assert "x" * 150 in text.replace("\n      ", "")  # a word past the width is broken, not lost
+    assert "detectable weighted total variation 3.33e-16 (visitation-weighted, bound 0.02)" in flat
+    assert "FAIL: transition | (observation, action) (required; model tier, goodness of fit per (observation, action))" in flat
+    assert "samples: port 32,768 draws, reference: its exact probabilities" in flat
+    assert "samples: port 32,768, reference 32,768" in flat and "exact comparison (any difference fails)" in flat
+    assert "ok: initial observation (supporting; exact tier, replay)" in flat
+    assert flat.count("a note") == 40 and "n port/ref" not in flat and "weighted tv" not in flat
 
 
 # ---------------------------------------------------------------------------------------------

@@ -263,11 +263,14 @@ class RunSettings:
     as its ``"run"`` object (see `run_record`)."""
 
     num_seeds: int = field(1, Int(1, 1 << 16), "independent runs vmapped in one program")
-    seed: int = field(0, Int(0, 2**63 - 1), "root seed; seed i of a run uses the i-th split of jax.random.key(seed)")
+    seed: int = field(0, Int(0, 2**63 - 1), "root seed; seed i of a run starts as a run of one seed with root seed seed + i")
     num_chunks: int = field(20, Int(1), "jitted calls the run is split into (progress printed between them)")
 
     def __post_init__(self):
         validate_fields(self)
+        if self.seed + self.num_seeds - 1 > 2**63 - 1:  # seed i of the run is root seed seed + i
+            raise ValueError(f"RunSettings: seeds {self.seed} .. {self.seed + self.num_seeds - 1} pass 2**63 - 1; "
+                             f"use a seed of at most {2**63 - self.num_seeds}")
 
     def replace(self, **kwargs) -> "RunSettings":
         """A copy with ``kwargs`` changed, validated like new settings."""

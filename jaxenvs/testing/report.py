@@ -11,7 +11,7 @@ import math
 import os
 from typing import Any
 
-__all__ = ["Statistic", "PortReport", "PortMismatch", "PortInconclusive", "TIERS", "VERDICTS"]
+__all__ = ["Statistic", "PortReport", "PortMismatch", "PortInconclusive", "TIERS", "VERDICTS", "WIDTH"]
 
 # the tiers, strongest first: what each statistic's comparison rests on
 TIERS = {
@@ -165,44 +165,42 @@ class PortReport:
         return path
 
     def __str__(self) -> str:
+        """The report as text, every line within `WIDTH` columns: the run's settings, then each
+        statistic with its result, what it compared and its figures in words, and under the ones
+        that failed or fell short both sides' values and what more it needs."""
         head = [
             f"verdict: {self.verdict.upper()}",
             f"port: {self.port}",
             f"reference: {self.reference}",
-            f"{self.num_episodes} episodes (horizon {self.horizon}), seed {self.seed}; alpha={self.alpha:g} "
-            f"(each statistic at {self.threshold:.3g}), detect={self.detect:g}, power={self.power:g}; "
-            f"{self.seconds:.1f} s" + (f"; {self.cache}" if self.cache else ""),
+            f"{self.num_episodes} episodes (horizon {self.horizon}), seed {self.seed}; {self.seconds:.1f} s"
+            + (f"; {self.cache}" if self.cache else ""),
+            f"alpha={self.alpha:g} (a statistic fails at a p-value below {self.threshold:.3g}), detect={self.detect:g}, "
+            f"power={self.power:g}",
             *self.spaces,
         ]
-        cols = ("statistic", "tier", "test", "p-value", "detectable", "n port/ref", "role", "result")
-        rows = []
+        lines = [w for line in head for w in _wrap(line, "")]
+        lines += ["", f"{len(self.statistics)} statistics (p-value: the chance of a difference at least this large from a "
+                      f"faithful port; detectable: the smallest difference the sample sees with probability {self.power:g}):"]
+        lines = [w for line in lines for w in _wrap(line, "")]
         for s in self.statistics:
             rejected = s.p_value < self.threshold
             short = s.required and s.detectable > s.target(self.detect)
-            rows.append(
-                (
-                    s.name,
-                    s.tier,
-                    s.test,
-                    f"{s.p_value:.3g}",
-                    "exact" if s.effect == "exact" else f"{s.effect} {s.detectable:.3g}",
-                    f"{s.n_port}/{s.n_reference}",
-                    "required" if s.required else "supporting",
-                    "FAIL" if rejected else ("too few samples" if short else "ok"),
-                )
-            )
-        widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
-        fmt = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-        lines = head + ["", fmt(cols), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in rows]
-        for s in self.statistics:
-            if s.p_value < self.threshold or (s.required and s.detectable > s.target(self.detect)):
-                lines.append(f"  {s.name}: port {s.port}; reference {s.reference}" + (f"; {s.needed}" if s.needed else ""))
+            result = "FAIL" if rejected else ("too few samples" if short else "ok")
+            role = "required" if s.required else "supporting"
+            lines += _wrap(f"{result}: {s.name} ({role}; {s.tier} tier, {s.test})", "  ")
+            lines += _wrap(f"p-value {s.p_value:.3g}; {_detectable_words(s, s.target(self.detect))}; {_samples_words(s)}",
+                           "    ")
+            if rejected or short:
+                lines += _wrap(f"port: {s.port}", "    ") + _wrap(f"reference: {s.reference}", "    ")
+                if s.needed:
+                    lines += _wrap(s.needed, "    ")
         line = self.local_line()
         if line:
-            lines.append(f"  local: {line}")
+            lines += _wrap(f"local: {line}", "  ")
         if self.verdict == "inconclusive" and self.episodes_needed:
             lines.append(f"  episodes needed: about {self.episodes_needed:,}")
-        lines += [f"  note: {n}" for n in self.notes]
+        for n in self.notes:
+            lines += _wrap(f"note: {n}", "  ")
         return "\n".join(lines)
 
     def local_line(self) -> str:
@@ -214,7 +212,7 @@ class PortReport:
         if loc["how"] == "exact":
             return f"every stratum exact (the exact tier: detect_local={dl:g} holds at every state visited)"
         if loc["how"] == "model":
-            return (f"every (observation, action) pair reached, against the exact probabilities: TV <= "
+            return (f"every (observation, action) pair reached, against the exact probabilities: total variation <= "
                     f"{loc['bound']:.3g} at each (detect_local={dl:g})")
         if loc["how"] == "none":
             return (f"no strata (real-valued observations or actions, no exact tier): detect_local={dl:g} is not "
@@ -223,14 +221,78 @@ class PortReport:
         if w is None:
             return f"no stratum holds {cov:g} of the visits"
         held = "certified" if loc["bound"] <= dl else "NOT certified"
-        out = (f"every stratum with >= {cov:g} of the visits ({loc['covered']} strata) differs by TV <= {loc['bound']:.3g} "
+        out = (f"every stratum with >= {cov:g} of the visits ({loc['covered']} strata) differs by total variation <= "
+               f"{loc['bound']:.3g} "
                f"with power {self.power:g}: detect_local={dl:g} {held}; the weakest bound at {w['where']} "
-               f"({w['share']:.3f} of visits, n={w['n_port']}/{w['n_reference']})")
+               f"({w['share']:.3f} of visits, samples: port {w['n_port']}, reference {w['n_reference']})")
         if worst is not None:
-            out += f"; most different: {worst['where']} (observed TV {worst['tv']:.3f}, {worst['share']:.3f} of visits)"
+            out += f"; most different: {worst['where']} (observed total variation {worst['tv']:.3f}, {worst['share']:.3f} of visits)"
         if loc["uncovered"]:
             out += f"; {loc['uncovered']} rarer strata ({loc['uncovered_share']:.4f} of visits) not covered"
         return out
+
+
+WIDTH = 100  # the columns every line of a report's text fits in
+
+# what each statistic's `effect` measures, in words
+_EFFECT_WORDS = {
+    "tv": "total variation",
+    "ks": "Kolmogorov-Smirnov distance",
+    "weighted tv": "weighted total variation",
+    "local tv": "total variation at each covered stratum",
+    "rank ks": "Kolmogorov-Smirnov distance of the ranks from uniform",
+    "games differing": "share of games differing",
+}
+_EFFECT_NOTES = {"weighted tv": "visitation-weighted, "}
+
+
+def _detectable_words(s: Statistic, bound: float) -> str:
+    """``weighted total variation 3.33e-16 (visitation-weighted, bound 0.02)``: the effect the
+    statistic's sample detects, named in words, with the bound a pass needs."""
+    if s.effect == "exact":
+        return "exact comparison (any difference fails)"
+    words = _EFFECT_WORDS.get(s.effect, s.effect)
+    return f"detectable {words} {s.detectable:.3g} ({_EFFECT_NOTES.get(s.effect, '')}bound {bound:g})"
+
+
+def _samples_words(s: Statistic) -> str:
+    """The sample sizes in words: the model tier draws the port against exact probabilities (no
+    reference samples), the from-state tier draws the port at reference states."""
+    if s.tier == "model" and not s.n_reference:
+        return f"samples: port {s.n_port:,} draws, reference: its exact probabilities"
+    if s.tier == "from-state":
+        return f"samples: port {s.n_port:,} draws at {s.n_reference:,} reference states"
+    return f"samples: port {s.n_port:,}, reference {s.n_reference:,}"
+
+
+def _wrap(text: str, indent: str, width: int = WIDTH) -> list[str]:
+    """``text`` as lines of at most ``width`` columns starting with ``indent``: broken at its
+    clauses ("; ") first, a clause still too long at its spaces, continuation lines indented two
+    more columns."""
+    import textwrap
+
+    if len(indent) + len(text) <= width:
+        return [indent + text]
+    more = indent + "  "
+    lines: list[str] = []
+    current = ""
+    for clause in text.split("; "):
+        piece = clause if not current else f"{current}; {clause}"
+        room = width - len(indent if not lines else more)
+        if len(piece) <= room:
+            current = piece
+            continue
+        if current:
+            lines.append(current + ";")
+        current = clause
+        while len(current) > width - len(more):
+            first = textwrap.wrap(current, width - len(indent if not lines else more), break_long_words=True,
+                                  break_on_hyphens=False)
+            lines.append(first[0])
+            current = current[len(first[0]):].lstrip()
+    if current:
+        lines.append(current)
+    return [(indent if i == 0 else more) + line for i, line in enumerate(lines)]
 
 
 class PortMismatch(AssertionError):

@@ -21,7 +21,7 @@ import numpy as np
 
 import jaxenvs
 from jaxenvs._fast_compile import compiler_options
-from jaxenvs.prng import key_on_host
+from jaxenvs.prng import key_on_host, split_on_host
 from jaxenvs.sharding import to_host
 from ..checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
@@ -35,7 +35,7 @@ from .parser import config_overrides, flag_of, split_run_settings
 from .timing import Background, Say
 from ..trainers import make_trainer
 
-__all__ = ["Run", "make_run_dir", "check_out_dir", "probe_run_dir", "outputs_complete"]
+__all__ = ["Run", "seed_keys", "make_run_dir", "check_out_dir", "probe_run_dir", "outputs_complete"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -139,6 +139,16 @@ def _check_play_fields(config, flags: dict) -> None:
     )
 
 
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """The init keys of a run's seeds (shape ``(num_seeds,)``): seed i of a run with root seed ``seed``
+    gets the key a run of one seed with root seed ``seed + i`` gets (``jax.random.split(jax.random.key(
+    seed + i), 1)[0]``), so seed i of ``--seeds N`` starts where ``--seed i`` alone starts. Made on the
+    host (nothing compiled)."""
+    keys = [split_on_host(key_on_host(seed + i), 1)[0] for i in range(num_seeds)]
+    data = np.stack([np.asarray(jax.random.key_data(k)) for k in keys])
+    return jax.random.wrap_key_data(data, impl=jax.random.key_impl(keys[0]))
+
+
 def _tree_bytes(tree) -> int:
     """Bytes of the arrays of ``tree`` (PRNG keys as their key data): about a checkpoint's size."""
     def nbytes(x):
@@ -203,13 +213,13 @@ class Run(ChunkProgram, RunOutputs):
             self.trainer = trainer = make_trainer(config, mesh=self.mesh)
             num_seeds = settings.num_seeds
 
-            def init_seeds(key, hp):  # the seeds' keys split inside: one program, nothing compiled outside it
-                return jax.vmap(trainer.init, in_axes=(0, None))(jax.random.split(key, num_seeds), hp)
+            def init_seeds(keys, hp):  # one program for every seed
+                return jax.vmap(trainer.init, in_axes=(0, None))(keys, hp)
 
             shardings = None
             if self.mesh is not None:
                 shardings = runner_shardings(runner_template(trainer, num_seeds), self.mesh)
-            key, hp = key_on_host(settings.seed), config.hparams()
+            key, hp = seed_keys(settings.seed, num_seeds), config.hparams()
             # the init program runs once, for a millisecond: XLA's cheapest compile (no LLVM
             # optimisation) takes half the time; its float rounding may differ from the optimised
             # compile's in the last bit (|difference| < 1e-6 in the initial parameters, as between
