@@ -227,7 +227,7 @@ def test_unknown_id_in_a_process(run):
         (["play", "GridWorld-v0", "--seed", str(10**23)], 2, f"argument --seed: expected an integer in [0, 2**63), got '{10**23}'"),
         (["bench", "GridWorld-v0", "--seed", str(2**63)], 2, "argument --seed: expected an integer in [0, 2**63)"),
         (["play", "GridWorld-v0", "--seed", "-1"], 2, "argument --seed: expected an integer in [0, 2**63), got '-1'"),
-        (["play", "GridWorld-v0", "--policy", "greedy"], 2, "--policy takes 'random' or a run directory of python -m jaxenvs.train; 'greedy' is not a directory"),
+        (["play", "GridWorld-v0", "--policy", "greedy"], 2, "--policy takes random or a run directory of jaxenvs-train; 'greedy' is not a directory"),
         (["play", "GridWorld-v0", "--render", "avi", "--out", "x.avi"], 2, "argument --render: expected one of text, human, gif, mp4, got 'avi'"),
         (["play", "GridWorld-v0", "--render", "x.gif"], 2, "got 'x.gif'; write --render gif --out x.gif"),
         (["play", "GridWorld-v0", "--render", "gif"], 2, "--render gif needs --out PATH (a file ending in .gif)"),

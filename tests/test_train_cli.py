@@ -24,6 +24,8 @@ from jaxenvs.train.configs import (
 from jaxenvs.train.grading import format_table
 
 ROOT = Path(__file__).resolve().parents[1]
+# the hints name the `jaxenvs` command: the one installed beside this Python comes first on PATH
+BIN_ON_PATH = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
 
 
 # the subprocesses compile without XLA:CPU's backend optimisations: their runs are tiny, so compiling
@@ -324,7 +326,7 @@ def test_seed_i_of_seeds_n_starts_as_seed_i_alone():
     the two runs is the float rounding of the vmapped program (docs/training.md)."""
     import jax
 
-    from jaxenvs.train.run import seed_keys
+    from jaxenvs.train.app.run import seed_keys
 
     data = lambda k: np.asarray(jax.random.key_data(k))
     many = seed_keys(3, 4)
@@ -438,8 +440,9 @@ def test_the_printed_evaluate_hint_works_from_another_directory(run_dir, tmp_pat
     run_dir, stdout, cache = run_dir
     (hint,) = [line.split("evaluate again: ", 1)[1] for line in stdout.splitlines() if line.startswith("evaluate again: ")]
     assert hint == f"jaxenvs evaluate {run_dir.resolve()}"
-    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache), "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()}
-    p = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=tmp_path,
+    env = {**os.environ, "JAXENVS_CACHE_DIR": str(cache), "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip(),
+           "PATH": BIN_ON_PATH}
+    p = subprocess.run(["bash", "-c", hint], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode in (0, 1) and "evaluation: GridWorld-v0" in p.stdout, p.stderr
 
@@ -468,8 +471,8 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     assert "policy GIF:     (not written: --no-gif)" in p.stdout
     (hint,) = [line.split("evaluate again: ", 1)[1] for line in p.stdout.splitlines() if line.startswith("evaluate again: ")]
     assert hint.startswith(f"cd {here} && jaxenvs evaluate {run_dir.resolve()}")
-    q = subprocess.run(["bash", "-c", hint.replace("python", f"'{sys.executable}'", 1)], cwd=elsewhere,
-                       capture_output=True, text=True, timeout=300, env=env)
+    q = subprocess.run(["bash", "-c", hint], cwd=elsewhere, capture_output=True, text=True, timeout=300,
+                       env={**env, "PATH": BIN_ON_PATH})
     assert q.returncode == 0 and "evaluation: my_module:custom/Grid-v0" in q.stdout, q.stderr
     assert f"warning: importing {(here / 'my_module.py').resolve()} (module 'my_module'" in q.stderr  # before it runs
     # the run plays from the folder that holds the module, as check does; elsewhere a one-line error says why
@@ -481,7 +484,7 @@ def test_a_custom_env_from_the_current_directory_trains_and_its_hints_work_elsew
     q = subprocess.run([sys.executable, "-m", "jaxenvs", "play", str(run_dir)], cwd=elsewhere, capture_output=True,
                        text=True, timeout=300, env=env)
     assert q.returncode == 1 and "Traceback" not in q.stderr and len(q.stderr.strip().splitlines()) == 1
-    assert "its environment's module cannot be imported" in q.stderr and "run jaxenvs play from the folder" in q.stderr
+    assert "its environment's module cannot be imported" in q.stderr and "run jaxenvs from the folder" in q.stderr
 
 
 @pytest.mark.parametrize("env_id, words", [
