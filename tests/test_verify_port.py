@@ -238,10 +238,22 @@ def test_report_is_a_certificate(frozen_report, tmp_path):
     lines = str(r).splitlines()
     assert lines[0] == "verdict: PASS" and WIDTH == 100
     assert max(map(len, lines)) <= WIDTH, max(lines, key=len)
+    # each statistic's block: its "  ok: ..." line and the indented lines that continue it (wrapped at WIDTH)
+    blocks, current = [], None
+    for line in lines:
+        if line.startswith("  ") and not line.startswith("   "):
+            current = [line.strip()]
+            blocks.append(current)
+        elif line.startswith("    ") and current is not None:
+            current.append(line.strip())
+        else:
+            current = None
+    texts = [" ".join(b) for b in blocks]
     for s in r.statistics:
-        at = lines.index(f"  ok: {s.name} ({'required' if s.required else 'supporting'}; {s.tier} tier, {s.test})")
-        figures = lines[at + 1]
-        assert figures.startswith(f"    p-value {s.p_value:.3g}; "), figures
+        head = f"ok: {s.name} ({'required' if s.required else 'supporting'}; {s.tier} tier, {s.test})"
+        (block,) = [t for t in texts if t.startswith(head + " ")]
+        figures = block[len(head):]
+        assert figures.startswith(f" p-value {s.p_value:.3g}; "), figures
         if s.tier == "model":  # draws of the port against the table's exact probabilities
             assert s.n_reference == 0 and f"samples: port {s.n_port:,} draws, reference: its exact probabilities" in figures
         else:

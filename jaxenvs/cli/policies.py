@@ -165,7 +165,7 @@ def named_opponent(env, opponent: str):
     from .envs import spec_id
 
     try:
-        if not (Path(opponent) / "config.json").is_file():
+        if not Path(opponent).is_dir():  # a name; a folder is loaded as a run (and refused if it is none)
             return make_opponent(opponent, env)
         record = load_run_policy(opponent, search=0, flag="--opponent")
         if spec_id(record.env_id) != spec_id(env.spec.id):
