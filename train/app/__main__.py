@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     if argv is None:  # the command owns the process
         from .timing import Background
 
-        if Background.any_running():  # interrupted during the background compile: see train.phases.Background
+        if Background.any_running():  # interrupted during the background compile: see train.app.timing.Background
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

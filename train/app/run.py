@@ -1,7 +1,7 @@
 """One run of ``jaxenvs-train``, step by step: its run directory, then `Run` (set up a new run or
 resume one, train chunk by chunk with progress lines and checkpoints). `Run`'s other parts live
 beside it: the chunk program in `train.chunks`, the outputs in `train.outputs`, the devices in
-`train.distributed`, the printed phases in `train.phases`.
+`train.distributed`, the printed phases in `train.app.timing`.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ class Run(ChunkProgram, RunOutputs):
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
     curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
-    gif_job: object = None  # train.phases.Background compiling the GIF's programs during the training
+    gif_job: object = None  # train.app.timing.Background compiling the GIF's programs during the training
 
     # -- setting up ----------------------------------------------------------------------------
     def new_config(self) -> tuple[object, RunSettings]:
