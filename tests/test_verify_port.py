@@ -85,7 +85,7 @@ def test_planted_slip_bug_is_caught(frozen_report):
     e = info.value
     assert e.statistic == "transition | (observation, action)"
     assert e.report.verdict == "fail" and e.report.cache is not None  # the faithful run's reference rollouts
-    assert re.search(r"port \(n=\d+\): at observation \d+, action \d: .*TV 0\.0", str(e))
+    assert re.search(r"port \([\d,]+ samples\): at observation \d+, action \d: .*TV 0\.0", str(e))
 
 
 def test_user_transition_probs_are_the_model(frozen_report):
@@ -184,7 +184,7 @@ def test_sample_tier_mutants_fail(make, reference):
     with pytest.raises(PortMismatch) as info:
         verify_port(make(), reference, num_episodes=1000, max_episodes=1000, detect=0.3)
     msg = str(info.value)
-    assert msg.startswith(info.value.statistic + ":") and "port (n=" in msg and "reference (n=" in msg
+    assert msg.startswith(info.value.statistic + ":") and "port (" in msg and " samples): " in msg and "reference (" in msg
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,7 +140,8 @@ def local_statistic(port: Side, ref: Side, settings: VerifySettings) -> Pending:
 
     top = sorted(covered, key=lambda c: -c["tv"])[:1]
     port_txt = (f"{len(covered)} strata with >= {coverage:g} of the visits" + "".join(
-        f"; most different {c['where']}: observed TV {c['tv']:.3f} (n={c['n_port']}/{c['n_reference']}, p={c['p']:.3g})"
+        f"; most different {c['where']}: total variation {c['tv']:.3f} between the two sides' outcomes "
+        f"(port {c['n_port']:,} visits, reference {c['n_reference']:,}; p-value {c['p']:.3g})"
         for c in top))
     ref_txt = (f"{res['uncovered']} rarer strata ({res['uncovered_share']:.4f} of visits) not covered (the pooled "
                "statistics test them)")
@@ -169,8 +170,8 @@ def _worst_stratum(ps, px, rs, rx) -> tuple[str, str]:
             best = tv
             row = np.frombuffer(bytes(s), np.float64)
             desc = (
-                f"; most different at {fmt_row(row)}: {summary_categorical(ca, a)} (n={len(a)})",
-                f"; there {summary_categorical(cb, b)} (n={len(b)})",
+                f"; most different at {fmt_row(row)}: {summary_categorical(ca, a)} ({len(a):,} samples)",
+                f"; there {summary_categorical(cb, b)} ({len(b):,} samples)",
             )
     return desc
 

@@ -532,8 +532,10 @@ def _verdict(run: _GymRun, pending, level, rounds, episodes, per_episode_s, stop
     mismatch = shortfall = None
     if failed:
         s = min(failed, key=lambda s: s.p_value)
-        mismatch = (s.name, f"{s.tier} {s.test} p={s.p_value:.3g} < alpha/(m rounds) = {alpha:g}/({len(statistics)} x "
-                            f"{rounds}); port (n={s.n_port}): {s.port}; reference (n={s.n_reference}): {s.reference}")
+        ref_n = "its exact probabilities" if s.tier == "model" and not s.n_reference else f"{s.n_reference:,} samples"
+        mismatch = (s.name, f"{s.tier} tier, {s.test}: p-value {s.p_value:.3g} < alpha / (statistics x rounds) = "
+                            f"{alpha:g} / ({len(statistics)} x {rounds}); port ({s.n_port:,} samples): {s.port}; "
+                            f"reference ({ref_n}): {s.reference}")
     elif short:
         lines = [f"{s.name} ({s.tier}): detects {s.effect} {s.detectable:.3g} > "
                  f"{'detect' if s.goal is None else 'detect_local'}={s.target(detect):g}; {s.needed}" for s in short]
