@@ -34,6 +34,7 @@ from gymnax.wrappers.purerl import LogWrapper as GymnaxLog  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.adapters.gymnax import GymnaxState, SingleAgentView, to_gymnax  # noqa: E402
+from jaxenvs.checker import EnvCheckError  # noqa: E402
 from jaxenvs.envs.gymnax_env import GymnaxEnv  # noqa: E402
 from jaxenvs.envs.hurdle_race import HURDLE, JUMP, RUN  # noqa: E402
 from jaxenvs.wrappers import NormalizeObservation, RecordEpisodeStatistics, TimeLimitState  # noqa: E402
@@ -100,6 +101,25 @@ def _cartpole_state(time, theta, theta_dot=0.0):
 
     f = jnp.float32
     return EnvState(time=jnp.int32(time), x=f(0.0), x_dot=f(0.0), theta=f(theta), theta_dot=f(theta_dot))
+
+
+def test_a_reward_of_the_wrong_shape_is_passed_on_and_named():
+    """gymnax's Pendulum before b3a4e29 returned its reward with shape (1,): the adapter keeps the
+    env's shape (a squeeze would hide the bug from every check) and check_env names it."""
+    from gymnax.environments.classic_control.pendulum import Pendulum
+
+    class UnsqueezedReward(Pendulum):
+        def step_env(self, key, state, action, params):
+            obs, state, reward, terminated, info = super().step_env(key, state, action, params)
+            return obs, state, reward.reshape(1), terminated, info
+
+    env = GymnaxEnv(UnsqueezedReward())
+    obs, state = env.reset(jax.random.key(0))
+    reward = jax.eval_shape(env.step, jax.random.key(1), state, jnp.zeros(1, jnp.float32))[2]
+    assert reward.shape == (1,) and reward.dtype == jnp.float32
+    with pytest.raises(EnvCheckError, match=r"\[reward-shape\] .*shape \(1,\), expected a float32 scalar"):
+        jaxenvs.check_env(env)
+    assert jax.eval_shape(GymnaxEnv(Pendulum()).step, jax.random.key(1), state, jnp.zeros(1))[2].shape == ()
 
 
 def test_terminated_and_truncated_split():

@@ -127,7 +127,23 @@ def test_scaled_action_fails_the_replay():
     with pytest.raises(PortMismatch) as info:
         verify_port(V.point_env("scale", 1.05), V.point_reference, state_to_jax=V.point_state, num_episodes=50, detect=0.05)
     assert info.value.report.statistics[0].tier == "exact"
-    assert re.match(r"(step from reference states|trajectory replay).*: exact replay p=0 .*observation", str(info.value))
+    assert re.match(r"(step from reference states|trajectory replay).*: exact tier, replay: p-value 0 .*observation", str(info.value))
+
+
+def test_a_reward_with_a_batch_axis_is_a_mismatch_not_squeezed():
+    """A reward of shape (1,) (gymnax's Pendulum before b3a4e29) fails before any episode is drawn;
+    the gymnax adapter passes the shape on instead of squeezing it away."""
+    from jaxenvs.envs.point_env import PointEnv
+
+    class RewardWithAxis(PointEnv):
+        def step_env(self, key, state, action, params):
+            out = super().step_env(key, state, action, params)
+            return out[:2] + (out[2].reshape(1),) + out[3:]
+
+    with pytest.raises(PortMismatch, match=r"reward shape: the port's step returns a reward of shape \(1,\); "
+                                           r"the reference's is a scalar") as info:
+        verify_port(TimeLimit(RewardWithAxis(), 100), V.point_reference, num_episodes=50)
+    assert info.value.statistic == "reward shape"
 
 
 class WallOneCellEarly(GridWorld):

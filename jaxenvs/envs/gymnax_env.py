@@ -22,7 +22,9 @@ imports gymnax and registers them all, so ``import jaxenvs`` never imports gymna
   with jaxenvs' dtypes: float boxes become float32, bool boxes uint8 in ``{0, 1}``, other integer
   boxes int32; every observation leaf is cast to its space's dtype (gymnax's observations and
   spaces disagree at times: MinAtar's bool image channels in a float32 Box come out float32);
-  reward float32, flags bool, and every leaf of the state keeps the dtype ``reset`` gave it (a
+  reward float32, flags bool (in the shapes ``step_env`` gives them: a scalar in every gymnax 1.0.1
+  env; a gymnax-style env that returns, say, a reward of shape (1,) keeps it, and `check_env` and
+  `verify_port` name it rather than have it squeezed away), and every leaf of the state keeps the dtype ``reset`` gave it (a
   ``lax.scan`` carry type-checks);
 * out-of-range Discrete actions are clipped into ``[0, n - 1]`` (gymnax leaves them undefined);
 * ``info`` is gymnax's step info (e.g. ``"discount"``); rendering is not available: gymnax has no
@@ -214,8 +216,8 @@ class GymnaxEnv(Environment):
         return (
             self._cast_obs(obs),
             state,
-            jnp.asarray(reward, jnp.float32).reshape(()),
-            jnp.asarray(terminated, bool).reshape(()),
+            jnp.asarray(reward, jnp.float32),  # the env's own shape: a scalar, else check_env and verify_port say so
+            jnp.asarray(terminated, bool),
             truncated.reshape(()),
             info,
         )

@@ -196,6 +196,27 @@ def _check_spaces(env, params, probe, obs_to_jax, action_to_reference):
     return agents, ref_act_space, notes
 
 
+def _check_step_shapes(env, params, key, policy) -> None:
+    """The port's reward and flags have the shapes every reference step has: a reward per step (one
+    per agent for a multi-agent port) and one terminated and one truncated flag per episode. A
+    reward of shape (1,) -- a batch axis where none belongs, which ``vmap`` turns into [B, 1] -- is
+    a mismatch, not something to squeeze (traced, nothing computed)."""
+    def one_step():
+        obs, state = env.reset(key, params)
+        return env.step(key, state, policy(key, key, obs), params)[2:5]
+
+    reward, terminated, truncated = jax.eval_shape(one_step)
+    lead = (env.num_agents,) if env.multi_agent else ()
+    if reward.shape != lead:
+        want = f"[{env.num_agents}] (one per agent)" if lead else "a scalar"
+        raise PortMismatch("reward shape", f"the port's step returns a reward of shape {reward.shape}; the reference's "
+                                           f"is {want}, one value per step")
+    for name, flag in (("terminated", terminated), ("truncated", truncated)):
+        if flag.shape != ():
+            raise PortMismatch(f"{name} shape", f"the port's step returns {name} of shape {flag.shape}; the reference's "
+                                                 "is one flag per episode (a scalar)")
+
+
 class _GymRun:
     """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
     policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
@@ -216,6 +237,7 @@ class _GymRun:
         pol = self.pol = (UserPolicy(policy) if policy is not None else DEFAULT_POLICIES.setdefault(
             (repr(self.act_space), num_agents, self.multi), default_policy(self.act_space, num_agents, self.multi)))
         self.rollout = compiled("rollout", port_rollout_fn, env, pol, self.horizon, False)
+        _check_step_shapes(env, self.params, key, pol)
         obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, self.params)))
         obs_template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), obs0_aval)
         self.act_template = np.zeros(jax.tree.leaves(act_aval)[0].shape, jax.tree.leaves(act_aval)[0].dtype)
