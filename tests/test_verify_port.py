@@ -146,6 +146,20 @@ def test_a_reward_with_a_batch_axis_is_a_mismatch_not_squeezed():
     assert info.value.statistic == "reward shape"
 
 
+@pytest.mark.parametrize("space", [jaxenvs.spaces.Discrete(3), jaxenvs.spaces.Box(-1.0, 1.0, (2,))], ids=["discrete", "box"])
+def test_the_default_policys_block_of_actions_is_its_step_by_step_actions(space):
+    """The reference's actions come POLICY_BLOCK steps a call for the default policy: the same
+    values, bit for bit, as one call per step (which a policy reading its observation still gets)."""
+    from jaxenvs.testing.runs import batched_policy_fn, default_policy, policy_block_fn
+
+    policy, key, obs = default_policy(space, 1, False), jax.random.key(3), jnp.zeros((8, 4))
+    block = policy_block_fn(policy)(key, 5, obs, 16, 8, 40)
+    step = batched_policy_fn(policy)
+    for t in range(40):
+        assert (block[t] == step(key, 5 + t, obs, 16, 8)).all(), t
+    assert not (block[0] == block[1]).all()  # the steps' keys differ
+
+
 class WallOneCellEarly(GridWorld):
     """The right-hand wall stands one cell early: the last column cannot be entered."""
 

@@ -316,7 +316,7 @@ class GymReference(Reference):
                     "shimmy's GymV21CompatibilityV0 (pip install shimmy)"
                 )
             o, reward, term, trunc, _ = out
-            reward = np.array([float(reward)])
+            return self.convert_obs(o), np.array([np.float32(reward)], np.float64), bool(term), bool(trunc)
         reward = reward.astype(np.float32).astype(np.float64)  # the port's float32 rewards, summed alike
         return self.convert_obs(o), reward, bool(term), bool(trunc)
 
@@ -330,17 +330,9 @@ class GymReference(Reference):
         n = stop - start
         seeds = episode_seeds(seed, start, stop)
         obs_dim, act_dim, agents = shapes
-        side = Side(
-            obs0=np.zeros((n, obs_dim)),
-            obs=np.zeros((n, horizon, obs_dim)),
-            act=np.zeros((n, horizon, act_dim)),
-            nobs=np.zeros((n, horizon, obs_dim)),
-            rew=np.zeros((n, horizon, agents)),
-            term=np.zeros((n, horizon), bool),
-            trunc=np.zeros((n, horizon), bool),
-            alive=np.zeros((n, horizon), bool),
-        )
-        recorded, lo, width, done_eps = [], 0, FIRST_CHUNK, 0
+        # one chunk's buffers at a time, each trimmed to its longest episode: a horizon of 1,000 steps
+        # for episodes of 8 would otherwise hold every episode at the horizon's length
+        parts, recorded, lo, width = [], [], 0, FIRST_CHUNK
         cur = np.zeros((CHUNK, obs_dim))
         while lo < n:
             if budget is not None and lo >= least and budget.spent():
@@ -348,8 +340,18 @@ class GymReference(Reference):
                 break
             envs = self._envs(min(width, n - lo))
             count = len(envs)
+            side = Side(
+                obs0=np.zeros((count, obs_dim)),
+                obs=np.zeros((count, horizon, obs_dim)),
+                act=np.zeros((count, horizon, act_dim)),
+                nobs=np.zeros((count, horizon, obs_dim)),
+                rew=np.zeros((count, horizon, agents)),
+                term=np.zeros((count, horizon), bool),
+                trunc=np.zeros((count, horizon), bool),
+                alive=np.zeros((count, horizon), bool),
+            )
             cur[:count] = [self.convert_obs(self._reset(e, sd)) for e, sd in zip(envs, seeds[lo : lo + count])]
-            side.obs0[lo : lo + count] = cur[:count]
+            side.obs0[:] = cur[:count]
             done = np.zeros(count, bool)
             rec_chunk, cut = [], False
             for t in range(horizon):
@@ -359,33 +361,41 @@ class GymReference(Reference):
                     cut = True
                     break
                 actions = act(t, cur, start + lo, CHUNK)
-                for j in np.flatnonzero(~done):
+                live = np.flatnonzero(~done)
+                outs_t = []
+                for j in live:  # the reference's own steps, in env order; the bookkeeping below is per step t
                     i, e, a = lo + j, envs[j], actions[j]
                     a_ref = self.convert_action(a)
                     self.check_action(a, a_ref)
-                    if t in wanted.get(start + i, ()):
+                    if wanted and t in wanted.get(start + i, ()):
                         core = state_to_jax(e)
                         outs = [self._step(copy.deepcopy(e), a_ref, rng) for _ in range(resamples - 1)]
                         out = self._step(e, a_ref, None)
                         rec_chunk.append((start + i, t, core, a, outs + [out]))
                     else:
                         out = self._step(e, a_ref, None)
-                    nobs, reward, term, trunc = out
-                    side.obs[i, t] = cur[j]
-                    side.act[i, t] = np.asarray(a, np.float64).reshape(act_dim)
-                    side.nobs[i, t] = nobs
-                    side.rew[i, t] = reward
-                    side.term[i, t], side.trunc[i, t], side.alive[i, t] = term, trunc, True
-                    cur[j] = nobs
-                    done[j] = term or trunc
+                    outs_t.append(out)
+                nobs = np.array([o[0] for o in outs_t], np.float64).reshape(len(live), obs_dim)
+                ended = np.array([(o[2], o[3]) for o in outs_t], bool).reshape(len(live), 2)
+                side.obs[live, t] = cur[live]
+                side.act[live, t] = np.asarray(actions[live], np.float64).reshape(len(live), act_dim)
+                side.nobs[live, t] = nobs
+                side.rew[live, t] = np.array([o[1] for o in outs_t], np.float64).reshape(len(live), agents)
+                side.term[live, t], side.trunc[live, t], side.alive[live, t] = ended[:, 0], ended[:, 1], True
+                cur[live] = nobs
+                done[live] = ended.any(axis=1)
             if cut:
                 budget.stopped = f"the budget ended during episodes {start + lo:,}..{start + lo + count - 1:,}: kept {start + lo:,} of {stop:,}"
                 break
             recorded += rec_chunk
+            parts.append(side.trimmed())
             lo += count
-            done_eps = lo
             width = min(2 * width, CHUNK)
-        return side.head(done_eps).trimmed(), recorded
+        if not parts:
+            empty = Side(np.zeros((0, obs_dim)), *(np.zeros((0, 1, d)) for d in (obs_dim, act_dim, obs_dim, agents)),
+                         *(np.zeros((0, 1), bool) for _ in range(3)))
+            return empty, recorded
+        return (parts[0] if len(parts) == 1 else Side.concat(parts)), recorded
 
 
 @dataclasses.dataclass

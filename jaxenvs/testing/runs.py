@@ -419,16 +419,32 @@ def port_reset_fn(env):
     return _fast_jit_static(run, 3)
 
 
+def _actions_at(policy, seed_key, t, obs, start, num: int):
+    """The actions of episodes `start .. start + num - 1` at step `t` (the port's own keys)."""
+
+    def one(index, o):
+        _, _, ep_key, policy_key = _episode_keys(seed_key, index)
+        return policy(ep_key, jax.random.fold_in(policy_key, t), o)
+
+    return jax.vmap(one)(start + jnp.arange(num), obs)
+
+
 @functools.lru_cache(maxsize=32)
 def batched_policy_fn(policy):
-    def act(seed_key, t, obs, start, num: int):
-        def one(index, o):
-            _, _, ep_key, policy_key = _episode_keys(seed_key, index)
-            return policy(ep_key, jax.random.fold_in(policy_key, t), o)
+    """Jitted `act(seed_key, t, obs, start, num)`: the reference episodes' actions at step `t`."""
+    return _fast_jit_static(functools.partial(_actions_at, policy), 4)
 
-        return jax.vmap(one)(start + jnp.arange(num), obs)
 
-    return _fast_jit_static(act, 4)
+@functools.lru_cache(maxsize=32)
+def policy_block_fn(policy):
+    """Jitted `act(seed_key, t0, obs, start, num, steps)`: the actions of steps `t0 .. t0 + steps
+    - 1` in one call, for a policy that does not read the observation (the default policy without
+    an action mask): the values `batched_policy_fn` gives step by step, a call per `steps` steps."""
+
+    def block(seed_key, t0, obs, start, num: int, steps: int):
+        return jax.vmap(lambda t: _actions_at(policy, seed_key, t, obs, start, num))(t0 + jnp.arange(steps))
+
+    return _fast_jit_static(block, 4, 5)
 
 
 def state_step_fn(env, samples: int):

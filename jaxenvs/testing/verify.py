@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import jax
@@ -72,7 +73,7 @@ from jaxenvs.testing.reference import CHUNK, FIRST_CHUNK, is_pgx_env, GymReferen
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
     ALPHA, BUDGET_S, CONTAINS, WALL_FACTOR, Budget, DEFAULT_POLICIES, DETECT, FROM_STATE_DRAWS, HORIZON, MAX_DRAWS, MAX_EPISODES,
-    MAX_FROM_STATES, MAX_STATES, PORT_CHUNK, POWER, RESAMPLES, UserPolicy, batched_policy_fn, compiled, default_policy,
+    MAX_FROM_STATES, MAX_STATES, PORT_CHUNK, POWER, RESAMPLES, UserPolicy, batched_policy_fn, compiled, default_policy, policy_block_fn,
     flat, is_parallel_env, port_reset_fn, port_rollout_fn, rebuild_state, ref_contains, same_space, time_limit, to_python,
 )
 from jaxenvs.testing.sample import episode_statistics, initial_statistics, local_statistic, transition_statistics
@@ -217,6 +218,9 @@ def _check_step_shapes(env, params, key, policy) -> None:
                                                  "is one flag per episode (a scalar)")
 
 
+POLICY_BLOCK = 32  # steps of the default policy's actions computed in one call for the reference's episodes
+
+
 class _GymRun:
     """Phases 2 and 3: the port's and a Gymnasium (or ParallelEnv) reference's episodes under one
     policy, the reference states `state_to_jax` maps, and the statistics of every tier over them."""
@@ -249,6 +253,11 @@ class _GymRun:
         self.one_leaf = self.obs_to_jax is None and not self.multi and self.obs_treedef == jax.tree.structure(0)
         self.ref = GymReference(reference, probe, self.multi, self.convert_obs, self.convert_action, self.check_action)
         self.policy_batch = batched_policy_fn(pol)
+        # the default policy reads an observation only for its action mask: without one, the reference
+        # episodes' actions for POLICY_BLOCK steps come from one call (the same values, step by step)
+        masked = isinstance(obs0_aval, Mapping) and "action_mask" in obs0_aval
+        self.policy_block = policy_block_fn(pol) if policy is None and not masked else None
+        self.blocks: dict = {}
         self.rng = np.random.default_rng([seed, 1])
         self.shapes = (sum(x.size for x in self.t_leaves), self.act_template.size, num_agents if self.multi else 1)
         self.cache_notes, self.initial_draws, self.recorded_eps = [], {}, 0
@@ -307,7 +316,15 @@ class _GymRun:
                                f"action_to_reference({a!r}) = {a_ref!r} is not in the reference's {self.ref_act_space!r}")
 
     def act(self, t, rows, start, count):
-        return np.asarray(jax.tree.leaves(self.policy_batch(self.key, t, self.unflatten(rows), start, count))[0])
+        if self.policy_block is None:
+            return np.asarray(jax.tree.leaves(self.policy_batch(self.key, t, self.unflatten(rows), start, count))[0])
+        t0, block = self.blocks.get((start, count), (None, None))
+        if t0 is None or not t0 <= t < t0 + POLICY_BLOCK:
+            t0 = t
+            block = np.asarray(jax.tree.leaves(self.policy_block(self.key, t0, self.unflatten(rows), start, count,
+                                                                 POLICY_BLOCK))[0])
+            self.blocks = {(start, count): (t0, block)}
+        return block[t - t0]
 
     def reference_episodes(self, start: int, stop: int, wanted: dict, resamples: int, least: int = 0):
         """The reference's episodes `start .. stop - 1` and its states at the `wanted` steps (from
