@@ -107,10 +107,31 @@ def pytest_collection_modifyitems(config, items):
         return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
 
     items.sort(key=rank)  # stable: a module's tests keep their order
+    if getattr(config.option, "loadgroup", False):  # an xdist worker: its groups in the node ids
+        _suffix_groups(items)
+
+
+def _suffix_groups(items) -> None:
+    """The ``@group`` suffix pytest-xdist's worker gives a grouped item's node id, by which the
+    controller schedules a group on one worker. xdist 3.8 writes it to ``item._nodeid``, which pytest
+    9.2 no longer reads (a node id is the structured ``item._id``): without this every group was
+    split across the workers and its module fixture computed on each. Older pytest: left to xdist."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        return
     for item in items:
-        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-        if any(d.scope in ("module", "class", "package") for fixture_defs in defs.values() for d in fixture_defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        mark = item.get_closest_marker("xdist_group")
+        if mark is not None and "@" not in item.nodeid and isinstance(getattr(item, "_id", None), NodeId):
+            item._id = NodeId.parse(f"{item.nodeid}@{mark.args[0]}")
+
+
+def pytest_itemcollected(item):
+    # a module's tests that share a module-scoped fixture form one group (marked as each item is
+    # collected, before any pytest_collection_modifyitems hook reads the marks)
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d.scope in ("module", "class", "package") for fixture_defs in defs.values() for d in fixture_defs):
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture
