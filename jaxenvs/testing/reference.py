@@ -333,14 +333,9 @@ class GymReference(Reference):
         # one chunk's buffers at a time, each trimmed to its longest episode: a horizon of 1,000 steps
         # for episodes of 8 would otherwise hold every episode at the horizon's length
         parts, recorded, lo, width = [], [], 0, FIRST_CHUNK
-        cur = np.zeros((CHUNK, obs_dim))
-        while lo < n:
-            if budget is not None and lo >= least and budget.spent():
-                budget.stopped = f"the budget ended after {start + lo:,} of {stop:,} episodes"
-                break
-            envs = self._envs(min(width, n - lo))
-            count = len(envs)
-            side = Side(
+
+        def buffers(count):
+            return Side(
                 obs0=np.zeros((count, obs_dim)),
                 obs=np.zeros((count, horizon, obs_dim)),
                 act=np.zeros((count, horizon, act_dim)),
@@ -350,6 +345,15 @@ class GymReference(Reference):
                 trunc=np.zeros((count, horizon), bool),
                 alive=np.zeros((count, horizon), bool),
             )
+
+        cur = np.zeros((CHUNK, obs_dim))
+        while lo < n:
+            if budget is not None and lo >= least and budget.spent():
+                budget.stopped = f"the budget ended after {start + lo:,} of {stop:,} episodes"
+                break
+            envs = self._envs(min(width, n - lo))
+            count = len(envs)
+            side = buffers(count)
             cur[:count] = [self.convert_obs(self._reset(e, sd)) for e, sd in zip(envs, seeds[lo : lo + count])]
             side.obs0[:] = cur[:count]
             done = np.zeros(count, bool)
@@ -391,10 +395,8 @@ class GymReference(Reference):
             parts.append(side.trimmed())
             lo += count
             width = min(2 * width, CHUNK)
-        if not parts:
-            empty = Side(np.zeros((0, obs_dim)), *(np.zeros((0, 1, d)) for d in (obs_dim, act_dim, obs_dim, agents)),
-                         *(np.zeros((0, 1), bool) for _ in range(3)))
-            return empty, recorded
+        if not parts:  # the budget ended in the first chunk
+            return buffers(0).trimmed(), recorded
         return (parts[0] if len(parts) == 1 else Side.concat(parts)), recorded
 
 

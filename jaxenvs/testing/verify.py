@@ -197,16 +197,11 @@ def _check_spaces(env, params, probe, obs_to_jax, action_to_reference):
     return agents, ref_act_space, notes
 
 
-def _check_step_shapes(env, params, key, policy) -> None:
-    """The port's reward and flags have the shapes every reference step has: a reward per step (one
-    per agent for a multi-agent port) and one terminated and one truncated flag per episode. A
-    reward of shape (1,) -- a batch axis where none belongs, which ``vmap`` turns into [B, 1] -- is
-    a mismatch, not something to squeeze (traced, nothing computed)."""
-    def one_step():
-        obs, state = env.reset(key, params)
-        return env.step(key, state, policy(key, key, obs), params)[2:5]
-
-    reward, terminated, truncated = jax.eval_shape(one_step)
+def _check_step_shapes(env, reward, terminated, truncated) -> None:
+    """The port's reward and flags (their shapes, from one traced step) have the shapes every
+    reference step has: a reward per step (one per agent for a multi-agent port) and one terminated
+    and one truncated flag per episode. A reward of shape (1,) -- a batch axis where none belongs,
+    which ``vmap`` turns into [B, 1] -- is a mismatch, not something to squeeze."""
     lead = (env.num_agents,) if env.multi_agent else ()
     if reward.shape != lead:
         want = f"[{env.num_agents}] (one per agent)" if lead else "a scalar"
@@ -241,8 +236,13 @@ class _GymRun:
         pol = self.pol = (UserPolicy(policy) if policy is not None else DEFAULT_POLICIES.setdefault(
             (repr(self.act_space), num_agents, self.multi), default_policy(self.act_space, num_agents, self.multi)))
         self.rollout = compiled("rollout", port_rollout_fn, env, pol, self.horizon, False)
-        _check_step_shapes(env, self.params, key, pol)
-        obs0_aval, act_aval = jax.eval_shape(lambda: (lambda o, s: (o, pol(key, key, o)))(*env.reset(key, self.params)))
+        def first_step():  # traced once: the observation's and action's templates, the step's shapes
+            obs, state = env.reset(key, self.params)
+            action = pol(key, key, obs)
+            return obs, action, env.step(key, state, action, self.params)[2:5]
+
+        obs0_aval, act_aval, step_avals = jax.eval_shape(first_step)
+        _check_step_shapes(env, *step_avals)
         obs_template = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), obs0_aval)
         self.act_template = np.zeros(jax.tree.leaves(act_aval)[0].shape, jax.tree.leaves(act_aval)[0].dtype)
         self.obs_treedef, self.t_leaves = jax.tree.structure(obs_template), jax.tree.leaves(obs_template)
