@@ -375,6 +375,9 @@ class Triple:
     state_to_jax: str | None = None  # a key of _state_maps()
     settings: dict = dataclasses.field(default_factory=dict)
     supplementary: dict | None = None  # settings of a second run (a "policy" named by a key of POLICIES)
+    # a jaxenvs TimeLimit around the port, longer than any faithful episode (it never binds there): it
+    # sets the horizon verify_port stores episodes at (else HORIZON, 1,000 steps)
+    port_time_limit: int | None = None
     library: str = "gymnax"
     fixed_source: str = "gymnax 1.0.1 (PyPI release, the gymnax extra)"
 
@@ -490,8 +493,9 @@ def triples() -> list[Triple]:
             lambda w=which: deep_sea_bug(w), lambda: _gymnax_module("bsuite.deep_sea").DeepSea(8),
             bsuite_deep_sea_reference,
             # every episode lasts exactly 8 steps, so only the returns' small differences tell the ports
-            # apart: the default call's 60 CPU s stop near 1,000 episodes, about 72,000 are needed (6 CPU ms each)
-            settings={"max_episodes": 100_000, "budget_s": 240.0},
+            # apart: the default call's 60 CPU s stop near 1,000 episodes, about 72,000 are needed. A time
+            # limit of 16 steps (twice any episode's 8) stores episodes at 16 steps, not 1,000
+            settings={"max_episodes": 100_000, "budget_s": 480.0}, port_time_limit=16,
         ))
     return t
 
@@ -526,6 +530,10 @@ def run_side(triple: Triple, instance, overrides: dict | None = None) -> dict:
     if triple.state_to_jax:
         kwargs["state_to_jax"] = _state_maps()[triple.state_to_jax]
     env = GymnaxEnv(instance)
+    if triple.port_time_limit is not None:
+        from jaxenvs.wrappers import TimeLimit
+
+        env = TimeLimit(env, triple.port_time_limit)
     t0, c0 = time.perf_counter(), time.process_time()
     report, message = None, ""
     try:
@@ -570,7 +578,8 @@ def run_triple(triple: Triple, overrides: dict | None = None) -> dict:
         "name": triple.name, "library": triple.library, "env": triple.env, "original": triple.original,
         "citation": dict(triple.citation), "buggy_source": triple.buggy_source, "fixed_source": triple.fixed_source,
         "settings": {**triple.settings, **(overrides or {}),
-                     **({"state_to_jax": triple.state_to_jax} if triple.state_to_jax else {})},
+                     **({"state_to_jax": triple.state_to_jax} if triple.state_to_jax else {}),
+                     **({"port_time_limit": triple.port_time_limit} if triple.port_time_limit else {})},
         "versions": {}, "buggy": None, "fixed": None, "outcome": "not-run", "why": "", "load": {},
         "command": f"python benchmarks/real_bugs.py --only {triple.name}", "supplementary": None,
     }
