@@ -346,3 +346,100 @@ def check_disjoint(heldout, trained, what: str = "held-out set") -> int:
             "held-out results would not measure generalisation"
         )
     return len(set(level_hashes(trained)))
+
+
+def heldout_levels_of(env) -> Any | None:
+    """The env's fixed held-out set (a batch of levels): what its ``heldout_levels()`` method
+    returns (`jaxenvs.envs.maze.Maze` declares 500 generated and the hand-made hard mazes), else None."""
+    inner = env.unwrapped if hasattr(env, "unwrapped") else env
+    fn = getattr(inner, "heldout_levels", None)
+    return fn() if callable(fn) else None
+
+
+HELDOUT_EPISODES_PER_LEVEL = 4
+CVAR_FRACTION = 0.1
+
+
+def _heldout_program(trainer, num_levels: int, episodes_per_level: int):
+    """``run(params, key, levels) -> (returns, solved)`` float32[L, k], bool[L, k]: ``k`` episodes
+    of the sampled policy on each held-out level (no auto-reset; the spec's time limit ends them)."""
+    config = trainer.config
+    env = jaxenvs.make(config.env_id, autoreset=False, **config.env_kwargs)
+    spec = jaxenvs.spec(config.env_id)
+    horizon = spec.max_episode_steps or config.num_steps
+    n = num_levels * episodes_per_level
+
+    @jax.jit
+    def run(params, key, levels):
+        rep = jax.tree.map(lambda x: jnp.repeat(jnp.asarray(x), episodes_per_level, axis=0), levels)
+        k_reset, k_run = prng.split(key)
+        obs, state = jax.vmap(env.reset)(prng.split(k_reset, n), rep)
+
+        def step(carry, k):
+            obs, state, ret, alive, solved = carry
+            k_act, k_env = prng.split(k)
+            dist, _ = trainer.policy(params, trainer.flat_obs(obs))
+            action = trainer.to_env_action(dist.sample(k_act))
+            obs, state, reward, term, trunc, _ = jax.vmap(env.step)(prng.split(k_env, n), state, action, rep)
+            ret = ret + jnp.where(alive, reward, 0.0)
+            solved = solved | (alive & term & (ret > 0))
+            return (obs, state, ret, alive & ~(term | trunc), solved), None
+
+        init = (obs, state, jnp.zeros((n,), jnp.float32), jnp.ones((n,), bool), jnp.zeros((n,), bool))
+        (_, _, ret, _, solved), _ = jax.lax.scan(step, init, prng.split(k_run, horizon))
+        return ret.reshape(num_levels, episodes_per_level), solved.reshape(num_levels, episodes_per_level)
+
+    return run, env, horizon
+
+
+def heldout_metrics(trainer, params, key, levels=None, episodes_per_level: int = HELDOUT_EPISODES_PER_LEVEL) -> dict:
+    """Held-out metrics of ONE set of network params: ``heldout_success_rate`` (mean over the
+    solvable levels (all, for an env without ``optimal_return``; else those of a positive optimal
+    return, counted in ``heldout_solvable``) of the fraction of solved episodes: ended by
+    termination with a positive return),
+    ``heldout_mean_return``, ``heldout_cvar10_solve_rate`` (the mean solve rate of the worst 10% of
+    solvable levels, at least one), and, for an env with ``optimal_return``, ``heldout_mean_regret``
+    (optimal return minus the level's mean return, averaged over levels); ``episodes_per_level``
+    episodes of the sampled policy on each level. ``levels``: the env's own held-out set by default."""
+    levels = heldout_levels_of(trainer.env) if levels is None else levels
+    if levels is None:
+        raise ValueError(f"{trainer.config.env_id} declares no held-out levels (a heldout_levels() method on the env)")
+    from jaxenvs.levels import num_levels
+
+    count = num_levels(levels)
+    cache = trainer.__dict__.setdefault("_heldout_programs", {})
+    if (count, episodes_per_level) not in cache:
+        cache[(count, episodes_per_level)] = _heldout_program(trainer, count, episodes_per_level)
+    run, env, horizon = cache[(count, episodes_per_level)]
+    ret, solved = jax.device_get(run(params, key, levels))
+    inner = env.unwrapped
+    optimum = None
+    solvable = np.ones((count,), bool)
+    if callable(getattr(inner, "optimal_return", None)):
+        optimum = np.asarray(jax.jit(jax.vmap(lambda lv: inner.optimal_return(lv, horizon)))(levels))
+        solvable = optimum > 0  # a maze whose goal cannot be reached within the time limit counts in no solve rate
+    if not solvable.any():
+        raise ValueError(f"{trainer.config.env_id}: none of the {count} held-out levels can be solved")
+    per_level = solved.mean(axis=1)[solvable]
+    worst = max(1, math.ceil(CVAR_FRACTION * per_level.size))
+    out = dict(
+        heldout_levels=count,
+        heldout_solvable=int(solvable.sum()),
+        heldout_success_rate=float(per_level.mean()),
+        heldout_mean_return=float(ret.mean()),
+        heldout_cvar10_solve_rate=float(np.sort(per_level)[:worst].mean()),
+    )
+    if optimum is not None:
+        out["heldout_mean_regret"] = float((optimum - ret.mean(axis=1)).mean())
+    return out
+
+
+def heldout_check(trainer, runner) -> dict:
+    """For evaluation.json: ``{"heldout_disjoint_from": n}``, the number of distinct levels the run
+    trained on (env levels and PLR buffer, every seed) that the env's held-out set was checked to
+    share none of (`check_disjoint` raises otherwise); empty without a held-out set or a curriculum."""
+    heldout = heldout_levels_of(trainer.env)
+    trained = trained_levels(jax.device_get(runner))
+    if heldout is None or trained is None:
+        return {}
+    return {"heldout_disjoint_from": check_disjoint(heldout, trained)}
