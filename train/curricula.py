@@ -171,8 +171,7 @@ class Curriculum:
         if env.multi_agent:
             raise ValueError(f"curriculum {self.name!r} trains single-agent envs; {config.env_id} has {env.num_agents} agents")
         self.num_envs = config.num_envs
-        spec = jaxenvs.spec(config.env_id) if config.env_id in jaxenvs.registry or ":" in config.env_id else None
-        self.max_episode_steps = getattr(spec, "max_episode_steps", None) or config.num_steps
+        self.max_episode_steps = getattr(getattr(env, "spec", None), "max_episode_steps", None) or config.num_steps
         self.optimal_return = getattr(inner, "optimal_return", None)
         if self.name in ("plr", "accel"):
             if config.plr_score == "regret" and not callable(self.optimal_return):
