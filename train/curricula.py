@@ -54,7 +54,7 @@ import numpy as np
 from flax import struct
 
 import jaxenvs
-from jaxenvs import prng
+from jaxenvs import _backend, prng
 from jaxenvs.levels import ParamSpaceError, level_hashes, overlap, param_space
 
 __all__ = [
@@ -218,10 +218,16 @@ class Curriculum:
         levels = cs.levels
         if self.name == "dr":
             done = terminated | truncated
-            k_level, k_reset = prng.split(jax.random.fold_in(keys[0], 2))
-            fresh = _where_env(done, self._levels(prng.split(k_level, self.num_envs)), levels)
-            reset_obs, reset_state = jax.vmap(trainer.env.reset)(prng.split(k_reset, self.num_envs), fresh)
-            obs, state, levels = _where_env(done, reset_obs, obs), _where_env(done, reset_state, state), fresh
+
+            def redraw(args):
+                obs, state, levels = args
+                k_level, k_reset = prng.split(jax.random.fold_in(keys[0], 2))
+                fresh = _where_env(done, self._levels(prng.split(k_level, self.num_envs)), levels)
+                reset_obs, reset_state = jax.vmap(trainer.env.reset)(prng.split(k_reset, self.num_envs), fresh)
+                return _where_env(done, reset_obs, obs), _where_env(done, reset_state, state), fresh
+
+            # a step in which no env finishes draws no level (off a CPU: both branches and a select)
+            obs, state, levels = _backend.cond(done.any(), redraw, lambda args: args, (obs, state, levels))
         return obs, cs.replace(state=state, levels=levels), reward, terminated, truncated, info
 
     # ---- PLR / ACCEL, once per update -----------------------------------------------------------
@@ -289,7 +295,7 @@ class Curriculum:
         def rescore(buf):
             return buf.replace(scores=buf.scores.at[cs.slots].set(score), last_played=buf.last_played.at[cs.slots].set(clock))
 
-        buf = jax.lax.cond(cs.replayed, rescore, lambda b: insert_levels(b, cs.levels, score, clock), buf)
+        buf = _backend.cond(cs.replayed, rescore, lambda b: insert_levels(b, cs.levels, score, clock), buf)
         cs = cs.replace(buffer=buf, clock=clock)
         key = runner.key
         if self.name == "accel":
