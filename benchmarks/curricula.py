@@ -68,7 +68,7 @@ def _config(name: str, args):
 
     return get_config(
         "Maze-v0", curriculum=name, num_envs=args.num_envs, num_steps=args.num_steps,
-        total_timesteps=args.num_envs * args.num_steps * 10**6, update_epochs=args.update_epochs,
+        total_timesteps=2**31 - 1, update_epochs=args.update_epochs,
         num_minibatches=args.num_minibatches, hidden_sizes=tuple(args.hidden), lr=args.lr, anneal_lr=False,
         plr_buffer_size=args.buffer_size, plr_replay_prob=args.replay_prob, plr_score=args.score,
         plr_temperature=0.3, plr_staleness=0.3, plr_min_fill=0.5,

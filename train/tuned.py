@@ -99,7 +99,7 @@ ENTRIES: dict[str, TunedEnv] = {
             "mean_length": Metric("mean episode length (steps) on the default maze"),
             "heldout_levels": Metric("held-out mazes played (500 generated + the hand-made hard ones)"),
             "heldout_solvable": Metric("held-out mazes whose goal can be reached within the time limit (the solve rates' levels)"),
-            "heldout_success_rate": Metric("mean over the solvable held-out mazes of the fraction of 4 sampled episodes that reach the goal",
+            "heldout_success_rate": Metric("mean over the solvable held-out mazes of the fraction of sampled episodes (4 each; 1 between chunks) that reach the goal",
                                            label="held-out solve rate", unit_range=True),
             "heldout_mean_return": Metric("mean return of the sampled policy over the held-out mazes"),
             "heldout_cvar10_solve_rate": Metric("mean solve rate of the worst 10% of the solvable held-out mazes",
