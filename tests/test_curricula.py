@@ -333,3 +333,13 @@ def test_play_cli_shows_the_level(maze_run_dir, tmp_path, capsys):
     assert [[c == "#" for c in row] for row in first] == walls.tolist()
     assert main(["play", "Maze-v0", "--level", str(tmp_path / "missing.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_evaluate_cli_reports_the_heldout_check(maze_run_dir, capsys):
+    from jaxenvs.cli import main
+
+    assert main(["evaluate", str(maze_run_dir), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["heldout_disjoint_from"] >= 1
+    seed = result["seeds"][0]
+    assert seed["heldout_levels"] >= 505 and 0 <= seed["heldout_cvar10_solve_rate"] <= seed["heldout_success_rate"] <= 1
