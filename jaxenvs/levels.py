@@ -64,6 +64,7 @@ __all__ = [
     "unstack_levels",
     "num_levels",
     "overlap",
+    "level_fields",
 ]
 
 FORMAT = "jaxenvs.levels/1"
@@ -500,3 +501,18 @@ def overlap(levels: Any, others: Any) -> list[str]:
     """The hashes (sorted) of the levels that both batches hold: ``[]`` when a held-out set is
     disjoint from a training batch."""
     return sorted(set(level_hashes(levels)) & set(level_hashes(others)))
+
+
+def level_fields(level: Any, like: Any) -> dict:
+    """``{field: value}`` of ONE level given as a path to a JSON file (one level, or a levels file
+    of `save_levels` holding exactly one), a JSON string, its parsed dict, or params
+    of ``like``'s class; checked against ``like`` (`level_from_json`)."""
+    if dataclasses.is_dataclass(level):
+        level = level_to_json(level)
+    if isinstance(level, (str, os.PathLike)) and not str(level).lstrip().startswith(("{", "[")) and not os.path.isfile(level):
+        raise ParamSpaceError(f"level file {str(level)!r} does not exist")
+    batch = load_levels(level, like)
+    if num_levels(batch) != 1:
+        raise ParamSpaceError(f"a level to play is one level; {str(level)[:80]!r} holds {num_levels(batch)}")
+    one = unstack_levels(batch)[0]
+    return {name: getattr(one, name) for name in _fields(one)}

@@ -172,3 +172,20 @@ def test_the_per_measurement_lines_keep_their_columns_with_the_reset_pool(steps_
     assert len(lines) == 3 and len({line.index(" envs ") for line in lines}) == 1  # the envs column lines up
     assert len({line.index(" steps/s") for line in lines}) == 1  # and the steps/s column
     assert lines[1].split()[:5] == ["GridWorld-v0", "jaxenvs", "VectorEnv,", "reset", "pool"]
+
+
+def test_curricula_intervals_and_target_follow_their_definitions():
+    """benchmarks/curricula.py: the Student-t interval of 3 seeds (t_{0.975, 2} = 4.3027) and the
+    target's three conditions, each failing on its own."""
+    bench = _script("curricula_bench", "curricula.py")
+    mean, low, high = bench.interval([0.2, 0.4, 0.6])
+    half = 4.302652729911275 * 0.2 / 3 ** 0.5
+    assert mean == pytest.approx(0.4) and low == pytest.approx(0.4 - half) and high == pytest.approx(0.4 + half)
+    with pytest.raises(ValueError, match="at least 2"):
+        bench.interval([0.5])
+    rows = lambda plr, ratio: {"dr": {"cvar": (0.10, 0.05, 0.15), "ratio": 1.0},  # noqa: E731
+                               "plr": {"cvar": plr, "ratio": ratio}, "accel": {"cvar": (0.1, 0.0, 0.2), "ratio": 1.0}}
+    assert bench.target(rows((0.30, 0.25, 0.35), 0.95))["met"]
+    assert not bench.target(rows((0.30, 0.25, 0.35), 0.85))["met"]  # 15% slower than none
+    assert not bench.target(rows((0.30, 0.12, 0.48), 0.95))["met"]  # intervals overlap
+    assert not bench.target(rows((0.18, 0.16, 0.20), 0.95))["met"]  # apart, but only 8 points

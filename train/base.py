@@ -54,6 +54,7 @@ from jaxenvs.core import is_prng_key
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import constrain_batch
 from jaxenvs.wrappers import RecordEpisodeStatistics
+from .curricula import make_curriculum
 from .networks import ActorCritic, board_layout, policy_head_for
 from .turns import EveryRow, has_action_mask
 
@@ -162,6 +163,7 @@ class Trainer:
     traces: TraceCounter = dataclasses.field(default_factory=TraceCounter)  # {"train": times traced}
     mesh: Any = None  # jaxenvs.sharding.env_mesh(...): split the env batch over devices
     turns: EveryRow = dataclasses.field(default_factory=EveryRow)  # who acts (`train.turns`): every row, or self-play
+    curriculum: Any = None  # `train.curricula.Curriculum`, or None (curriculum "none": the plain program)
 
     # ---- building ---------------------------------------------------------------------------
     @classmethod
@@ -206,8 +208,11 @@ class Trainer:
             config=config, env=env, env_params=params, network=cls.make_network(config, act_dim, continuous, env.observation_space(params)),
             num_agents=num_agents, batch_size=config.num_envs * num_agents,
             preprocess=observation_preprocessor(env.observation_space(params)), dist_fn=dist_fn,
-            to_env_action=to_env_action, mesh=mesh, turns=turns, **extra,
+            to_env_action=to_env_action, mesh=mesh, turns=turns, curriculum=make_curriculum(config, env), **extra,
         )
+        if trainer.curriculum is not None and (turns.turn_based or mesh is not None):
+            raise ValueError(f"curriculum {config.curriculum!r} trains single-agent envs on one device; "
+                             f"{config.env_id} is turn-based or a mesh was given")
         trainer.check()
         return trainer
 
@@ -216,7 +221,10 @@ class Trainer:
 
     # ---- environment interaction (the one place that touches the env) ---------------------
     def env_reset(self, keys):
-        """Reset ``num_envs`` environments, one key each."""
+        """Reset ``num_envs`` environments, one key each (under a curriculum, each on its own level:
+        the state is a `train.curricula.CurriculumState`)."""
+        if self.curriculum is not None:
+            return self.curriculum.reset(self, keys)
         out = jax.vmap(self.env.reset, in_axes=(0, None))(constrain_batch(keys, self.mesh), self.env_params)
         return constrain_batch(out, self.mesh)
 
@@ -225,6 +233,8 @@ class Trainer:
 
         With a ``mesh`` the env batch is split over its devices (data parallel: the network's
         params stay replicated, and XLA averages the gradients across devices)."""
+        if self.curriculum is not None:
+            return self.curriculum.step(self, keys, states, actions)
         step = jax.vmap(self.env.step, in_axes=(0, 0, 0, None))
         return constrain_batch(step(constrain_batch(keys, self.mesh), states, actions, self.env_params), self.mesh)
 
@@ -322,7 +332,15 @@ class Trainer:
             )
             return r, (t, stats)
 
-        return jax.lax.scan(step, runner, None, length=self.config.num_steps)
+        if self.curriculum is None:
+            return jax.lax.scan(step, runner, None, length=self.config.num_steps)
+        runner = self.curriculum.begin(self, runner)  # PLR/ACCEL: this update's levels
+        runner, (traj, stats) = jax.lax.scan(step, runner, None, length=self.config.num_steps)
+        return self.curriculum.end(self, runner, traj, stats, hp), (traj, stats)
+
+    def curriculum_metrics(self, runner) -> dict:
+        """The update's curriculum metrics (`train.curricula`); none without a curriculum."""
+        return {} if self.curriculum is None else self.curriculum.metrics(runner)
 
     def _next_values(self, params, traj: Transition) -> jax.Array:
         """``V(final_obs)``, float32[T, B], wherever `gae` and `gae_decisions` read it (every step

@@ -232,7 +232,20 @@ def evaluate_kuhn_poker(trainer, params, key, num_episodes=NUM_EPISODES) -> dict
     )
 
 
+# ---- Maze: the held-out mazes (500 generated + the hand-made hard ones), 4 sampled episodes each
+# (train.curricula.heldout_metrics; 1 each for the cheaper progress evaluations between chunks), and
+# 8 greedy episodes of the default level (deterministic: they are all the same); no verdict.
+def evaluate_maze(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
+    from .curricula import HELDOUT_EPISODES_PER_LEVEL, heldout_metrics
+
+    out = evaluate_generic(trainer, params, key, num_episodes=8)
+    per_level = HELDOUT_EPISODES_PER_LEVEL if num_episodes >= NUM_EPISODES else 1
+    out.update(heldout_metrics(trainer, params, key, episodes_per_level=per_level), solved=None)
+    return out
+
+
 EVALUATIONS = {
+    "maze": evaluate_maze,
     "generic": evaluate_generic, "grid_world": evaluate_grid_world, "point_env": evaluate_point_env,
     "hurdle_race": evaluate_hurdle_race, "lottery": evaluate_lottery, "rock_paper_scissors": evaluate_rock_paper_scissors,
     "tictactoe": evaluate_tictactoe, "connect_four": evaluate_connect_four, "kuhn_poker": evaluate_kuhn_poker,

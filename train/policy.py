@@ -173,6 +173,49 @@ class TrainedPolicy:
         """The environment's keyword arguments the run was trained with."""
         return dict(self.trainer.config.env_kwargs)
 
+    def make_env(self, level: Any = None, autoreset: bool = False):
+        """The run's environment (``jaxenvs.make`` with the run's ``env_kwargs``), playing ``level``
+        when given: a level as `jaxenvs.levels` writes it (a JSON file of one level, or a levels file
+        holding exactly one; its parsed dict; or params), which becomes the env's ``default_params``.
+        Raises `jaxenvs.levels.ParamSpaceError` for a level that does not fit the env's params."""
+        import jaxenvs
+        from jaxenvs.levels import level_fields
+
+        env = jaxenvs.make(self.env_id, autoreset=autoreset, **self.env_kwargs)
+        if level is None:
+            return env
+        return jaxenvs.make(self.env_id, autoreset=autoreset, **self.env_kwargs, **level_fields(level, env.default_params))
+
+    def play_level(self, level: Any, key=None, max_steps: int | None = None) -> dict:
+        """One episode of this policy on ``level`` (see `make_env`): ``{"return", "length",
+        "terminated"}``, cut after the spec's time limit (or ``max_steps``, default 1000, without one)."""
+        env = self.make_env(level)
+        horizon = max_steps or env.spec.max_episode_steps or 1000
+        key = jax.random.key(self.seed) if key is None else key
+
+        @jax.jit
+        def run(key):
+            k_reset, k_run = jax.random.split(key)
+            obs, state = env.reset(k_reset)
+
+            def step(carry, k):
+                obs, state, ret, length, alive, term = carry
+                k_act, k_env = jax.random.split(k)
+                action = self.agent(k_act, obs)
+                obs, state, reward, terminated, truncated, _ = env.step(k_env, state, action)
+                ret = ret + jnp.where(alive, reward, 0.0)
+                length = length + alive.astype(jnp.int32)
+                term = term | (alive & terminated)
+                return (obs, state, ret, length, alive & ~(terminated | truncated), term), None
+
+            init = (obs, state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32), jnp.ones((), bool), jnp.zeros((), bool))
+            (_, _, ret, length, _, term), _ = jax.lax.scan(step, init, jax.random.split(k_run, horizon))
+            return ret, length, term
+
+        ret, length, term = jax.device_get(run(key))
+        return {"return": float(ret), "length": int(length), "terminated": bool(term)}
+
+
 
 def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, search: int | None = None,
                 lookahead: int | None = None) -> TrainedPolicy:

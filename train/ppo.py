@@ -148,4 +148,5 @@ class PPOTrainer(Trainer):
         metrics.update(episode_metrics(done, ep_ret, ep_len), nonfinite=nonfinite,
                        value_mean=acting_mean(traj.value, traj.acting))
         metrics.update(self.turn_metrics(params, k_match, *stats[3:]))  # turn-based: illegal_rate, matches
+        metrics.update(self.curriculum_metrics(runner))
         return runner, metrics

@@ -230,6 +230,9 @@ class TRPOTrainer(Trainer):
                          f"use PPO (--algo ppo)")
 
     def check(self) -> None:
+        if self.config.curriculum in ("plr", "accel"):
+            raise ValueError(f"TRPO trains with curriculum none or dr; {self.config.curriculum!r} (a buffer of scored "
+                             "levels, every env reset each update) is PPO's: use --algo ppo")
         rows = self.batch_size * self.config.num_steps
         if self.config.baseline == "value" and rows < self.config.vf_minibatches:
             raise ValueError(f"vf_minibatches = {self.config.vf_minibatches} exceeds the batch of {rows} rows")
@@ -351,4 +354,5 @@ class TRPOTrainer(Trainer):
             value_mean=values.mean(),
             nonfinite=~(info["finite"] & vf_finite & all_finite(params)),
         )
+        metrics.update(self.curriculum_metrics(runner))
         return runner, metrics

@@ -90,6 +90,23 @@ TRAINING_GAME_METRICS = {
 # are; with a quarter of these PPO budgets, 4 of 4 seeds already met the evaluation's bar on every
 # env (the defaults keep a 4x margin).
 ENTRIES: dict[str, TunedEnv] = {
+    "Maze-v0": TunedEnv(
+        evaluate="maze",
+        judged="stochastic policy",
+        progress=("heldout_success_rate", "heldout_cvar10_solve_rate"),
+        metrics={
+            "mean_return": Metric("mean undiscounted return of greedy episodes on the default maze"),
+            "mean_length": Metric("mean episode length (steps) on the default maze"),
+            "heldout_levels": Metric("held-out mazes played (500 generated + the hand-made hard ones)"),
+            "heldout_solvable": Metric("held-out mazes whose goal can be reached within the time limit (the solve rates' levels)"),
+            "heldout_success_rate": Metric("mean over the solvable held-out mazes of the fraction of sampled episodes (4 each; 1 between chunks) that reach the goal",
+                                           label="held-out solve rate", unit_range=True),
+            "heldout_mean_return": Metric("mean return of the sampled policy over the held-out mazes"),
+            "heldout_cvar10_solve_rate": Metric("mean solve rate of the worst 10% of the solvable held-out mazes",
+                                                label="held-out CVaR-10% solve rate", unit_range=True),
+            "heldout_mean_regret": Metric("mean exact regret (optimal return - mean return) over the held-out mazes"),
+        },
+    ),
     "GridWorld-v0": TunedEnv(
         training=dict(
             ppo=dict(total_timesteps=60_000, num_envs=32, num_steps=32, lr=1e-3),

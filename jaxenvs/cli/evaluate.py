@@ -77,6 +77,12 @@ def run(args) -> int:
             raise UsageError(f"--{'lookahead' if str(e).startswith('lookahead') else 'search'}: {message(e)}") from e
         opponents = [named_opponent(env, spec) for spec in args.opponent]
     result = evaluate(trainer, runner.params, key_on_host(args.seed))
+    from jaxenvs.train.curricula import HeldOutOverlap, heldout_check
+
+    try:  # a curriculum run: its held-out set checked disjoint from the levels it trained on
+        result.update(heldout_check(trainer, runner))
+    except HeldOutOverlap as e:
+        raise Failure(message(e)) from e
     if opponents:
         try:
             result["head_to_head"] = head_to_head_runs(trainer, runner.params, opponents, key_on_host(args.seed),

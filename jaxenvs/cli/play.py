@@ -45,6 +45,10 @@ def arguments(p: argparse.ArgumentParser) -> None:
         "--seat", type=int_arg(0, 2, "0 or 1"), default=None, metavar="0|1",
         help="with --opponent: the policy's seat; with --human: yours; 0 moves first (default: 0)",
     )
+    p.add_argument(
+        "--level", default=None, metavar="FILE",
+        help="play this level: a JSON file of one level as jaxenvs.levels writes it (level_to_json, or save_levels with one)",
+    )
     p.add_argument("--episodes", type=positive_int, default=None, metavar="N",
                    help=f"episodes to run (default: 1, or {VIDEO_EPISODES} with --render gif/mp4)")
     p.add_argument("--seed", type=seed_arg, default=0, metavar="S", help="random seed, in [0, 2**63)")
@@ -208,20 +212,34 @@ def _policy(args):
         if args.lookahead:
             raise UsageError("--lookahead N is for a trained policy (--policy RUN_DIR): its network chooses among the "
                              "moves the look-ahead keeps")
-        env = make_env(args.env_id, args.kwarg, autoreset=False)
+        env = _on_level(args, args.env_id, dict(args.kwarg))
         return env, random_policy(env), None, "random policy"
     record = load_run_policy(args.policy, args.run_seed, args.sample, args.search, args.lookahead)
     if args.env_id is not None and spec_id(args.env_id) != spec_id(record.env_id):
         raise UsageError(f"the run in {args.policy!r} was trained on {record.env_id}, not {args.env_id}")
     # no auto-reset: each of the N parallel envs plays its first episode, and the state the
     # episode ended in stays in the trajectory (it is the state the following step starts from)
-    env = make_env(record.env_id, {**record.env_kwargs, **dict(args.kwarg)}, autoreset=False)
+    env = _on_level(args, record.env_id, {**record.env_kwargs, **dict(args.kwarg)})
     label = f"{'sampled' if args.sample else 'greedy'} policy of {args.policy} (seed {args.run_seed})"
     if record.search:
         label += f" with {record.search} simulations of tree search per move"
     if record.lookahead:
         label += f"{' and' if record.search else ' with'} {record.lookahead} plies of exact look-ahead"
     return env, joint_policy(record), record, label
+
+
+def _on_level(args, env_id: str, kwargs: dict):
+    """The env without auto-reset, on ``--level FILE`` when given (the level's fields become params)."""
+    env = make_env(env_id, kwargs, autoreset=False)
+    if args.level is None:
+        return env
+    from jaxenvs.levels import ParamSpaceError, level_fields
+
+    try:
+        fields = level_fields(args.level, env.default_params)
+    except (ParamSpaceError, OSError, ValueError) as e:
+        raise UsageError(f"--level {args.level}: {message(e)}") from e
+    return make_env(env_id, {**kwargs, **fields}, autoreset=False)
 
 
 def run(args) -> None:

@@ -238,6 +238,12 @@ class Maze(Environment):
                 f"Maze start {start.tolist()} and goal {goal.tolist()} must be distinct free cells (not walls)"
             )
 
+    def heldout_levels(self) -> EnvParams:
+        """This maze's fixed held-out set (module function `heldout_levels`; computed once)."""
+        if "_heldout" not in self.__dict__:
+            self.__dict__["_heldout"] = heldout_levels(self)
+        return self.__dict__["_heldout"]
+
     def level_is_valid(self, params: EnvParams) -> jax.Array:
         """bool[]: start and goal inside the grid, distinct, on free cells; ``max_steps >= 1``."""
         n = self.size

@@ -82,6 +82,7 @@ class RunOutputs:
             print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
         if not self.main_process:
             return
+        from ..curricula import heldout_check
         from ..grading import evaluate, format_table, solved_hint, what_is_counted
         from .plotting import curve_figure, plot_learning_curve, policy_gif
 
@@ -90,6 +91,7 @@ class RunOutputs:
         if not self.args.no_eval:  # first: evaluation.json is the run's verdict, the pictures come after it
             with say.phase(f"evaluating {what_is_counted(config.env_id)}", "evaluate"):
                 result = evaluate(trainer, params)
+                result.update(heldout_check(trainer, self.runner))
             self._write("evaluation.json", json.dumps(result, indent=2) + "\n")
 
         curve_path = run_dir / "learning_curve.png"
