@@ -19,6 +19,7 @@ import numpy as np
 from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
+from jaxenvs import spaces
 
 __all__ = ["EnvSpec", "register", "make", "spec", "registry", "pprint_registry", "describe", "parse_env_id"]
 
@@ -280,8 +281,6 @@ def format_space(space) -> str:
     one number when all bounds are equal; Dict and Tuple spaces recursively."""
     import numpy as np
 
-    from jaxenvs import spaces
-
     if isinstance(space, spaces.Box):
         def bound(b):
             b = np.asarray(b)
@@ -302,8 +301,6 @@ def format_space(space) -> str:
 
 
 def _action_lines(base, space) -> list[str]:
-    from jaxenvs import spaces
-
     names = base.ACTION_NAMES
     if names and isinstance(space, spaces.Discrete):
         return [f"    {space.start + i} = {name}" for i, name in enumerate(names)]

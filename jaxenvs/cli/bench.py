@@ -8,13 +8,12 @@ import numpy as np
 
 from .args import Command, add_env_args, positive_int, seed_arg
 from .envs import make_env, out_of_memory
+from jaxenvs.rollout import benchmark
 
 BENCH_DEFAULT_ENV = "GridWorld-v0"  # what `jaxenvs bench` times without an ID
 
 
 def run(args) -> None:
-    from jaxenvs.rollout import benchmark
-
     if args.env_id is None:
         args.env_id = BENCH_DEFAULT_ENV
         print(f"no ID given: timing {BENCH_DEFAULT_ENV} (jaxenvs list shows the others)")

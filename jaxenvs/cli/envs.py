@@ -7,6 +7,7 @@ import os
 import sys
 
 from .args import Failure, UsageError
+import jaxenvs
 
 __all__ = ["make_env", "spec_id", "import_path_for", "message", "out_of_memory"]
 
@@ -24,8 +25,6 @@ def import_path_for(env_id: str) -> None:
 
 
 def spec_id(env_id: str) -> str:
-    import jaxenvs
-
     import_path_for(env_id)
     try:
         return jaxenvs.spec(env_id).id
@@ -34,8 +33,6 @@ def spec_id(env_id: str) -> str:
 
 
 def make_env(env_id: str, kwargs=(), autoreset: bool = True):
-    import jaxenvs
-
     spec_id(env_id)  # an unknown or malformed id, or a 'module:' prefix that cannot be imported
     try:
         return jaxenvs.make(env_id, autoreset=autoreset, **dict(kwargs))

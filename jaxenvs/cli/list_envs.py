@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from .args import Command
+from jaxenvs.registration import pprint_registry
 
 
 def run(args) -> None:
-    from jaxenvs.registration import pprint_registry
-
     pprint_registry()
 
 

@@ -68,6 +68,10 @@ import os
 import sys
 import time
 
+from jaxenvs._optional import MissingExtraError, require
+from ..xla import use_safe_cpu_scheduler
+from .curve_drawing import CurveProcess
+from .timing import Background
 
 
 def _process_started() -> float:
@@ -92,13 +96,8 @@ def main(argv=None) -> int:
     """``jaxenvs-train``'s entry point (see the module docstring)."""
     curve = None
     if argv is None:  # the command owns the process: matplotlib is imported by a helper, from now on
-        from .curve_drawing import CurveProcess
-
         curve = CurveProcess.start()
-    from ..xla import use_safe_cpu_scheduler
-
     use_safe_cpu_scheduler()  # the command owns its process: XLA:CPU's safe scheduler (train.xla) costs nothing
-    from jaxenvs._optional import MissingExtraError, require
 
     try:
         for module in ("flax", "optax"):
@@ -108,12 +107,10 @@ def main(argv=None) -> int:
             curve.close()
         print(f"jaxenvs-train: error: {e}", file=sys.stderr)
         return 2
-    from .command import main as run_command  # imported here, so the imports count in the wall time
+    from .command import main as run_command  # lazy: imported here, so the imports count in the wall time
 
     code = run_command(argv, started=_STARTED if argv is None else None, curve=curve)  # in-process calls: from now
     if argv is None:  # the command owns the process
-        from .timing import Background
-
         if Background.any_running():  # interrupted during the background compile: see train.app.timing.Background
             sys.stdout.flush()
             sys.stderr.flush()

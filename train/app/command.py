@@ -22,9 +22,11 @@ from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
 from .outputs import EVALUATE, missing_module
-from .timing import Say
+from .timing import Say, Background
 from .run import Run, outputs_complete
 from ..xla import CompileLog, enable_compilation_cache
+from .stdout_filter import drop_gloo_banner
+from .plotting import prefetch_matplotlib
 
 __all__ = ["main"]
 
@@ -46,8 +48,6 @@ def _main(argv, started, curve) -> int:
     args = parse_args(argv)  # argparse's own errors exit 2
     cwd_on_import_path()  # --env module:id finds ./module.py, as under python -m
     if args.distributed:
-        from .stdout_filter import drop_gloo_banner
-
         drop_gloo_banner()  # Gloo prints a connection banner into stdout: keep it out of this command's output
         initialize_distributed()  # before anything else asks JAX for its devices
     cache = enable_compilation_cache()
@@ -157,9 +157,6 @@ def _prefetch_plotting(run: Run) -> None:
     an import beside the tracing (both Python, taking turns on the GIL) slowed the tracing, and with
     it the start of the training program's compile."""
     if run.main_process and run.curve is None:
-        from .timing import Background
-        from .plotting import prefetch_matplotlib
-
         Background(prefetch_matplotlib, "jaxenvs-import")
 
 
