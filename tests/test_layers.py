@@ -235,7 +235,7 @@ EDGES = imports(PACKAGES)
 
 def test_the_graph_is_read():
     assert len(module_files(PACKAGES)) > 100
-    assert any(e.source == "jaxenvs.cli.policies" and e.target.startswith(TRAINER) for e in EDGES)
+    assert any(e.source == "jaxenvs.cli.players" and e.target.startswith(TRAINER) for e in EDGES)
     assert any(e.source.startswith(TRAINER) and e.target == "jaxenvs.games" for e in EDGES)
 
 

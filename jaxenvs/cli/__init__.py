@@ -35,7 +35,7 @@ from typing import Sequence
 from . import bench, check, describe, evaluate, list_envs, play, profile, verify
 from .args import PROG, TRAIN_EXTRA, TRAIN_PROG, Failure, Parser, UsageError
 from .describe import describe_env
-from .policies import load_run_policy, play_episodes
+from .players import load_run_policy, play_episodes
 from jaxenvs import __version__
 from jaxenvs._cache import enable_compilation_cache
 

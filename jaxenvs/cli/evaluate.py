@@ -8,7 +8,7 @@ zero-sum game, ``--opponent NAME|RUN_DIR`` (repeatable) adds a head-to-head tabl
 loss of the greedy policy in each seat against a named opponent of the game (``random`` (legal),
 ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's win / block / no
 blunder / centre player), ``win-block``) or the greedy policy of another run directory;
-``--search N`` and ``--lookahead N`` (the flags of ``jaxenvs play``, `jaxenvs.cli.policies`) let
+``--search N`` and ``--lookahead N`` (the flags of ``jaxenvs play``, `jaxenvs.cli.players`) let
 the policy search or look ahead (both default to the run's own). ``python -m
 jaxenvs.train.evaluate RUN_DIR ...`` is the same command under its former name.
 """
@@ -20,7 +20,7 @@ import json
 
 from .args import TRAIN_EXTRA, Command, Failure, UsageError, positive_int, seed_arg
 from .envs import message
-from .policies import add_opponent_args, named_opponent
+from .players import add_opponent_args, named_opponent
 from jaxenvs.prng import key_on_host
 from jaxenvs.games.search import check_budget, supports_search
 

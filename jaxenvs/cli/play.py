@@ -13,7 +13,7 @@ import numpy as np
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
-from .policies import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
+from .players import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
                        play_episodes, say_cost)
 from jaxenvs.games import human, random_legal
 from jaxenvs.games.window import open_screen

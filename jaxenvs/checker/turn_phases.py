@@ -13,7 +13,7 @@ from jaxenvs import spaces
 from jaxenvs._fast_compile import fast_jit
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import AutoReset, has_wrapper
-from .report import EnvCheckError
+from .results import EnvCheckError
 from .trees import first_difference, first_leaf, host, index_label
 
 __all__ = ["TurnPhases"]
