@@ -21,7 +21,7 @@ from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
 from jaxenvs import spaces
 
-__all__ = ["EnvSpec", "register", "make", "spec", "registry", "pprint_registry", "describe", "parse_env_id"]
+__all__ = ["EnvSpec", "register", "make", "spec", "env_id_of", "registry", "pprint_registry", "describe", "parse_env_id"]
 
 # a namespace and a name each start with a letter or "_" (so neither is ever "." or ".." where an id
 # becomes a file name: run directories are named after ids) and hold letters, digits, "_", "-", "."
@@ -166,6 +166,13 @@ def _resolve(env_id: str) -> EnvSpec:
 def spec(env_id: str) -> EnvSpec:
     """The `EnvSpec` of ``env_id`` (unversioned ids resolve to the latest version)."""
     return _resolve(env_id)
+
+
+def env_id_of(env_id: str) -> str:
+    """The canonical id of ``env_id``, the one it is registered under: a ``module:`` prefix imported
+    and dropped, an unversioned id resolved to its latest version (``my_module:ns/Maze`` ->
+    ``ns/Maze-v1``). Raises as `spec` does (KeyError, ValueError, ImportError)."""
+    return _resolve(env_id).id
 
 
 def _constructor_kwargs(factory) -> list[str] | None:

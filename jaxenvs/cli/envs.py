@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
-from .args import Failure, UsageError
 import jaxenvs
+from jaxenvs.registration import env_id_of
+from .args import Failure, UsageError
 
 __all__ = ["make_env", "spec_id", "import_path_for", "message", "out_of_memory"]
 
@@ -27,7 +28,7 @@ def import_path_for(env_id: str) -> None:
 def spec_id(env_id: str) -> str:
     import_path_for(env_id)
     try:
-        return jaxenvs.spec(env_id).id
+        return env_id_of(env_id)
     except (KeyError, ValueError, TypeError, ImportError) as e:
         raise UsageError(message(e)) from e
 

@@ -9,8 +9,7 @@ loss of the greedy policy in each seat against a named opponent of the game (``r
 ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's win / block / no
 blunder / centre player), ``win-block``) or the greedy policy of another run directory;
 ``--search N`` and ``--lookahead N`` (the flags of ``jaxenvs play``, `jaxenvs.cli.players`) let
-the policy search or look ahead (both default to the run's own). ``python -m
-jaxenvs.train.evaluate RUN_DIR ...`` is the same command under its former name.
+the policy search or look ahead (both default to the run's own).
 """
 
 from __future__ import annotations

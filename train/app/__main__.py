@@ -20,14 +20,14 @@ background thread (XLA compiles without Python's GIL; with XLA's cheapest compil
 while the training program is traced; the training program then compiles in the background while
 the progress evaluation's and the final evaluation's and GIF's programs compile on the main thread
 (the GIF's also with the cheapest compile); the learning curve is drawn by a helper process
-(`train.curve_drawing`, which imported matplotlib at a lower priority while the run started) while
+(`train.app.curve_drawing`, which imported matplotlib at a lower priority while the run started) while
 the GIF is written.
 
 Every config field has a flag (``--help`` lists them with their defaults and each environment's
 tuned values; ``--show-config`` prints the resolved config). Config values are checked before
 anything runs; training that produces a non-finite loss, gradient or parameter stops with an
 error (exit status 1), keeping the last good checkpoint. Usage errors exit with status 2
-(`train.exits` lists every status).
+(`train.app.exits` lists every status).
 Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache/jaxenvs/jax``;
 ``off`` or empty turns it off; `jaxenvs._cache`). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
 
@@ -60,8 +60,8 @@ progress and writes the run directory, and every process prints a digest of its 
 parameters (equal on all of them). ``--resume`` under ``--distributed`` needs the run directory on
 a filesystem every process reads.
 
-The command lives in `train.command` (exit statuses), `train.parser` (flags), `train.run` (the
-steps of a run) and `train.metrics_log` (metrics files); this file is its entry point.
+The command lives in `train.app.command` (exit statuses), `train.app.parser` (flags), `train.app.run` (the
+steps of a run) and `train.app.metrics_log` (metrics files); this file is its entry point.
 """
 
 import os

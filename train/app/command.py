@@ -1,5 +1,5 @@
-"""``jaxenvs-train``: parse the command line, run (`train.run.Run`) and turn every way it can end
-into an exit status and one line (`train.exits`).
+"""``jaxenvs-train``: parse the command line, run (`train.app.run.Run`) and turn every way it can end
+into an exit status and one line (`train.app.exits`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["main"]
 
 def main(argv=None, started: float | None = None, curve=None) -> int:
     """Run ``jaxenvs-train`` with ``argv``; ``started``: ``time.perf_counter()`` when the command began
-    (its wall time is counted from there); ``curve``: the `train.curve_drawing.CurveProcess` that
+    (its wall time is counted from there); ``curve``: the `train.app.curve_drawing.CurveProcess` that
     draws the learning curve (None: drawn in this process), ended when the command ends."""
     try:
         return _main(argv, started, curve)
@@ -153,7 +153,7 @@ def _run(run: Run, started: float, imported: float) -> int:
 def _prefetch_plotting(run: Run) -> None:
     """Import matplotlib in the background while the run starts (process 0 draws the learning
     curve at the end; the import is about a second of Python that would otherwise come then), unless
-    a helper process draws it (`train.curve_drawing`). Started once the training program is traced:
+    a helper process draws it (`train.app.curve_drawing`). Started once the training program is traced:
     an import beside the tracing (both Python, taking turns on the GIL) slowed the tracing, and with
     it the start of the training program's compile."""
     if run.main_process and run.curve is None:

@@ -1,5 +1,5 @@
 """What ``jaxenvs-train`` writes and prints around training (`RunOutputs`, a part of
-`train.run.Run`): the progress line, the warm-up of the output programs, and after training the
+`train.app.run.Run`): the progress line, the warm-up of the output programs, and after training the
 evaluation, the learning curve, the policy GIF, the closing lines, and the command's timings."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict
 
 
 class RunOutputs:
-    """`train.run.Run`'s outputs (it holds the state these methods read)."""
+    """`train.app.run.Run`'s outputs (it holds the state these methods read)."""
 
     def warm_up_evaluation(self) -> None:
         """While the training program compiles in the background: compile the programs of the
@@ -89,7 +89,7 @@ class RunOutputs:
         data = (self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"))
         kwargs = dict(progress=self.log.progress, env_id=config.env_id,
                       training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves})
-        if self.curve is not None:  # drawn by the helper process (train.curve_drawing) beside the GIF's work
+        if self.curve is not None:  # drawn by the helper process (train.app.curve_drawing) beside the GIF's work
             plotting = self.curve.draw(plots.curve_figure(*data, config.env_id, **kwargs), curve_path)
         else:  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
             plotting = Background(lambda: plots.plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
@@ -143,7 +143,7 @@ class RunOutputs:
     def record_outputs(self, written: list[str]) -> None:
         """Write the run directory's `train.checkpoint.OUTPUTS` record, last of all its outputs: the
         update they were written after and their names (``--resume`` calls the run complete only
-        with this record and every file it names, `train.run.outputs_complete`)."""
+        with this record and every file it names, `train.app.run.outputs_complete`)."""
         update = int(to_host(self.runner.update).reshape(-1)[0])
         self._write(OUTPUTS, json.dumps({"update": update, "outputs": written}) + "\n")
 

@@ -26,7 +26,7 @@ def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None 
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
     progress measures of the environment first, from the evaluations after every chunk, then its
     per-update ``training`` metrics, then the mean episodic return and length of the training
-    episodes); ``"log"``: whether the panel's y axis is logarithmic (`train.curve_drawing.log_axis`)."""
+    episodes); ``"log"``: whether the panel's y axis is logarithmic (`train.app.curve_drawing.log_axis`)."""
     panels = []
     for name, x, values, unit_range, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
         v = nan_fill_forward(values)
@@ -102,7 +102,7 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
 
 def curve_figure(env_steps, returns, lengths, title: str = "", progress=None, env_id: str | None = None,
                  training: dict | None = None) -> dict:
-    """What `plot_learning_curve` draws, as plain data (`train.curve_drawing`'s figure): its series,
+    """What `plot_learning_curve` draws, as plain data (`train.app.curve_drawing`'s figure): its series,
     notes, solved bars, seed count, title and x range."""
     series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
     return dict(
@@ -127,7 +127,7 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
     line is the mean over seeds, with one labelled min-max band when there are several seeds.
-    The file is written atomically. (`curve_figure` and `train.curve_drawing.draw_learning_curve`
+    The file is written atomically. (`curve_figure` and `train.app.curve_drawing.draw_learning_curve`
     are its two halves: ``jaxenvs-train`` runs the second in a helper process.)
     """
     return draw_learning_curve(curve_figure(env_steps, returns, lengths, title, progress, env_id, training), path)

@@ -1,6 +1,6 @@
 """One run of ``jaxenvs-train``, step by step: its run directory, then `Run` (set up a new run or
 resume one, train chunk by chunk with progress lines and checkpoints). `Run`'s other parts live
-beside it: the chunk program in `train.chunks`, the outputs in `train.outputs`, the devices in
+beside it: the chunk program in `train.app.chunks`, the outputs in `train.app.outputs`, the devices in
 `train.distributed`, the printed phases in `train.app.timing`.
 """
 
@@ -181,7 +181,7 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
-    curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
+    curve: object = None  # train.app.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
     gif_job: object = None  # train.app.timing.Background compiling the GIF's programs during the training
 
     # -- setting up ----------------------------------------------------------------------------
