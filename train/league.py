@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .masking import MaskedCategorical
 from jaxenvs.games import allowed_opponents, named_opponents
+from .masking import MaskedCategorical
 
 __all__ = ["names", "check", "opponent_actions"]
 

@@ -32,12 +32,12 @@ import os
 import sys
 from typing import Sequence
 
+from jaxenvs import __version__
+from jaxenvs._cache import enable_compilation_cache
 from . import bench, check, describe, evaluate, list_envs, play, profile, verify
 from .args import PROG, TRAIN_EXTRA, TRAIN_PROG, Failure, Parser, UsageError
 from .describe import describe_env
 from .players import load_run_policy, play_episodes
-from jaxenvs import __version__
-from jaxenvs._cache import enable_compilation_cache
 
 __all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_run_policy", "COMMANDS"]
 

@@ -6,9 +6,9 @@ import argparse
 
 import numpy as np
 
+from jaxenvs.rollout import benchmark
 from .args import Command, add_env_args, positive_int, seed_arg
 from .envs import make_env, out_of_memory
-from jaxenvs.rollout import benchmark
 
 BENCH_DEFAULT_ENV = "GridWorld-v0"  # what `jaxenvs bench` times without an ID
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import PROG, Command, UsageError, add_env_args, positive_int
-from .envs import import_path_for, make_env, message
 from jaxenvs.adapters.functional import from_functional
+from jaxenvs.checker import RULEBOOK, RULES, EnvCheckError, check_env
 from jaxenvs.core import Environment
 from jaxenvs.wrappers import AutoReset
 from jaxenvs.wrappers.base import strip_autoreset
-from jaxenvs.checker import RULES, EnvCheckError, check_env, RULEBOOK
+from .args import PROG, Command, UsageError, add_env_args, positive_int
+from .envs import import_path_for, make_env, message
 
 
 PORT_HELP = (

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from .args import ID_HELP, Command
-from .envs import make_env
 from jaxenvs.games import is_two_player_game, named_opponents
 from jaxenvs.registration import describe
+from .args import ID_HELP, Command
+from .envs import make_env
 
 
 def describe_env(env_id: str) -> str:

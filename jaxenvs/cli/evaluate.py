@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from jaxenvs.games.search import check_budget, supports_search
+from jaxenvs.prng import key_on_host
 from .args import TRAIN_EXTRA, Command, Failure, UsageError, positive_int, seed_arg
 from .envs import message
 from .players import add_opponent_args, named_opponent
-from jaxenvs.prng import key_on_host
-from jaxenvs.games.search import check_budget, supports_search
 
 __all__ = ["COMMAND", "arguments", "run"]
 

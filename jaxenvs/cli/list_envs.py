@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .args import Command
 from jaxenvs.registration import pprint_registry
+from .args import Command
 
 
 def run(args) -> None:

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxenvs.games import human, random_legal
+from jaxenvs.games.window import open_screen
+from jaxenvs.rendering.io import check_video_path, play_human, render_frames, save_video
+from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
+from jaxenvs.rollout import random_policy
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
 from .players import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
                        play_episodes, say_cost)
-from jaxenvs.games import human, random_legal
-from jaxenvs.games.window import open_screen
-from jaxenvs.rollout import random_policy
-from jaxenvs.rendering.legend import status_captions, add_captions, add_legend
-from jaxenvs.rendering.io import check_video_path, play_human, render_frames, save_video
 
 VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .args import TRAIN_EXTRA, Failure, UsageError, non_negative_int
-from .envs import message, spec_id
+from jaxenvs.games import OpponentError, make_opponent, random_legal
 from jaxenvs.games.search import check_budget
 from jaxenvs.rollout import episode_stats, rollout
-from jaxenvs.games import OpponentError, make_opponent, random_legal
+from .args import TRAIN_EXTRA, Failure, UsageError, non_negative_int
+from .envs import message, spec_id
 
 __all__ = ["load_run_policy", "joint_policy", "play_episodes", "named_opponent", "against_opponent", "add_opponent_args"]
 

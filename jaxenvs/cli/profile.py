@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jaxenvs._optional import require
+from jaxenvs.profile import DEFAULT_NUM_ENVS, file_stem, profile
 from .args import Command, Failure, UsageError, add_env_args, non_negative_int, positive_int, seed_arg
 from .envs import import_path_for, make_env, message, out_of_memory
-from jaxenvs.profile import file_stem, profile, DEFAULT_NUM_ENVS
-from jaxenvs._optional import require
 
 
 def run(args) -> None:

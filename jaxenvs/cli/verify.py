@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jaxenvs.adapters.gymnax_states import STATE_TO_JAX
 from .args import Command, UsageError, add_env_args, int_arg, json_object, positive_float, probability, seed_arg
 from .check import PORT_HELP, port_env
 from .envs import import_path_for, make_env, message
-from jaxenvs.adapters.gymnax_states import STATE_TO_JAX
 
 
 def reference_factory(text: str, kwargs: dict):
