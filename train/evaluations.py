@@ -19,7 +19,7 @@ from jaxenvs.games import connect_four as c4
 from jaxenvs.games.kuhn_poker import exploitability as kuhn_exploitability, policy_table
 from . import tuned
 from .episodes import NUM_EPISODES, episodes, eval_env, initial_probs, payoff_matrix
-from .policy import versus, run_lookahead, run_search
+from .policy import run_lookahead, run_search, versus
 
 __all__ = ["EVALUATIONS", "evaluate_generic", "versus_opponent", "kuhn_policy_table"]
 

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs.prng import key_on_host
-from jaxenvs.games import seat_stats, seat_games
+from jaxenvs.games import seat_games, seat_stats
 from jaxenvs.games import search as game_search
 from .checkpoint import check_run_dir, load_run
 from .episodes import eval_env

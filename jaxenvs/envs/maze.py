@@ -50,7 +50,7 @@ import numpy as np
 from jaxenvs import prng, spaces, struct
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
-from jaxenvs.levels import load_levels, concat_levels, ParamSpace
+from jaxenvs.levels import ParamSpace, concat_levels, load_levels
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
 # rows: action index -> (d_row, d_col)

@@ -22,7 +22,7 @@ from jaxenvs import struct
 from jaxenvs import spaces
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import Wrapper
-from jaxenvs.wrappers.observation import map_final_obs, FlattenObservation
+from jaxenvs.wrappers.observation import FlattenObservation, map_final_obs
 from jaxenvs.wrappers.action import RescaleAction
 from jaxenvs.wrappers.reward import TransformReward
 

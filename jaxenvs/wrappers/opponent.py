@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import AutoReset, Wrapper, has_wrapper
-from jaxenvs.games import random_legal, allowed_opponents, named_opponents
+from jaxenvs.games import allowed_opponents, named_opponents, random_legal
 
 __all__ = ["PlayAgainst", "PlayAgainstState", "random_legal_policy"]
 

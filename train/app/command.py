@@ -22,7 +22,7 @@ from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
 from .outputs import EVALUATE, missing_module
-from .timing import Say, Background
+from .timing import Background, Say
 from .run import Run, outputs_complete
 from ..xla import CompileLog, enable_compilation_cache
 from .stdout_filter import drop_gloo_banner

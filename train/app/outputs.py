@@ -21,7 +21,7 @@ from .exits import StorageError, UsageError
 from .metrics_log import MetricsLog
 from .timing import Background
 from .. import tuned
-from ..grading import format_progress, evaluate, format_table, solved_hint, what_is_counted
+from ..grading import evaluate, format_progress, format_table, solved_hint, what_is_counted
 from . import plotting as plots
 
 __all__ = ["EVALUATE", "RunOutputs", "progress_line", "missing_module"]
