@@ -21,7 +21,7 @@ output), paired in one run: each repeat runs, in this order,
   ``algo.train(rng)``), cold and warm as above, with each program's trace / lower / compile
   split (``jax.jit(f).trace(...)``, ``.lower()``, ``.compile()``), the imports and the run itself.
   Both import ``jaxenvs.train`` first (the same XLA flags) and use the cache as the trainer does
-  (`jaxenvs._cache.enable_compilation_cache` with no minimum compile time).
+  (`jaxenvs.train.xla.enable_compilation_cache`: no minimum compile time).
 
 ``--envs``: the main job of each listed environment as well (``jaxenvs-train --env ID`` with its
 tuned defaults; ``all``: the five built-in environments), cold and warm as above, into a table of
@@ -72,10 +72,10 @@ def _child(program: str, quick: bool) -> None:
     import jaxenvs.train  # noqa: F401  (the trainer's XLA flags, for both programs)
     import jax
 
-    from jaxenvs import _cache
     from jaxenvs.train.configs import get_config
+    from jaxenvs.train.xla import enable_compilation_cache
 
-    _cache.enable_compilation_cache(min_compile_s=0.0)  # as jaxenvs-train does
+    enable_compilation_cache()  # as jaxenvs-train does
     cfg = get_config(ENV_ID, **(QUICK if quick else {}))
     if program == "jaxenvs":
         from jaxenvs.train.trainers import make_trainer

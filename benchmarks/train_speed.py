@@ -4,7 +4,7 @@ For each environment:
 
 * ``jaxenvs PPO``: the tuned defaults (``train.configs``), one seed. The run is split into
   chunks of updates (one jitted call each); after each chunk the policy is evaluated with the
-  env's solve criterion (``train.evaluate``), so the wall time to the threshold is measured
+  env's solve criterion (``train.grading``), so the wall time to the threshold is measured
   (compile time reported apart, evaluation time excluded). Env-steps/s over the whole run.
 * ``jaxenvs PPO, N seeds``: the same run vmapped over ``--seeds`` seeds in one program: the total
   env-steps/s against one seed's.
@@ -21,7 +21,7 @@ For each environment:
   rejax 0.1.3's PPO, unmodified, on ``jaxenvs.adapters.gymnax.to_gymnax(make(env_id))`` with
   the same rollout shape, epochs, minibatches, learning rate, gamma, lambda, clip, entropy and
   value coefficients and network (64x64 tanh, separate actor and critic), trained in the same
-  chunks and evaluated with the same ``train.evaluate`` criterion (greedy policy). rejax cannot
+  chunks and evaluated with the same ``train.grading`` criterion (greedy policy). rejax cannot
   anneal its learning rate and clips gradients elementwise (``optax.clip``) rather than by
   global norm: those two differ. Its compile time is that of one chunk, as for jaxenvs.
 
@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -87,10 +88,17 @@ import numpy as np  # noqa: E402
 
 import jaxenvs  # noqa: E402
 from jaxenvs.rollout import time_calls  # noqa: E402
-from jaxenvs.train.app.chunks import chunk_length  # noqa: E402
 from jaxenvs.train.configs import get_config  # noqa: E402
 from jaxenvs.train.grading import evaluate_params  # noqa: E402
 from jaxenvs.train.trainers import make_trainer  # noqa: E402
+
+
+def chunk_length(num_updates: int, num_chunks: int) -> int:
+    """Updates per chunk when all chunks must have one length (one compiled program timed): the
+    largest divisor of ``num_updates`` that is at most ``ceil(num_updates / num_chunks)``
+    (``jaxenvs-train`` itself splits with `jaxenvs.train.app.chunks.chunk_plan`)."""
+    cap = max(1, math.ceil(num_updates / num_chunks))
+    return max(d for d in range(1, cap + 1) if num_updates % d == 0)
 
 
 def _config(env_id: str, num_envs: int | None, **kw):
@@ -232,7 +240,7 @@ def sb3_time_to_solve(
 
 
 class _RejaxGreedy:
-    """What ``train.evaluate.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``,
+    """What ``train.grading.evaluate_params`` reads of a trainer (``config.env_id``/``env_kwargs``,
     ``env``/``env_params`` and ``act``), for rejax's actor: the mode of its action distribution on the observation as
     ``to_gymnax`` presents it."""
 
@@ -248,7 +256,7 @@ class _RejaxGreedy:
 
 def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: int | None = None) -> dict | None:
     """rejax's PPO at jaxenvs' tuned settings on ``to_gymnax(make(env_id))``, in the same chunks
-    as `jaxenvs_time_to_solve`, evaluated with ``train.evaluate`` after each."""
+    as `jaxenvs_time_to_solve`, evaluated with ``train.grading`` after each."""
     try:
         import rejax  # noqa: F401
     except ImportError:
@@ -288,7 +296,7 @@ def rejax_time_to_solve(env_id: str, num_chunks: int, seed: int = 0, num_envs: i
 
 def sb3_evaluate(model, env_id: str, num_episodes: int = 200) -> dict:
     """Success rate of SB3's deterministic policy over ``num_episodes`` first episodes; solved as
-    ``train.evaluate`` defines it for GridWorld and PointEnv (success rate 1.0 and >= 0.95)."""
+    ``train.grading`` defines it for GridWorld and PointEnv (success rate 1.0 and >= 0.95)."""
     from jaxenvs.adapters.sb3 import SB3VecEnv
 
     venv = SB3VecEnv(env_id, num_envs=num_episodes, seed=12345)
@@ -316,9 +324,9 @@ QUICK = dict(num_envs=8, num_steps=8, update_epochs=1, num_minibatches=1)  # --q
 
 
 def game_bar(env_id: str) -> tuple[float, float]:
-    from jaxenvs.train.tuned import _canonical_id
+    from jaxenvs.train.tuned import entry_id
 
-    return GAME_BARS.get(_canonical_id(env_id), (0.9, 0.9))
+    return GAME_BARS.get(entry_id(env_id), (0.9, 0.9))
 
 
 def meets_bar(env_id: str, wins: tuple[float, float]) -> bool:

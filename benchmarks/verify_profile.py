@@ -26,13 +26,13 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 PHASES = {
     "XLA compiles": ("jax/_src/compiler.py", "backend_compile_and_load"),
     "reference episodes (stepping, resets, bookkeeping; policy calls included)": ("jaxenvs/testing/reference.py", "run"),
-    "  of which the policy's calls for the reference": ("jaxenvs/testing/verify.py", "act"),
+    "  of which the policy's calls for the reference": ("jaxenvs/testing/port_verification.py", "act"),
     "  of which the reference's own step": ("jaxenvs/testing/reference.py", "_step"),
     "  of which state_to_jax": ("benchmarks/verify_power.py", "corridor_state"),
-    "port episodes (rollouts)": ("jaxenvs/testing/verify.py", "port_episodes"),
-    "extra initial observations (both sides)": ("jaxenvs/testing/verify.py", "more_initial"),
+    "port episodes (rollouts)": ("jaxenvs/testing/port_verification.py", "port_episodes"),
+    "extra initial observations (both sides)": ("jaxenvs/testing/port_verification.py", "more_initial"),
     "from-state tier (port draws at reference states, ranks)": ("jaxenvs/testing/from_state.py", "from_state_statistic"),
-    "sample tier statistics": ("jaxenvs/testing/verify.py", "sample_tier"),
+    "sample tier statistics": ("jaxenvs/testing/port_verification.py", "sample_tier"),
     "importing scipy.stats": ("scipy/stats/__init__.py", "<module>"),
 }
 

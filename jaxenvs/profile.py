@@ -61,6 +61,8 @@ import numpy as np
 from jaxenvs.core import Environment, check_params
 from jaxenvs.rollout import benchmark_program
 from jaxenvs.wrappers.base import Wrapper
+import jaxenvs
+from jaxenvs._optional import require
 
 __all__ = [
     "DEFAULT_NUM_ENVS",
@@ -411,8 +413,6 @@ class ProfileReport:
     def plot(self, path: str | os.PathLike) -> Path:
         """A PNG: steps/s against ``num_envs`` per path, XLA's planned peak memory against
         ``num_envs``, and steps/s of each wrapper layer. Needs matplotlib (the ``train`` extra)."""
-        from jaxenvs._optional import require
-
         require("matplotlib", extra="train", purpose="the profile plot")
         import matplotlib
 
@@ -537,8 +537,6 @@ def profile(
     measurement ends (e.g. ``print``). ``ops``: also record the sweep program's ``ops`` costliest
     operations (`op_costs`; 0: none).
     """
-    import jaxenvs
-
     if isinstance(env_or_id, str):
         env = jaxenvs.make(env_or_id, **make_kwargs)
     elif isinstance(env_or_id, Environment):

@@ -19,8 +19,9 @@ import numpy as np
 from jaxenvs.core import Environment, Traits
 from jaxenvs.wrappers.base import AutoReset, TimeLimit, WithParams
 from jaxenvs.wrappers.checked import CheckedActions
+from jaxenvs import spaces
 
-__all__ = ["EnvSpec", "register", "make", "spec", "registry", "pprint_registry", "describe", "parse_env_id"]
+__all__ = ["EnvSpec", "register", "make", "spec", "env_id_of", "registry", "pprint_registry", "describe", "parse_env_id"]
 
 # a namespace and a name each start with a letter or "_" (so neither is ever "." or ".." where an id
 # becomes a file name: run directories are named after ids) and hold letters, digits, "_", "-", "."
@@ -167,6 +168,13 @@ def spec(env_id: str) -> EnvSpec:
     return _resolve(env_id)
 
 
+def env_id_of(env_id: str) -> str:
+    """The canonical id of ``env_id``, the one it is registered under: a ``module:`` prefix imported
+    and dropped, an unversioned id resolved to its latest version (``my_module:ns/Maze`` ->
+    ``ns/Maze-v1``). Raises as `spec` does (KeyError, ValueError, ImportError)."""
+    return _resolve(env_id).id
+
+
 def _constructor_kwargs(factory) -> list[str] | None:
     try:
         sig = inspect.signature(factory)
@@ -280,8 +288,6 @@ def format_space(space) -> str:
     one number when all bounds are equal; Dict and Tuple spaces recursively."""
     import numpy as np
 
-    from jaxenvs import spaces
-
     if isinstance(space, spaces.Box):
         def bound(b):
             b = np.asarray(b)
@@ -302,8 +308,6 @@ def format_space(space) -> str:
 
 
 def _action_lines(base, space) -> list[str]:
-    from jaxenvs import spaces
-
     names = base.ACTION_NAMES
     if names and isinstance(space, spaces.Discrete):
         return [f"    {space.start + i} = {name}" for i, name in enumerate(names)]

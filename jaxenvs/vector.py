@@ -60,6 +60,7 @@ from jaxenvs.wrappers.base import (
     step_draws_randomness,
     strip_autoreset,
 )
+from jaxenvs.levels import ParamSpace, _tree_kinds
 
 __all__ = ["VectorEnv", "LevelState", "default_reset_capacity"]
 
@@ -143,8 +144,6 @@ class VectorEnv(Forwarding):
 
     def _level_drawer(self, levels, params_axis, reset_pool):
         """``key -> one level`` from ``levels``, its output checked against ``default_params``."""
-        from jaxenvs.levels import ParamSpace, _tree_kinds
-
         if params_axis not in (None, 0) or reset_pool is not None:
             raise ValueError("VectorEnv(levels=...) gives each env its own level on axis 0: leave params_axis and reset_pool unset")
         self.params_axis = 0

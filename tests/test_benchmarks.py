@@ -21,6 +21,11 @@ def train_speed():
     return _script("train_speed", "train_speed.py")
 
 
+def test_chunk_length_is_the_largest_divisor_within_the_chunk_count(train_speed):
+    assert train_speed.chunk_length(196, 20) == 7  # one length for every chunk: a divisor of 196, at most ceil(196 / 20)
+    assert train_speed.chunk_length(200, 20) == 10 and train_speed.chunk_length(59, 20) == 1
+
+
 def test_ppo_flops_per_env_step_matches_the_network_shapes(train_speed):
     """XLA's FLOP counts against the multiply-adds of the layers: GridWorld's 4 observation
     features (agent and target cells), hidden (16, 8), 4 logits and 1 value."""

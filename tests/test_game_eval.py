@@ -212,7 +212,7 @@ def test_a_run_plays_with_its_own_play_lookahead(run_dir, tmp_path):
 
 def test_opponents_by_name_and_their_mistakes(run_dir):
     from jaxenvs.cli.args import UsageError
-    from jaxenvs.cli.policies import named_opponent
+    from jaxenvs.cli.players import named_opponent
     from jaxenvs.games import OpponentError, make_opponent, random_legal
     from jaxenvs.train import load_policy
     from jaxenvs.games.tic_tac_toe import perfect

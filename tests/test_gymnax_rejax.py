@@ -3,7 +3,7 @@
 5-tuple ``step``; verified with gymnax 1.0.1 installed beside it).
 
 This test runs a tiny training (two updates) for the wiring; training GridWorld-v0 to
-``train.evaluate``'s bar takes longer and is measured by ``benchmarks/train_speed.py``
+``train.grading``'s bar takes longer and is measured by ``benchmarks/train_speed.py``
 (``rejax PPO, same settings``).
 """
 

@@ -270,7 +270,7 @@ def test_play_and_load_policy_refuse_bad_budgets_in_one_line_before_tracing(ttt_
 
 
 def test_play_says_the_cost_of_a_slow_budget_and_stops_at_the_games_end(capsys):
-    from jaxenvs.cli.policies import episode_horizon, say_cost
+    from jaxenvs.cli.players import episode_horizon, say_cost
 
     env = jaxenvs.make("TicTacToe-v0")
     assert episode_horizon(env, 1000) == 9 and episode_horizon(env, 5) == 5

@@ -21,7 +21,7 @@ CASES = [
     ("gymnax", "jaxenvs.envs.gymnax_env._import_gymnax()", "gymnax"),
     ("gymnax", "jaxenvs.envs.gymnax_env.from_gymnax_space(None)", "gymnax"),
     ("gymnax", "jaxenvs.adapters.gymnax.to_gymnax_space(jaxenvs.spaces.Discrete(2))", "gymnax"),
-    ("pygame", "jaxenvs.rendering.window.import_pygame()", "render"),
+    ("pygame", "jaxenvs.rendering.pygame_window.import_pygame()", "render"),
     ("imageio", "jaxenvs.rendering.io.save_gif(FRAMES, TMP + '/a.gif')", "render"),
     ("imageio_ffmpeg", "jaxenvs.rendering.io.check_video_path(TMP + '/a.mp4')", "render"),
     ("PIL", "jaxenvs.rendering.legend._pil()", "render"),
@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
     """
     import importlib, json, sys, tempfile
     import numpy as np
-    import jaxenvs, jaxenvs.rendering.io, jaxenvs.rendering.window, jaxenvs.rendering.legend
+    import jaxenvs, jaxenvs.rendering.io, jaxenvs.rendering.pygame_window, jaxenvs.rendering.legend
     import jaxenvs.envs.gymnax_env, jaxenvs.adapters.gymnax
     from jaxenvs._optional import MissingExtraError
     FRAMES, TMP = np.zeros((2, 4, 4, 3), np.uint8), tempfile.mkdtemp()

@@ -16,7 +16,7 @@ import pytest
 from jaxenvs.train.app.__main__ import main
 from jaxenvs.train.app.metrics_log import first_nonfinite_update
 from jaxenvs.train.app.parser import build_parser
-from jaxenvs.train.app.chunks import chunk_length, chunk_plan
+from jaxenvs.train.app.chunks import chunk_plan
 from jaxenvs.train.configs import (
     PPOConfig, RunSettings, TRPOConfig, config_from_dict, get_config, load_config_file,
     run_record, run_settings_from_dict,
@@ -175,7 +175,6 @@ def test_chunk_plan_makes_the_number_of_chunks_asked_for():
     for n, k in [(59, 20), (196, 20), (7, 3), (1, 1)]:
         plan = chunk_plan(n, k)
         assert sum(plan) == n and len(plan) == min(n, k) and max(plan) - min(plan) <= 1
-    assert chunk_length(196, 20) == 7  # the one-length split train_speed uses: a divisor
 
 
 def test_nonfinite_updates_are_found_from_the_flag_or_the_losses():

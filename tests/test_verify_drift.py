@@ -50,7 +50,7 @@ def test_a_float32_port_of_a_chaotic_float64_original_passes_with_its_drift_stat
 def test_the_plain_tolerance_alone_fails_the_same_port(monkeypatch):
     """Without the drift allowance (the replay as it was) the faithful port fails: what the
     allowance changes is this verdict, nothing else."""
-    import jaxenvs.testing.verify as V
+    import jaxenvs.testing.port_verification as V
 
     plain = V.replay_trajectories
     monkeypatch.setattr(V, "replay_trajectories", lambda *a, rounding=None: plain(*a, rounding=None))

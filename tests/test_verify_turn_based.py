@@ -200,7 +200,7 @@ def test_turn_based_power_rule_a_mutant_never_passes(cache):
     """Below the games detect needs the verdict is inconclusive (never pass); a mutant fails or
     is inconclusive at every game count; the faithful port passes from the needed count on."""
     from jaxenvs.testing import PortInconclusive
-    from jaxenvs.testing.verify import games_needed
+    from jaxenvs.testing.port_verification import games_needed
 
     need = games_needed(0.05, 0.95)
     assert need == 59

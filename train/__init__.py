@@ -23,7 +23,7 @@ def __getattr__(name):
     # `load_policy` (train.policy) imports JAX and flax: loaded on first use, so importing the
     # package stays cheap
     if name == "load_policy":
-        from .policy import load_policy
+        from .policy import load_policy  # lazy: importing the package stays cheap
 
         return load_policy
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

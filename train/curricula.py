@@ -55,7 +55,7 @@ from flax import struct
 
 import jaxenvs
 from jaxenvs import _backend, prng
-from jaxenvs.levels import ParamSpaceError, level_hashes, overlap, param_space
+from jaxenvs.levels import ParamSpaceError, level_hashes, num_levels, overlap, param_space
 
 __all__ = [
     "CURRICULA", "SCORES", "PRIORITIZATIONS", "Curriculum", "CurriculumState", "LevelBuffer", "make_curriculum",
@@ -409,8 +409,6 @@ def heldout_metrics(trainer, params, key, levels=None, episodes_per_level: int =
     levels = heldout_levels_of(trainer.env) if levels is None else levels
     if levels is None:
         raise ValueError(f"{trainer.config.env_id} declares no held-out levels (a heldout_levels() method on the env)")
-    from jaxenvs.levels import num_levels
-
     count = num_levels(levels)
     cache = trainer.__dict__.setdefault("_heldout_programs", {})
     if (count, episodes_per_level) not in cache:

@@ -11,8 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxenvs
+from jaxenvs.envs.hurdle_race import HURDLE, JUMP, NOHURDLE, RUN
+from jaxenvs.envs.lottery import ACTION_NAMES as LOTTERY_ACTIONS
+from jaxenvs.games.opponents import random_legal
+from jaxenvs.games.tic_tac_toe import perfect as perfect_player
+from jaxenvs.games import connect_four as c4
+from jaxenvs.games.kuhn_poker import exploitability as kuhn_exploitability, policy_table
 from . import tuned
+from .curricula import HELDOUT_EPISODES_PER_LEVEL, heldout_metrics
 from .episodes import NUM_EPISODES, episodes, eval_env, initial_probs, payoff_matrix
+from .policy import run_lookahead, run_search, versus
 
 __all__ = ["EVALUATIONS", "evaluate_generic", "versus_opponent", "kuhn_policy_table"]
 
@@ -59,8 +67,6 @@ def evaluate_point_env(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
 # the race ends) that JUMP exactly when a hurdle is ahead must be >= 0.95; and 1000 episodes with the
 # policy as agent 0 against a uniformly random agent 1 must be won >= 90% of the time.
 def evaluate_hurdle_race(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.envs.hurdle_race import HURDLE, JUMP, NOHURDLE, RUN
-
     k_self, k_random = jax.random.split(key)
     traj, ep = episodes(trainer, params, k_self, num_episodes=num_episodes)
     obs, action = np.asarray(traj.obs), np.asarray(traj.action)  # int32[T, n, 2]
@@ -86,14 +92,13 @@ def evaluate_hurdle_race(trainer, params, key, num_episodes=NUM_EPISODES) -> dic
 # ---- Lottery: the greedy choice must be PowerRich (the highest expected value: 0.01 * 1e8 - 0.99 * 10).
 def evaluate_lottery(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     del num_episodes  # read off the policy itself
-    from jaxenvs.envs.lottery import ACTION_NAMES as names
 
     probs = initial_probs(trainer, params, key)
-    best = names.index("PowerRich")
+    best = LOTTERY_ACTIONS.index("PowerRich")
     return dict(
         prob_power_rich=float(probs[best]),
-        prob_mega_haul=float(probs[names.index("MegaHaul")]),
-        prob_no_ticket=float(probs[names.index("NoTicket")]),
+        prob_mega_haul=float(probs[LOTTERY_ACTIONS.index("MegaHaul")]),
+        prob_no_ticket=float(probs[LOTTERY_ACTIONS.index("NoTicket")]),
         greedy_action=int(probs.argmax()),
         solved=bool(probs.argmax() == best),
     )
@@ -125,8 +130,6 @@ def versus_opponent(trainer, params, key, opponent, num_games: int, search: int 
     ``num_games`` games per seat (`train.policy.versus`, one compiled program per configuration and
     opponent): ``{"win": [per seat], "draw": [...], "loss": [...], "illegal": [...]}`` (floats).
     Raises when a game does not end within the game's ply limit."""
-    from .policy import versus
-
     res = versus(trainer, params, opponent, key, num_games, greedy=True, max_plies=trainer.max_plies, search=search,
                  lookahead=lookahead)
     seats = [res[f"seat{i}"] for i in range(trainer.num_agents)]
@@ -145,9 +148,6 @@ def _seat_metrics(res: dict, name: str) -> dict:
 # moves) in each seat and <= 1% to random-legal play, and wins >= 0.92 of its games against random-legal
 # play as first mover and >= 0.74 as second (minimax itself wins 0.9678 first against random).
 def evaluate_tictactoe(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.games.opponents import random_legal
-    from jaxenvs.games.tic_tac_toe import perfect as perfect_player
-
     k_rand, k_perfect = jax.random.split(key)
     rand = versus_opponent(trainer, params, k_rand, random_legal, num_episodes)
     perfect = versus_opponent(trainer, params, k_perfect, perfect_player, num_episodes)
@@ -174,11 +174,6 @@ _C4_JUDGED = ("heuristic", "heuristic_left", "heuristic_right", "heuristic_soft"
 
 
 def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from jaxenvs.games import connect_four as c4
-    from jaxenvs.games.opponents import random_legal
-
-    from .policy import run_lookahead, run_search
-
     keys = iter(jax.random.split(key, 16))
     full = num_episodes >= NUM_EPISODES
     lookahead = None if full else 0  # progress: the network alone
@@ -207,8 +202,6 @@ def evaluate_connect_four(trainer, params, key, num_episodes=NUM_EPISODES) -> di
 def kuhn_policy_table(trainer, params) -> np.ndarray:
     """float64[12, 2]: the trained (stochastic) policy's (Pass, Bet) probabilities in each of Kuhn
     poker's 12 information sets (`jaxenvs.games.kuhn_poker`'s order)."""
-    from jaxenvs.games.kuhn_poker import policy_table
-
     def probs(obs):
         x = trainer.preprocess(obs)[None]
         dist, _ = trainer.policy(params, x, (jnp.asarray(obs["action_mask"]) != 0)[None])
@@ -221,10 +214,9 @@ def kuhn_policy_table(trainer, params) -> np.ndarray:
 # learned stochastic policy must be <= 0.1 (uniform play: 0.4583; a Nash equilibrium: 0).
 def evaluate_kuhn_poker(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
     del key, num_episodes  # read off the policy itself
-    from jaxenvs.games.kuhn_poker import exploitability
 
     table = kuhn_policy_table(trainer, params)
-    expl = float(exploitability(table))
+    expl = float(kuhn_exploitability(table))
     return dict(
         exploitability=expl,
         bet_prob_first=[float(x) for x in table[0:3, 1]],
@@ -236,8 +228,6 @@ def evaluate_kuhn_poker(trainer, params, key, num_episodes=NUM_EPISODES) -> dict
 # (train.curricula.heldout_metrics; 1 each for the cheaper progress evaluations between chunks), and
 # 8 greedy episodes of the default level (deterministic: they are all the same); no verdict.
 def evaluate_maze(trainer, params, key, num_episodes=NUM_EPISODES) -> dict:
-    from .curricula import HELDOUT_EPISODES_PER_LEVEL, heldout_metrics
-
     out = evaluate_generic(trainer, params, key, num_episodes=8)
     per_level = HELDOUT_EPISODES_PER_LEVEL if num_episodes >= NUM_EPISODES else 1
     out.update(heldout_metrics(trainer, params, key, episodes_per_level=per_level), solved=None)

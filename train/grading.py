@@ -24,8 +24,11 @@ import jax
 import numpy as np
 
 from jaxenvs.prng import key_on_host
+import jaxenvs
+from jaxenvs.games import is_two_player_game, random_legal
 from . import evaluations, tuned
 from .episodes import BLOCK, NUM_EPISODES, first_episodes
+from .policy import versus
 
 __all__ = [
     "evaluate", "evaluate_params", "first_episodes", "progress_metrics", "format_table", "format_progress",
@@ -52,8 +55,6 @@ def game_without_entry(env_id: str) -> bool:
     its generic mean return would be 0 in self-play, so it is evaluated against random play."""
     if tuned.entry(env_id).evaluate != "generic":
         return False
-    import jaxenvs
-    from jaxenvs.games import is_two_player_game
 
     try:
         return is_two_player_game(jaxenvs.make(env_id, autoreset=False))
@@ -75,10 +76,6 @@ def evaluate_game_vs_random(trainer, params, key, num_episodes=NUM_EPISODES) -> 
     """The greedy policy against random-legal play, ``num_episodes`` games in each seat: win /
     draw / loss per seat, the mean return over both seats and illegal moves per game; no
     criterion (``solved`` None)."""
-    from jaxenvs.games import random_legal
-
-    from .policy import versus
-
     res = versus(trainer, params, random_legal, key, num_games=num_episodes)
     out = {f"{o}_seat{s}": res[f"seat{s}"][o] for s in (0, 1) for o in ("win", "draw", "loss")}
     out["mean_return"] = (res["seat0"]["mean_return"] + res["seat1"]["mean_return"]) / 2
@@ -247,8 +244,6 @@ def head_to_head_runs(trainer, params, opponents: list[tuple[str, object]], key,
     ``params`` (leading seed axis; with ``search`` simulations of tree search per move when > 0 and
     ``lookahead`` plies of exact look-ahead, None: the run's ``play_lookahead``) against each
     ``(label, policy)`` of ``opponents`` (`train.policy.versus`; one compile per opponent)."""
-    from .policy import versus
-
     num_seeds = jax.tree.leaves(params)[0].shape[0]
     out = {}
     for (label, opponent), k in zip(opponents, jax.random.split(key, max(len(opponents), 1))):

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxenvs.games import allowed_opponents, named_opponents
 from .masking import MaskedCategorical
 
 __all__ = ["names", "check", "opponent_actions"]
@@ -27,8 +28,6 @@ def names(config) -> list[str]:
 
 def check(trainer) -> None:
     """ValueError when ``training_opponents`` names an opponent the game does not declare."""
-    from jaxenvs.games import allowed_opponents, named_opponents
-
     wanted = names(trainer.config)
     if not wanted:
         raise ValueError("training_opponents must name at least one opponent, e.g. 'random'")
@@ -49,7 +48,6 @@ def opponent_actions(trainer, key, obs, mask) -> jax.Array:
     wanted = names(trainer.config)
     if wanted == ["random"]:
         return MaskedCategorical(jnp.zeros(mask.shape), mask).sample(key)
-    from jaxenvs.games import named_opponents
 
     known = named_opponents(trainer.env)
     rows = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), obs)  # [batch_size, ...]: one agent's view each

@@ -47,7 +47,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jaxenvs
+from jaxenvs.levels import level_fields
 from jaxenvs.prng import key_on_host
+from jaxenvs.games import seat_games, seat_stats
+from jaxenvs.games import search as game_search
+from .checkpoint import check_run_dir, load_run
+from .episodes import eval_env
 
 __all__ = ["load_policy", "TrainedPolicy", "make_policy", "network_evaluate", "versus", "run_search", "run_lookahead"]
 
@@ -125,21 +131,13 @@ def make_policy(trainer, params, greedy: bool = True, search: int = 0, lookahead
     search = _check_search(search)
     lookahead = run_lookahead(trainer.config) if lookahead is None else _check_lookahead(lookahead)
     if search or lookahead:
-        from jaxenvs.games.search import check_budget
-
-        from .episodes import eval_env
-
-        check_budget(eval_env(trainer), search, lookahead)  # refused before anything is traced or allocated
+        game_search.check_budget(eval_env(trainer), search, lookahead)  # refused before anything is traced or allocated
     if search:
-        from jaxenvs.games.search import search_policy
-
-        act = search_policy(eval_env(trainer), network_evaluate(trainer, params), search, greedy=greedy)
+        act = game_search.search_policy(eval_env(trainer), network_evaluate(trainer, params), search, greedy=greedy)
     else:
         act = trainer.agent_policy(params, greedy)
     if lookahead:
-        from jaxenvs.games.search import lookahead_policy
-
-        act = lookahead_policy(eval_env(trainer), act, lookahead)
+        act = game_search.lookahead_policy(eval_env(trainer), act, lookahead)
 
     def policy(key, obs):
         _check_one_agent(trainer, obs)
@@ -178,9 +176,6 @@ class TrainedPolicy:
         when given: a level as `jaxenvs.levels` writes it (a JSON file of one level, or a levels file
         holding exactly one; its parsed dict; or params), which becomes the env's ``default_params``.
         Raises `jaxenvs.levels.ParamSpaceError` for a level that does not fit the env's params."""
-        import jaxenvs
-        from jaxenvs.levels import level_fields
-
         env = jaxenvs.make(self.env_id, autoreset=autoreset, **self.env_kwargs)
         if level is None:
             return env
@@ -238,8 +233,6 @@ def load_policy(run_dir: str | os.PathLike, greedy: bool = True, seed: int = 0, 
     budget the game or this machine cannot hold (`jaxenvs.games.search.check_budget`: a look-ahead
     deeper than the game lasts, more simulations than allowed, more memory than available).
     """
-    from .checkpoint import check_run_dir, load_run
-
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"seed must be an int (the index of one of the run's seeds), got {seed!r}")
     if not isinstance(greedy, (bool, np.bool_)):
@@ -274,10 +267,6 @@ def _versus_program(trainer, opponent, num_games: int, max_plies: int, greedy: b
     config = json.dumps(trainer.config.to_dict(), sort_keys=True, default=str)
     cache_key = (type(trainer).__qualname__, config, opponent, num_games, max_plies, greedy, search, lookahead)
     if cache_key not in _VERSUS:
-        from jaxenvs.games import seat_games
-
-        from .episodes import eval_env
-
         env = eval_env(trainer)
 
         def run(params, key):
@@ -295,8 +284,6 @@ def versus(trainer, params, opponent: Callable, key, num_games: int = 1000, gree
     ``play_lookahead``; `make_policy`) against ``opponent`` (a ``policy(key, obs)``) on the trainer's two-player
     game, ``num_games`` games in each seat: ``{"seat0": stats, "seat1": stats}`` as
     `jaxenvs.games.head_to_head` reports them (the policy is A)."""
-    from jaxenvs.games import seat_stats
-
     lookahead = None if lookahead is None else _check_lookahead(lookahead)
     program = _versus_program(trainer, opponent, int(num_games), int(max_plies), greedy, _check_search(search),
                               lookahead)

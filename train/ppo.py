@@ -25,6 +25,7 @@ from .configs import HParams, PPOConfig
 from .masking import acting_mean, acting_normalize, clipped_surrogate, zero_rows
 from .permutation import minibatch_permutation
 from .turns import SelfPlay
+from . import league
 
 __all__ = ["PPOTrainer"]
 
@@ -48,8 +49,6 @@ class PPOTrainer(Trainer):
                 f"(observations with an action_mask); {self.config.env_id} has none: leave it at 0"
             )
         if self.config.random_opponents:
-            from . import league
-
             league.check(self)
         rows = self.batch_size * self.config.num_steps
         if rows % self.config.num_minibatches:

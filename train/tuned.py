@@ -21,8 +21,9 @@ from __future__ import annotations
 import dataclasses
 
 import jaxenvs
+from jaxenvs.registration import env_id_of
 
-__all__ = ["Metric", "TunedEnv", "ENTRIES", "entry", "training_defaults", "NUM_EPISODES"]
+__all__ = ["Metric", "TunedEnv", "ENTRIES", "entry", "entry_id", "training_defaults", "NUM_EPISODES"]
 
 NUM_EPISODES = 1000  # episodes (games per seat) of an evaluation
 
@@ -244,19 +245,11 @@ ENTRIES: dict[str, TunedEnv] = {
     ),
     "ConnectFour-v0": TunedEnv(
         counted="games per seat",
-        # Long rollouts (16 envs x 128 steps rather than 64 x 32, the same batch): a game lasts up to 42
-        # plies, and every rollout end cuts a game; the seat that is not to move there bootstraps from a
-        # value of a non-acting observation, which no loss trains (`train.gae.gae_decisions`).
-        # Opponents: the game's named opponents in every env (random_opponents = 1: the learner takes seat
-        # e % 2 of env e, so half its games as first mover, half as second), dealt in turn (`train.league`),
-        # one per block of two envs, 16 blocks: heuristic-soft (centre-weighted draws among the heuristic's
-        # candidates) and no-blunder (uniform draws) three each; the heuristic (win, block, no blunder, centre;
-        # ties uniform), its deterministic centre orders heuristic-left / -right and heuristic-noisy (20% random
-        # moves) two each; win-block and random one each. Played (and judged) with play_lookahead = 4: the
-        # network's greedy move among the moves whose every line of play 4 plies deep scores best by the game's
-        # rewards (`jaxenvs.games.search.lookahead_policy`, Connect Four's own on bool planes: a few seconds per
-        # 1000 games per seat); the progress rows follow the network alone.
-        # How these values were chosen (the runs tried, with their figures): benchmarks/results/tuning_connect_four.md
+        # What was chosen and why (the runs tried, with their figures: benchmarks/results/tuning_connect_four.md):
+        # long rollouts (32 envs x 128 steps), as a game lasts up to 42 plies and a rollout's end cuts one (the
+        # seat not to move there bootstraps from a value no loss trains, `train.gae.gae_decisions`); the game's
+        # named opponents in every env, one per block of two, the stochastic ones weighted up (`train.league`);
+        # played and judged with a 4-ply look-ahead (`jaxenvs.games.search.lookahead_policy`).
         training=dict(ppo=dict(total_timesteps=8_000_000, num_envs=32, num_steps=128, lr=1e-3, ent_coef=0.01,
                                hidden_sizes=(128, 128), random_opponents=1.0, play_lookahead=4,
                                training_opponents=("heuristic-soft,no-blunder,heuristic,heuristic-left,heuristic-right,"
@@ -323,12 +316,13 @@ ENTRIES: dict[str, TunedEnv] = {
 }
 
 
-def _canonical_id(env_id: str) -> str:
-    """The registered id of ``env_id`` (a ``module:`` prefix dropped, an unversioned id resolved)."""
+def entry_id(env_id: str) -> str:
+    """The key of ``env_id``'s entry: its canonical id (`jaxenvs.registration.env_id_of`), or, for an
+    id that is not registered, the id without its ``module:`` prefix."""
     if env_id in ENTRIES:
         return env_id
     try:
-        return jaxenvs.spec(env_id).id
+        return env_id_of(env_id)
     except (KeyError, ValueError, ImportError):
         return env_id.rpartition(":")[2]
 
@@ -336,7 +330,7 @@ def _canonical_id(env_id: str) -> str:
 def entry(env_id: str) -> TunedEnv:
     """The entry of ``env_id``: its own, filled in with the generic evaluation where it has none,
     or the generic entry (see the module docstring)."""
-    own = ENTRIES.get(_canonical_id(env_id), TunedEnv())
+    own = ENTRIES.get(entry_id(env_id), TunedEnv())
     if own.evaluate is not None:
         return own
     threshold = None

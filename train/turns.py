@@ -34,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs import prng, spaces
+import jaxenvs
+from jaxenvs.games import random_legal, versus
 from . import league
 from .gae import gae, gae_decisions
 from .masking import MaskedCategorical
@@ -110,8 +112,6 @@ class SelfPlay(EveryRow):
 
     def __init__(self, config, num_agents: int, mask_actions: bool = True, match_games: int = 0,
                  random_opponents: float = 0.0):
-        import jaxenvs
-
         self.mask_actions, self.match_games = bool(mask_actions), int(match_games)
         self.match_env = jaxenvs.make(config.env_id, autoreset=False, **config.env_kwargs)
         # env e of the first round(fraction * num_envs) has an opponent in seat e % num_agents
@@ -160,8 +160,6 @@ class SelfPlay(EveryRow):
         with ``match_games > 0``, ``win_seat{i}``, ``draw_seat{i}``, ``loss_seat{i}``: the GREEDY
         policy (the one evaluations judge) in seat ``i`` against random-legal play in the others,
         over ``match_games`` games per seat (`jaxenvs.games.versus`, inside the compiled update)."""
-        from jaxenvs.games import random_legal, versus
-
         decisions, illegal = stats
         out = dict(illegal_rate=illegal.sum().astype(jnp.float32) / jnp.maximum(decisions.sum(), 1).astype(jnp.float32))
         if self.match_games > 0:

@@ -30,6 +30,9 @@ from __future__ import annotations
 import os
 import warnings
 
+from jaxenvs import _cache
+from jaxenvs._fast_compile import compiler_options
+
 __all__ = ["CPU_SCHEDULER_FLAG", "use_safe_cpu_scheduler", "jax_started", "enable_compilation_cache", "CompileLog", "AheadOfTime"]
 
 CPU_SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler"
@@ -70,8 +73,6 @@ def enable_compilation_cache():
     """JAX's persistent compilation cache for the trainer's commands (`jaxenvs._cache`), keeping
     every program however quick to compile: a warm start then compiles nothing (it still traces
     and lowers, which is how JAX's cache finds a program)."""
-    from jaxenvs import _cache
-
     return _cache.enable_compilation_cache(min_compile_s=0.0)
 
 
@@ -101,8 +102,6 @@ class AheadOfTime:
 
         options = None
         if fast:
-            from jaxenvs._fast_compile import compiler_options
-
             options = compiler_options(jax.default_backend())
         self.jitted = jax.jit(fn, compiler_options=options) if options else jax.jit(fn)
         self._compiled: dict = {}

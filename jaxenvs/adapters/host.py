@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces as gs
 
 from jaxenvs.core import ActionError, Environment
-from jaxenvs.rendering.window import Window
+from jaxenvs.rendering.pygame_window import Window
 
 __all__ = [
     "obs_to_numpy",
@@ -149,7 +149,7 @@ def check_render_mode(render_mode: str | None, modes: list[str], name: str) -> N
 
 
 class HumanWindow(Window):
-    """The adapters' ``render_mode="human"`` window (`jaxenvs.rendering.window.Window`);
+    """The adapters' ``render_mode="human"`` window (`jaxenvs.rendering.pygame_window.Window`);
     a missing pygame raises Gymnasium's ``DependencyNotInstalled``."""
 
     def show(self, frame: np.ndarray) -> bool:

@@ -27,7 +27,7 @@ import jax
 
 from jaxenvs.core import check_key
 from .phases import PYTHON_LOOP_STEPS, Checker
-from .report import CheckReport, EnvCheckError
+from .results import CheckReport, EnvCheckError
 from .rulebook import PHASES, RULEBOOK, RULES, Rule, rules_table
 
 __all__ = ["check_env", "EnvCheckError", "CheckReport", "Rule", "RULEBOOK", "RULES", "PHASES"]

@@ -1,7 +1,7 @@
 """The checker (`Checker`): the phases every environment goes through, in `PHASES` order (its
 traits and spaces, single-env jitted calls, vmap, the scanned rollout, a key-ignoring step), each
 raising `EnvCheckError` with the id of the rule it found broken. The turn-based phases are its
-part `jaxenvs.checker.turns.TurnPhases`."""
+part `jaxenvs.checker.turn_phases.TurnPhases`."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from jax.tree_util import DictKey, keystr
 from jaxenvs import spaces
 from jaxenvs._fast_compile import compiler_options, fast_jit
 from jaxenvs.core import ActionError, Traits
-from .report import CheckReport, EnvCheckError
+from .results import CheckReport, EnvCheckError
 from .rulebook import PHASES, RULEBOOK
 from .trees import (aval, callback_primitives, contains_each, first_difference, first_leaf, index_label, leaves,
                     space_leaves, structure_difference)
-from .turns import TurnPhases
+from .turn_phases import TurnPhases
 
 __all__ = ["Checker", "PYTHON_LOOP_STEPS"]
 

@@ -1,7 +1,7 @@
 """The rules of the environment contract, each declared once (`Rule` in `RULEBOOK`): what it
 checks, which environments it applies to, whether it may be skipped, and the phase that checks it
 (a method of `jaxenvs.checker.phases.Checker` or of its turn-based part,
-`jaxenvs.checker.turns.TurnPhases`)."""
+`jaxenvs.checker.turn_phases.TurnPhases`)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from jax.tree_util import DictKey, SequenceKey, keystr, tree_flatten_with_path
 
 from jaxenvs import spaces
 from jaxenvs.core import is_prng_key
-from .report import EnvCheckError
+from .results import EnvCheckError
 
 CALLBACK_PRIMITIVES = ("pure_callback", "io_callback", "callback", "debug_callback", "debug_print")
 

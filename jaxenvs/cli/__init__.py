@@ -32,10 +32,12 @@ import os
 import sys
 from typing import Sequence
 
+from jaxenvs import __version__
+from jaxenvs._cache import enable_compilation_cache
 from . import bench, check, describe, evaluate, list_envs, play, profile, verify
 from .args import PROG, TRAIN_EXTRA, TRAIN_PROG, Failure, Parser, UsageError
 from .describe import describe_env
-from .policies import load_run_policy, play_episodes
+from .players import load_run_policy, play_episodes
 
 __all__ = ["main", "build_parser", "describe_env", "play_episodes", "load_run_policy", "COMMANDS"]
 
@@ -52,7 +54,6 @@ def build_parser() -> Parser:
         epilog=f"Training is its own command: {TRAIN_PROG} (e.g. {TRAIN_PROG} --env GridWorld-v0; {TRAIN_PROG} --help), "
         f"with the train extra ({TRAIN_EXTRA}); {PROG} play --policy RUN_DIR plays a trained run.",
     )
-    from jaxenvs import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -82,8 +83,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Called without ``argv`` (from the shell) it first enables JAX's persistent compilation cache.
     """
     if argv is None:
-        from jaxenvs._cache import enable_compilation_cache
-
         argv = sys.argv[1:]
         enable_compilation_cache()
     if list(argv[:1]) == ["train"]:

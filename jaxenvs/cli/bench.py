@@ -6,6 +6,7 @@ import argparse
 
 import numpy as np
 
+from jaxenvs.rollout import benchmark
 from .args import Command, add_env_args, positive_int, seed_arg
 from .envs import make_env, out_of_memory
 
@@ -13,8 +14,6 @@ BENCH_DEFAULT_ENV = "GridWorld-v0"  # what `jaxenvs bench` times without an ID
 
 
 def run(args) -> None:
-    from jaxenvs.rollout import benchmark
-
     if args.env_id is None:
         args.env_id = BENCH_DEFAULT_ENV
         print(f"no ID given: timing {BENCH_DEFAULT_ENV} (jaxenvs list shows the others)")

@@ -8,6 +8,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from jaxenvs.adapters.functional import from_functional
+from jaxenvs.checker import RULEBOOK, RULES, EnvCheckError, check_env
+from jaxenvs.core import Environment
+from jaxenvs.wrappers import AutoReset
+from jaxenvs.wrappers.base import strip_autoreset
 from .args import PROG, Command, UsageError, add_env_args, positive_int
 from .envs import import_path_for, make_env, message
 
@@ -43,10 +48,6 @@ def port_env(text: str, kwargs=(), autoreset: bool = True):
         made = factory(**dict(kwargs))
     except Exception as e:  # noqa: BLE001 -- the user's factory failing is a bad --port, not a failing env
         raise UsageError(f"--port {text!r} raised {type(e).__name__}: {message(e)}") from e
-    from jaxenvs.adapters.functional import from_functional
-    from jaxenvs.core import Environment
-    from jaxenvs.wrappers import AutoReset
-    from jaxenvs.wrappers.base import strip_autoreset
 
     params = None
     if isinstance(made, tuple) and len(made) == 2 and not isinstance(made[0], (tuple, Environment)):
@@ -61,7 +62,6 @@ def port_env(text: str, kwargs=(), autoreset: bool = True):
 
 def run(args) -> int:
     if args.list_rules:  # every rule of `jaxenvs.checker.RULEBOOK`: its id, then what it checks
-        from jaxenvs.checker import RULEBOOK
 
         width = max(map(len, RULEBOOK))
         for rule in RULEBOOK.values():
@@ -75,7 +75,6 @@ def run(args) -> int:
     label = args.env_id if args.port is None else args.port
     if env.spec is not None:
         label = env.spec.id
-    from jaxenvs.checker import RULES, EnvCheckError, check_env
 
     try:
         report = check_env(env, num_steps=args.steps, num_envs=args.num_envs)

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import argparse
 
+from jaxenvs.games import is_two_player_game, named_opponents
+from jaxenvs.registration import describe
 from .args import ID_HELP, Command
 from .envs import make_env
 
 
 def describe_env(env_id: str) -> str:
     """What ``jaxenvs describe`` prints (`jaxenvs.describe`), with a bad id as a usage error."""
-    from jaxenvs.games import is_two_player_game, named_opponents
-    from jaxenvs.registration import describe
-
     env = make_env(env_id, autoreset=False)  # a bad id or an unimportable module: UsageError
     text = describe(env)
     key = env.unwrapped.MOVE_KEY

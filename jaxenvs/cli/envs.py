@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import jaxenvs
+from jaxenvs.registration import env_id_of
 from .args import Failure, UsageError
 
 __all__ = ["make_env", "spec_id", "import_path_for", "message", "out_of_memory"]
@@ -24,18 +26,14 @@ def import_path_for(env_id: str) -> None:
 
 
 def spec_id(env_id: str) -> str:
-    import jaxenvs
-
     import_path_for(env_id)
     try:
-        return jaxenvs.spec(env_id).id
+        return env_id_of(env_id)
     except (KeyError, ValueError, TypeError, ImportError) as e:
         raise UsageError(message(e)) from e
 
 
 def make_env(env_id: str, kwargs=(), autoreset: bool = True):
-    import jaxenvs
-
     spec_id(env_id)  # an unknown or malformed id, or a 'module:' prefix that cannot be imported
     try:
         return jaxenvs.make(env_id, autoreset=autoreset, **dict(kwargs))

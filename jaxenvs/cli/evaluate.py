@@ -8,9 +8,8 @@ zero-sum game, ``--opponent NAME|RUN_DIR`` (repeatable) adds a head-to-head tabl
 loss of the greedy policy in each seat against a named opponent of the game (``random`` (legal),
 ``perfect`` (Tic-Tac-Toe's minimax player), ``heuristic`` (Connect Four's win / block / no
 blunder / centre player), ``win-block``) or the greedy policy of another run directory;
-``--search N`` and ``--lookahead N`` (the flags of ``jaxenvs play``, `jaxenvs.cli.policies`) let
-the policy search or look ahead (both default to the run's own). ``python -m
-jaxenvs.train.evaluate RUN_DIR ...`` is the same command under its former name.
+``--search N`` and ``--lookahead N`` (the flags of ``jaxenvs play``, `jaxenvs.cli.players`) let
+the policy search or look ahead (both default to the run's own).
 """
 
 from __future__ import annotations
@@ -18,9 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from jaxenvs.games.search import check_budget, supports_search
+from jaxenvs.prng import key_on_host
 from .args import TRAIN_EXTRA, Command, Failure, UsageError, positive_int, seed_arg
 from .envs import message
-from .policies import add_opponent_args, named_opponent
+from .players import add_opponent_args, named_opponent
 
 __all__ = ["COMMAND", "arguments", "run"]
 
@@ -44,13 +45,13 @@ def run(args) -> int:
         if value and not args.opponent:
             raise UsageError(f"{flag} N plays the head-to-head games of --opponent NAME|RUN_DIR; give --opponent too")
     try:
-        from jaxenvs.prng import key_on_host
-        from jaxenvs.train.app.envids import cwd_on_import_path
-        from jaxenvs.train.checkpoint import load_run
-        from jaxenvs.train.episodes import eval_env
-        from jaxenvs.train.grading import evaluate, format_head_to_head, format_table, head_to_head_runs
-        from jaxenvs.train.policy import run_lookahead, run_search
-        from jaxenvs.train.xla import enable_compilation_cache
+        from jaxenvs.train.app.envids import cwd_on_import_path  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.checkpoint import load_run  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.curricula import HeldOutOverlap, heldout_check  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.episodes import eval_env  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.grading import evaluate, format_head_to_head, format_table, head_to_head_runs  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.policy import run_lookahead, run_search  # lazy: the trainer (the train extra) is optional for jaxenvs
+        from jaxenvs.train.xla import enable_compilation_cache  # lazy: the trainer (the train extra) is optional for jaxenvs
     except ImportError as e:
         raise Failure(f"evaluating a trained run needs the train extra ({message(e)}): {TRAIN_EXTRA}") from e
     cwd_on_import_path()  # a run of a module:id env imports its module again
@@ -64,8 +65,6 @@ def run(args) -> int:
     lookahead = (run_lookahead(trainer.config) if args.lookahead is None else args.lookahead) if args.opponent else 0
     opponents = []
     if args.opponent:
-        from jaxenvs.games.search import check_budget, supports_search
-
         env = eval_env(trainer)
         for flag, wanted in (("--search", search), ("--lookahead", lookahead)):
             if wanted and not supports_search(env):
@@ -77,8 +76,6 @@ def run(args) -> int:
             raise UsageError(f"--{'lookahead' if str(e).startswith('lookahead') else 'search'}: {message(e)}") from e
         opponents = [named_opponent(env, spec) for spec in args.opponent]
     result = evaluate(trainer, runner.params, key_on_host(args.seed))
-    from jaxenvs.train.curricula import HeldOutOverlap, heldout_check
-
     try:  # a curriculum run: its held-out set checked disjoint from the levels it trained on
         result.update(heldout_check(trainer, runner))
     except HeldOutOverlap as e:

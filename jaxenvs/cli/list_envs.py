@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from jaxenvs.registration import pprint_registry
 from .args import Command
 
 
 def run(args) -> None:
-    from jaxenvs.registration import pprint_registry
-
     pprint_registry()
 
 

@@ -10,10 +10,16 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxenvs.games import human, random_legal
+from jaxenvs.games.window import open_screen
+from jaxenvs.levels import ParamSpaceError, level_fields
+from jaxenvs.rendering.io import check_video_path, play_human, render_frames, save_video
+from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
+from jaxenvs.rollout import random_policy
 from .args import (Command, Failure, UsageError, add_env_args, int_arg, non_negative_int, positive_float,
                    positive_int, render_mode, seed_arg)
 from .envs import make_env, message, spec_id
-from .policies import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
+from .players import (add_opponent_args, against_opponent, episode_horizon, joint_policy, load_run_policy, named_opponent,
                        play_episodes, say_cost)
 
 VIDEO_EPISODES = 4  # episodes a --render gif/mp4 records by default
@@ -74,7 +80,6 @@ def _check_out(mode: str | None, out: str | None) -> Path | None:
         suffix = Path(out).suffix.lower()
         if suffix != f".{mode}":
             raise UsageError(f"--render {mode} needs a path ending in .{mode}, got --out {out!r}")
-        from jaxenvs.rendering.io import check_video_path
 
         try:
             return check_video_path(out)
@@ -126,9 +131,6 @@ def _human_game(args, env, record, label: str) -> None:
     the window where a display exists (else the terminal, with a line saying why)."""
     import jax
 
-    from jaxenvs.games import human
-    from jaxenvs.games.window import open_screen
-
     if not human.supports_people(env):
         raise UsageError(f"--human / --opponent human: a person cannot play {env.spec.id}; a person plays two-player "
                          "turn-based games with a text rendering (TicTacToe-v0, ConnectFour-v0, KuhnPoker-v0)")
@@ -152,13 +154,10 @@ def _human_game(args, env, record, label: str) -> None:
             other_label, other = named_opponent(env, args.opponent)
             other_label = other_label.split(" (")[0]
         else:
-            from jaxenvs.games import random_legal
-
             other_label, other = label, me or random_legal
         seats = [None, other] if seat == 0 else [other, None]
         labels = ["you", other_label] if seat == 0 else [other_label, "you"]
     else:  # --opponent human: the policy in `seat`, the person in the other
-        from jaxenvs.games import random_legal
 
         seats = [me or random_legal, None] if seat == 0 else [None, me or random_legal]
         labels = [label, "you"] if seat == 0 else ["you", label]
@@ -200,8 +199,6 @@ def _human_game(args, env, record, label: str) -> None:
 def _policy(args):
     """``(env, joint policy, run's record or None, label)`` of ``--policy``: random play, or a
     trained run's policy on its own environment (``ID``, when given, must name the same one)."""
-    from jaxenvs.rollout import random_policy
-
     if args.policy == "random":
         if args.env_id is None:
             raise UsageError("play needs an environment ID, or --policy RUN_DIR to play a trained run")
@@ -233,8 +230,6 @@ def _on_level(args, env_id: str, kwargs: dict):
     env = make_env(env_id, kwargs, autoreset=False)
     if args.level is None:
         return env
-    from jaxenvs.levels import ParamSpaceError, level_fields
-
     try:
         fields = level_fields(args.level, env.default_params)
     except (ParamSpaceError, OSError, ValueError) as e:
@@ -323,9 +318,6 @@ def _render(args, env, firsts, states, path) -> None:
     shown (``human``) or saved (``gif``, ``mp4``)."""
     import jax
 
-    from jaxenvs.rendering import io
-    from jaxenvs.rendering.legend import status_captions
-
     mode = args.render
     try:
         if mode == "text":
@@ -336,7 +328,7 @@ def _render(args, env, firsts, states, path) -> None:
                 print(f"--- episode {i} {'ends' if ep.outcome != 'unfinished' else 'stops'} after {ep.length} steps: "
                       f"{ep.outcome}, {_format_returns(env, ep.returns)}")
             return
-        frames = io.render_frames(env, jax.tree.map(lambda *xs: np.concatenate(xs), *states))
+        frames = render_frames(env, jax.tree.map(lambda *xs: np.concatenate(xs), *states))
         # a turn-based game: a caption under each frame says whose move it is, or how the game ended
         captions = None if args.no_legend else status_captions(env, states)
         if captions is None and not args.no_legend:  # other envs: which episode, which step, how it ended
@@ -346,15 +338,13 @@ def _render(args, env, firsts, states, path) -> None:
     fps = args.fps or env.render_fps
     try:
         if not args.no_legend:
-            from jaxenvs.rendering.legend import add_captions, add_legend
-
             frames = add_legend(env, frames)
             if captions is not None:
                 frames = add_captions(frames, captions)
         if mode == "human":
-            io.play_human(env, frames, fps=fps)
+            play_human(env, frames, fps=fps)
         else:
-            io.save_video(frames, path, fps=fps)
+            save_video(frames, path, fps=fps)
             print(f"saved {len(frames)} frames to {path}")
     except (ImportError, OSError) as e:
         raise Failure(message(e)) from e

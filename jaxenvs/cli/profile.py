@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jaxenvs._optional import require
+from jaxenvs.profile import DEFAULT_NUM_ENVS, file_stem, profile
 from .args import Command, Failure, UsageError, add_env_args, non_negative_int, positive_int, seed_arg
 from .envs import import_path_for, make_env, message, out_of_memory
 
@@ -16,8 +18,6 @@ def run(args) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out!r} is a file; --out names the folder the profile files go into")
     if not args.no_plot:
-        from jaxenvs._optional import require
-
         try:
             require("matplotlib", extra="train", purpose="jaxenvs profile's plot (or pass --no-plot)")
         except ImportError as e:
@@ -27,7 +27,6 @@ def run(args) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise Failure(f"--out {args.out!r}: cannot create it ({e.strerror})") from e
-    from jaxenvs.profile import file_stem, profile
 
     stem = file_stem(env.spec.id if getattr(env, "spec", None) is not None else type(env.unwrapped).__name__)
     where = out.resolve()
@@ -52,8 +51,6 @@ def run(args) -> None:
 
 
 def arguments(p: argparse.ArgumentParser) -> None:
-    from jaxenvs.profile import DEFAULT_NUM_ENVS
-
     add_env_args(p)
     p.add_argument(
         "--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_NUM_ENVS), metavar="N",

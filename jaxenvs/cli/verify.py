@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from jaxenvs.adapters.gymnax_states import STATE_TO_JAX
 from .args import Command, UsageError, add_env_args, int_arg, json_object, positive_float, probability, seed_arg
 from .check import PORT_HELP, port_env
 from .envs import import_path_for, make_env, message
@@ -79,7 +80,6 @@ def shipped_state_mapping(env_id: str, reference: str):
     prefix, _, name = reference.partition(":")
     if prefix != "gymnasium" or env_id != f"gymnax/{name}":
         return None
-    from jaxenvs.adapters.gymnax_states import STATE_TO_JAX
 
     return STATE_TO_JAX.get(name)
 
@@ -99,7 +99,7 @@ def run(args) -> int:
     label = env.spec.id if env.spec is not None else args.port
     factory = reference_factory(args.reference, args.reference_kwargs)
     try:
-        from jaxenvs.testing import PortMismatch, VerifySettings, verify_port
+        from jaxenvs.testing import PortMismatch, VerifySettings, verify_port  # lazy: the verify extra (scipy) is optional
     except ImportError as e:
         raise UsageError(f"jaxenvs verify needs the verify extra: pip install 'jaxenvs[verify]' ({message(e)})") from e
 

@@ -34,6 +34,7 @@ from jaxenvs import struct
 from jaxenvs import prng, spaces
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
+from jaxenvs.levels import ParamSpace, Uniform
 
 # rows: action index -> (dx, dy)
 ACTION_TO_DIRECTION = np.array([[1, 0], [0, 1], [-1, 0], [0, -1]], dtype=np.int32)
@@ -76,8 +77,6 @@ class GridWorld(Environment):
     def param_space(self):
         """`jaxenvs.levels.ParamSpace`: ``size`` uniform in 3..9 (a params field: shapes do not
         change with it, so one program plays every size)."""
-        from jaxenvs.levels import ParamSpace, Uniform
-
         return ParamSpace(self.default_params, size=Uniform(3, 9))
 
     def reset_env(self, key, params):

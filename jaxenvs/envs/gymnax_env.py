@@ -48,6 +48,8 @@ import numpy as np
 from jaxenvs._optional import require
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits
+from jaxenvs.levels import ParamSpace, Uniform
+from jaxenvs.registration import register, registry
 
 __all__ = [
     "GymnaxEnv", "from_gymnax_space", "register_gymnax_envs", "NAMESPACE", "SUPPORTED_GYMNAX", "canonical_dtype",
@@ -285,8 +287,6 @@ class _GymnaxEntryPoint:
 
 
 def _cartpole_space(base):
-    from jaxenvs.levels import ParamSpace, Uniform
-
     def derived(key, p):  # gymnax keeps two products of other fields as fields of their own
         return p.replace(total_mass=p.masscart + p.masspole, polemass_length=p.masspole * p.length)
 
@@ -295,20 +295,14 @@ def _cartpole_space(base):
 
 
 def _pendulum_space(base):
-    from jaxenvs.levels import ParamSpace, Uniform
-
     return ParamSpace(base, m=Uniform(0.5, 2.0), l=Uniform(0.5, 1.5), g=Uniform(8.0, 12.0))
 
 
 def _acrobot_space(base):
-    from jaxenvs.levels import ParamSpace, Uniform
-
     return ParamSpace(base, link_mass_1=Uniform(0.5, 2.0), link_mass_2=Uniform(0.5, 2.0))
 
 
 def _mountain_car_space(base):
-    from jaxenvs.levels import ParamSpace, Uniform
-
     force = "force" if hasattr(base, "force") else "power"
     return ParamSpace(base, gravity=Uniform(0.002, 0.003), **{force: Uniform(0.75 * getattr(base, force), 1.25 * getattr(base, force))})
 
@@ -344,7 +338,6 @@ def register_gymnax_envs() -> list[str]:
     Called by the registry the first time a ``gymnax/`` id is looked up; safe to call again.
     """
     gymnax = _import_gymnax()
-    from jaxenvs.registration import register, registry
 
     factories = getattr(gymnax.registration, "_registry", {})
     added = []

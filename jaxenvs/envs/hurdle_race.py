@@ -47,6 +47,7 @@ from jaxenvs import prng, struct
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
+from jaxenvs.levels import ParamSpace, Uniform
 
 RUN = 0
 JUMP = 1
@@ -165,8 +166,6 @@ class HurdleRace(Environment):
         """`jaxenvs.levels.ParamSpace`: ``jump_success_rate`` uniform in [0.5, 1). The hurdle
         layout is not a level field: ``hurdle_slots`` fixes the state's shape, so it is a
         constructor argument (the hurdles' cells are drawn from it at every reset)."""
-        from jaxenvs.levels import ParamSpace, Uniform
-
         return ParamSpace(self.default_params, jump_success_rate=Uniform(0.5, 1.0))
 
     def reset_env(self, key, params):

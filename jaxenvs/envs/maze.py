@@ -50,6 +50,7 @@ import numpy as np
 from jaxenvs import prng, spaces, struct
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
+from jaxenvs.levels import ParamSpace, concat_levels, load_levels
 
 UP, RIGHT, DOWN, LEFT = 0, 1, 2, 3
 # rows: action index -> (d_row, d_col)
@@ -213,8 +214,6 @@ class Maze(Environment):
     def param_space(self):
         """`generate_level` with ``num_walls`` walls, `mutate_level` as the mutation, and
         `level_is_valid` as the validity test of ``contains``."""
-        from jaxenvs.levels import ParamSpace
-
         return ParamSpace(
             self.default_params,
             generator=functools.partial(generate_level, num_walls=self.num_walls),
@@ -336,8 +335,6 @@ class Maze(Environment):
 def hard_levels(env: Maze | None = None) -> EnvParams:
     """The hand-made hard levels (a batch) of ``maze_levels/hard.json``, for the default 13 x 13
     maze: long corridors, a spiral, dead ends, an unsolvable one."""
-    from jaxenvs.levels import load_levels
-
     env = Maze() if env is None else env
     return load_levels(os.path.join(LEVELS_DIR, "hard.json"), env.default_params)
 
@@ -348,8 +345,6 @@ def heldout_levels(env: Maze | None = None) -> EnvParams:
     by default; `jaxenvs.levels.overlap` checks a training batch against them), followed by
     `hard_levels`. ``maze_levels/heldout.sha256`` holds the SHA-256 of their hashes, so a change in
     the generator or in JAX's random numbers that would move the set is caught by the tests."""
-    from jaxenvs.levels import concat_levels
-
     env = Maze() if env is None else env
     generated = jax.jit(lambda k: env.param_space().sample(k, (NUM_HELDOUT_GENERATED,)))(jax.random.key(HELDOUT_SEED))
     return concat_levels([generated, hard_levels(env)])

@@ -37,6 +37,7 @@ from jaxenvs import prng, struct
 from jaxenvs import spaces
 from jaxenvs.core import Environment, Traits, require_param
 from jaxenvs.rendering import draw
+from jaxenvs.levels import ParamSpace, Uniform
 
 LIGHT_GREY = (225, 225, 225)
 
@@ -83,8 +84,6 @@ class PointEnv(Environment):
         """`jaxenvs.levels.ParamSpace`: the start region's half-width ``reset_bound`` uniform in
         [0.5, 2) and the goal's half-width ``goal_tolerance`` uniform in [0.005, 0.05); the action
         bound stays 0.1 (the goal is always the origin: the tutorial has no goal field)."""
-        from jaxenvs.levels import ParamSpace, Uniform
-
         return ParamSpace(self.default_params, reset_bound=Uniform(0.5, 2.0), goal_tolerance=Uniform(0.005, 0.05))
 
     def reset_env(self, key, params):

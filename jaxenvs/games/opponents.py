@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxenvs import spaces
+from jaxenvs.registration import registry
 
 __all__ = [
     "Policy", "random_legal", "uniform_among", "NamedOpponent", "named_opponents", "make_opponent",
@@ -165,8 +166,6 @@ def make_opponent(spec: str | Policy, env, label: str | None = None) -> tuple[st
 
 def _games_declaring(name: str) -> list[str]:
     """The registered ids of the built-in games whose class declares the opponent ``name``."""
-    from jaxenvs.registration import registry
-
     out = []
     for env_id, spec in registry.items():
         entry = spec.entry_point

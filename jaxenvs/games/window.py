@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from jaxenvs.games.human import GameGivenUp, Terminal, legal_text, parse_move
-from jaxenvs.rendering.window import HEADLESS_DRIVERS, Window, import_pygame
+from jaxenvs.rendering.pygame_window import HEADLESS_DRIVERS, Window, import_pygame
 
 __all__ = ["BoardWindow", "open_screen", "SCREENS"]
 
@@ -36,7 +36,7 @@ INK, NOTE, FAINT, PAPER = (0, 0, 0), (200, 30, 30), (120, 120, 120), (255, 255, 
 class BoardWindow:
     """A pygame window where a person plays a turn-based game by clicking (see the module
     docstring). Opened by `open` (OSError when no display can show it, ImportError without pygame:
-    `jaxenvs.rendering.window.Window`'s rules). The transcript (the moves, the result) is
+    `jaxenvs.rendering.pygame_window.Window`'s rules). The transcript (the moves, the result) is
     `play_game`'s ``write``."""
 
     def __init__(self, title: str = "jaxenvs", header: str = ""):

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxenvs._optional import require
-from jaxenvs.rendering.window import Window
+from jaxenvs.rendering.pygame_window import Window
 
 __all__ = ["render_frames", "save_gif", "save_mp4", "save_video", "check_video_path", "play_human", "VIDEO_SUFFIXES"]
 

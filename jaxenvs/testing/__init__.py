@@ -4,7 +4,7 @@
 
 * `verify_port` -- does a jaxenvs port behave like the Gymnasium/PettingZoo environment it was
   ported from? A verdict of pass, fail (`PortMismatch`) or inconclusive (`PortInconclusive`),
-  with stated power and a `PortReport` to keep as a certificate (`jaxenvs.testing.verify`);
+  with stated power and a `PortReport` to keep as a certificate (`jaxenvs.testing.port_verification`);
 * `assert_env_ok` -- `jaxenvs.check_env` as a pytest-friendly assertion;
 * `assert_max_traces` -- fail when a jitted function is traced more often than expected.
 """
@@ -18,7 +18,7 @@ from jaxenvs._traces import TraceCounter, TraceCountError
 from jaxenvs.checker import CheckReport, EnvCheckError, check_env
 from jaxenvs.testing.reference import ReferenceCache
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
-from jaxenvs.testing.verify import ALPHA, DETECT, MAX_EPISODES, POWER, VerifySettings, verify_port
+from jaxenvs.testing.port_verification import ALPHA, DETECT, MAX_EPISODES, POWER, VerifySettings, verify_port
 
 __all__ = [
     "verify_port",

@@ -16,6 +16,7 @@ from jaxenvs.testing.exact import state_template
 from jaxenvs.testing.report import PortMismatch
 from jaxenvs.testing.runs import compiled
 from jaxenvs.testing.verdict import Pending, VerifySettings, conclude
+from jaxenvs.testing.reference import AECReference, OpenSpielReference
 
 ILLEGAL_PROB = 0.02  # per ply, where the reference defines illegal moves: a masked-out action
 
@@ -98,8 +99,6 @@ def _turn_based_spaces(port_env, env, params, ref):
     """`(explicit chance, space notes)`; ValueError unless the port is sequential, full_action_set
     and random only by explicit chance (OpenSpiel) or not at all (PettingZoo AEC), PortMismatch when
     its agents, actions, observation size or chance outcomes differ from the reference's."""
-    from jaxenvs.testing.reference import AECReference, OpenSpielReference
-
     traits = env.unwrapped.traits
     if traits.dynamics != "sequential" or traits.action_style != "full_action_set":
         raise ValueError(
@@ -321,8 +320,6 @@ def _replay(env, params, games, seed, explicit_chance):
 def _turn_based_notes(ref, games, traj, explicit_chance) -> list[str]:
     """The report's notes: the games played, the moves' policy, and how illegal moves and chance
     plies are compared."""
-    from jaxenvs.testing.reference import AECReference
-
     G, T = len(games), games.plies
     played = np.arange(T)[None] < games.length[:, None]
     n_chance = int((games.chance & played).sum())

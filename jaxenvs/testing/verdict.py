@@ -22,6 +22,7 @@ from jaxenvs.testing.runs import (
     summary_categorical,
     summary_real,
 )
+import jaxenvs
 
 COVERAGE = 0.01  # the local guarantee covers every stratum holding at least this share of the visits ...
 DETECT_LOCAL = 0.1  # ... and a pass must be able to detect a total variation this large at each
@@ -154,8 +155,6 @@ def conclude(ref, port_env, env, seed, settings: VerifySettings, level, space_no
     difference (``(statistic, message)``) and in a `PortInconclusive` when ``shortfall`` says what
     is missing and ``raise_inconclusive``; returned otherwise."""
     import time
-
-    import jaxenvs
 
     name, versions = ref.describe()
     spec = getattr(port_env, "spec", None) or getattr(env, "spec", None)

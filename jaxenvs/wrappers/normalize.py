@@ -22,7 +22,9 @@ from jaxenvs import struct
 from jaxenvs import spaces
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import Wrapper
-from jaxenvs.wrappers.observation import map_final_obs
+from jaxenvs.wrappers.observation import FlattenObservation, map_final_obs
+from jaxenvs.wrappers.action import RescaleAction
+from jaxenvs.wrappers.reward import TransformReward
 
 __all__ = [
     "RunningMeanStd",
@@ -209,10 +211,6 @@ def normalize(
     `jaxenvs.wrappers.AutoReset` (around what ``jaxenvs.make`` returns) so the statistics
     persist across episodes.
     """
-    from jaxenvs.wrappers.action import RescaleAction
-    from jaxenvs.wrappers.observation import FlattenObservation
-    from jaxenvs.wrappers.reward import TransformReward
-
     for name, value in (("scale_reward", scale_reward), ("expected_action_scale", expected_action_scale)):
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value) or value <= 0:
             raise ValueError(f"normalize needs a finite {name} > 0, got {value!r}")

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from jaxenvs import spaces, struct
 from jaxenvs.core import Environment
 from jaxenvs.wrappers.base import AutoReset, Wrapper, has_wrapper
+from jaxenvs.games import allowed_opponents, named_opponents, random_legal
 
 __all__ = ["PlayAgainst", "PlayAgainstState", "random_legal_policy"]
 
@@ -36,8 +37,6 @@ Policy = Callable[[jax.Array, Any], jax.Array]
 def random_legal_policy(space: spaces.Discrete) -> Policy:
     """``policy(key, obs) -> int32[]``: uniform among the legal actions of ``obs["action_mask"]``
     (`jaxenvs.games.random_legal`), uniform on ``space`` when the observation carries no mask."""
-    from jaxenvs.games import random_legal
-
     def policy(key, obs):
         if isinstance(obs, dict) and "action_mask" in obs:
             return random_legal(key, obs)
@@ -112,7 +111,6 @@ class PlayAgainst(Wrapper):
         if not isinstance(max_opponent_moves, int) or isinstance(max_opponent_moves, bool) or max_opponent_moves < 1:
             raise ValueError(f"PlayAgainst needs max_opponent_moves as an int >= 1, got {max_opponent_moves!r}")
         if isinstance(policy, str):  # a named opponent of the game (jaxenvs.games)
-            from jaxenvs.games import allowed_opponents, named_opponents
 
             named = named_opponents(env)
             if policy not in named:

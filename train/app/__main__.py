@@ -20,14 +20,14 @@ background thread (XLA compiles without Python's GIL; with XLA's cheapest compil
 while the training program is traced; the training program then compiles in the background while
 the progress evaluation's and the final evaluation's and GIF's programs compile on the main thread
 (the GIF's also with the cheapest compile); the learning curve is drawn by a helper process
-(`train.curve_drawing`, which imported matplotlib at a lower priority while the run started) while
+(`train.app.curve_drawing`, which imported matplotlib at a lower priority while the run started) while
 the GIF is written.
 
 Every config field has a flag (``--help`` lists them with their defaults and each environment's
 tuned values; ``--show-config`` prints the resolved config). Config values are checked before
 anything runs; training that produces a non-finite loss, gradient or parameter stops with an
 error (exit status 1), keeping the last good checkpoint. Usage errors exit with status 2
-(`train.exits` lists every status).
+(`train.app.exits` lists every status).
 Compiled programs are cached on disk (``$JAXENVS_CACHE_DIR``, default ``~/.cache/jaxenvs/jax``;
 ``off`` or empty turns it off; `jaxenvs._cache`). A run directory ``<out>/<env>-<YYYYmmdd-HHMMSS>/`` receives:
 
@@ -60,14 +60,18 @@ progress and writes the run directory, and every process prints a digest of its 
 parameters (equal on all of them). ``--resume`` under ``--distributed`` needs the run directory on
 a filesystem every process reads.
 
-The command lives in `train.command` (exit statuses), `train.parser` (flags), `train.run` (the
-steps of a run) and `train.metrics_log` (metrics files); this file is its entry point.
+The command lives in `train.app.command` (exit statuses), `train.app.parser` (flags), `train.app.run` (the
+steps of a run) and `train.app.metrics_log` (metrics files); this file is its entry point.
 """
 
 import os
 import sys
 import time
 
+from jaxenvs._optional import MissingExtraError, require
+from ..xla import use_safe_cpu_scheduler
+from .curve_drawing import CurveProcess
+from .timing import Background
 
 
 def _process_started() -> float:
@@ -92,13 +96,8 @@ def main(argv=None) -> int:
     """``jaxenvs-train``'s entry point (see the module docstring)."""
     curve = None
     if argv is None:  # the command owns the process: matplotlib is imported by a helper, from now on
-        from .curve_drawing import CurveProcess
-
         curve = CurveProcess.start()
-    from ..xla import use_safe_cpu_scheduler
-
     use_safe_cpu_scheduler()  # the command owns its process: XLA:CPU's safe scheduler (train.xla) costs nothing
-    from jaxenvs._optional import MissingExtraError, require
 
     try:
         for module in ("flax", "optax"):
@@ -108,12 +107,10 @@ def main(argv=None) -> int:
             curve.close()
         print(f"jaxenvs-train: error: {e}", file=sys.stderr)
         return 2
-    from .command import main as run_command  # imported here, so the imports count in the wall time
+    from .command import main as run_command  # lazy: imported here, so the imports count in the wall time
 
     code = run_command(argv, started=_STARTED if argv is None else None, curve=curve)  # in-process calls: from now
     if argv is None:  # the command owns the process
-        from .timing import Background
-
         if Background.any_running():  # interrupted during the background compile: see train.app.timing.Background
             sys.stdout.flush()
             sys.stderr.flush()

@@ -1,9 +1,8 @@
 """The chunks a run's updates are split into (`chunk_plan`) and the one compiled program that
-runs every chunk (`ChunkProgram`, a part of `train.run.Run`)."""
+runs every chunk (`ChunkProgram`, a part of `train.app.run.Run`)."""
 
 from __future__ import annotations
 
-import math
 import time
 
 import jax
@@ -14,15 +13,7 @@ from jaxenvs import _backend
 from ..distributed import put_global, replicated, runner_shardings
 from .timing import Background
 
-__all__ = ["chunk_length", "chunk_plan", "ChunkProgram"]
-
-
-def chunk_length(num_updates: int, num_chunks: int) -> int:
-    """Updates per chunk when all chunks must have one length: the largest divisor of
-    ``num_updates`` that is at most ``ceil(num_updates / num_chunks)`` (benchmarks/train_speed.py
-    times one compiled program so; ``jaxenvs-train`` uses `chunk_plan`)."""
-    cap = max(1, math.ceil(num_updates / num_chunks))
-    return max(d for d in range(1, cap + 1) if num_updates % d == 0)
+__all__ = ["chunk_plan", "ChunkProgram"]
 
 
 def chunk_plan(num_updates: int, num_chunks: int) -> list[int]:
@@ -35,7 +26,7 @@ def chunk_plan(num_updates: int, num_chunks: int) -> list[int]:
 
 
 class ChunkProgram:
-    """`train.run.Run`'s chunk program: lowered for the runner's shapes (in the background while a
+    """`train.app.run.Run`'s chunk program: lowered for the runner's shapes (in the background while a
     new run initialises), compiled once, called once per chunk."""
 
     @staticmethod

@@ -1,5 +1,5 @@
-"""``jaxenvs-train``: parse the command line, run (`train.run.Run`) and turn every way it can end
-into an exit status and one line (`train.exits`).
+"""``jaxenvs-train``: parse the command line, run (`train.app.run.Run`) and turn every way it can end
+into an exit status and one line (`train.app.exits`).
 """
 
 from __future__ import annotations
@@ -22,16 +22,18 @@ from .envids import ENV_ID_FORMS, cwd_on_import_path, from_here
 from .exits import EXIT_DIVERGED, EXIT_INTERRUPTED, EXIT_STORAGE, EXIT_USAGE, Diverged, StorageError, UsageError
 from .parser import PROG, config_overrides, parse_args, split_run_settings
 from .outputs import EVALUATE, missing_module
-from .timing import Say
+from .timing import Background, Say
 from .run import Run, outputs_complete
 from ..xla import CompileLog, enable_compilation_cache
+from .stdout_filter import drop_gloo_banner
+from .plotting import prefetch_matplotlib
 
 __all__ = ["main"]
 
 
 def main(argv=None, started: float | None = None, curve=None) -> int:
     """Run ``jaxenvs-train`` with ``argv``; ``started``: ``time.perf_counter()`` when the command began
-    (its wall time is counted from there); ``curve``: the `train.curve_drawing.CurveProcess` that
+    (its wall time is counted from there); ``curve``: the `train.app.curve_drawing.CurveProcess` that
     draws the learning curve (None: drawn in this process), ended when the command ends."""
     try:
         return _main(argv, started, curve)
@@ -46,8 +48,6 @@ def _main(argv, started, curve) -> int:
     args = parse_args(argv)  # argparse's own errors exit 2
     cwd_on_import_path()  # --env module:id finds ./module.py, as under python -m
     if args.distributed:
-        from .stdout_filter import drop_gloo_banner
-
         drop_gloo_banner()  # Gloo prints a connection banner into stdout: keep it out of this command's output
         initialize_distributed()  # before anything else asks JAX for its devices
     cache = enable_compilation_cache()
@@ -153,13 +153,10 @@ def _run(run: Run, started: float, imported: float) -> int:
 def _prefetch_plotting(run: Run) -> None:
     """Import matplotlib in the background while the run starts (process 0 draws the learning
     curve at the end; the import is about a second of Python that would otherwise come then), unless
-    a helper process draws it (`train.curve_drawing`). Started once the training program is traced:
+    a helper process draws it (`train.app.curve_drawing`). Started once the training program is traced:
     an import beside the tracing (both Python, taking turns on the GIL) slowed the tracing, and with
     it the start of the training program's compile."""
     if run.main_process and run.curve is None:
-        from .timing import Background
-        from .plotting import prefetch_matplotlib
-
         Background(prefetch_matplotlib, "jaxenvs-import")
 
 

@@ -10,7 +10,7 @@ and it writes the file while the main process writes the GIF. The figure is the 
 function that draws in this process. When the helper cannot start, exits or fails, the figure is
 drawn in this process, with a warning that says why.
 
-A figure is described by plain data (`train.plotting.curve_figure` builds it from a run's
+A figure is described by plain data (`train.app.plotting.curve_figure` builds it from a run's
 metrics): ``{"series": [(label, x, float[points, seeds], unit_range, metric name or None)],
 "notes": [str], "bars": {metric: (op, level)}, "num_seeds": int, "title": str, "xmax": float}``.
 """

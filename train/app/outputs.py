@@ -1,5 +1,5 @@
 """What ``jaxenvs-train`` writes and prints around training (`RunOutputs`, a part of
-`train.run.Run`): the progress line, the warm-up of the output programs, and after training the
+`train.app.run.Run`): the progress line, the warm-up of the output programs, and after training the
 evaluation, the learning curve, the policy GIF, the closing lines, and the command's timings."""
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ from jaxenvs._optional import MissingExtraError, install_hint
 from jaxenvs.prng import key_on_host
 from jaxenvs.sharding import to_host
 from ..checkpoint import CHECKPOINT, OUTPUTS, write_text_atomic
+from ..curricula import heldout_check
 from ..distributed import params_digest
 from .envids import from_here
 from .exits import StorageError, UsageError
 from .metrics_log import MetricsLog
 from .timing import Background
 from .. import tuned
+from ..grading import evaluate, format_progress, format_table, solved_hint, what_is_counted
+from . import plotting as plots
 
 __all__ = ["EVALUATE", "RunOutputs", "progress_line", "missing_module"]
 
@@ -38,8 +41,6 @@ def missing_module(error: ImportError, purpose: str) -> str:
 
 
 def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict | None) -> str:
-    from ..grading import format_progress
-
     parts = [f"steps {done:,}/{total:,}" + (f" x{seeds} seeds" if seeds > 1 else ""), f"{rate:,.0f} steps/s"]
     if progress:
         parts.append(format_progress(progress))
@@ -50,14 +51,12 @@ def progress_line(done, total, seeds, rate, log: MetricsLog, eta, progress: dict
 
 
 class RunOutputs:
-    """`train.run.Run`'s outputs (it holds the state these methods read)."""
+    """`train.app.run.Run`'s outputs (it holds the state these methods read)."""
 
     def warm_up_evaluation(self) -> None:
         """While the training program compiles in the background: compile the programs of the
         final evaluation, by running it once on the untrained policy (results dropped), so after
         training they only run."""
-        from ..grading import evaluate
-
         if not self.args.no_eval:
             with self.say.phase("compiling the evaluation programs", "evaluation warm-up"):
                 evaluate(self.trainer, to_host(self.runner.params))
@@ -67,14 +66,11 @@ class RunOutputs:
         for them). Not beside the training program's compile: that one already keeps two cores
         busy until it ends, while the training leaves one free (XLA:CPU runs a small batch's
         program on one thread)."""
-        from .timing import Background
-        from .plotting import compile_gif_programs
-
         if self.args.no_gif:
             return
         params0 = jax.tree.map(lambda x: x[0], to_host(self.runner.params))
         key = key_on_host(self.settings.seed)
-        self.gif_job = Background(lambda: compile_gif_programs(self.trainer, params0, key), "jaxenvs-compile")
+        self.gif_job = Background(lambda: plots.compile_gif_programs(self.trainer, params0, key), "jaxenvs-compile")
 
     def finish(self) -> None:
         config, trainer, run_dir, say = self.config, self.trainer, self.run_dir, self.say
@@ -82,9 +78,6 @@ class RunOutputs:
             print(f"process {jax.process_index()} of {jax.process_count()}: parameters {params_digest(self.runner.params)}", flush=True)
         if not self.main_process:
             return
-        from ..curricula import heldout_check
-        from ..grading import evaluate, format_table, solved_hint, what_is_counted
-        from .plotting import curve_figure, plot_learning_curve, policy_gif
 
         params = to_host(self.runner.params)  # replicated: this process's own copy
         result = None
@@ -98,10 +91,10 @@ class RunOutputs:
         data = (self.log.env_steps, self.log.array("episode_return"), self.log.array("episode_length"))
         kwargs = dict(progress=self.log.progress, env_id=config.env_id,
                       training={n: self.log.array(n) for n in tuned.entry(config.env_id).curves})
-        if self.curve is not None:  # drawn by the helper process (train.curve_drawing) beside the GIF's work
-            plotting = self.curve.draw(curve_figure(*data, config.env_id, **kwargs), curve_path)
+        if self.curve is not None:  # drawn by the helper process (train.app.curve_drawing) beside the GIF's work
+            plotting = self.curve.draw(plots.curve_figure(*data, config.env_id, **kwargs), curve_path)
         else:  # in a thread: matplotlib's drawing beside the GIF's rollouts, rendering and encoding
-            plotting = Background(lambda: plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
+            plotting = Background(lambda: plots.plot_learning_curve(*data, curve_path, config.env_id, **kwargs), "jaxenvs-plot")
         say("plotting learning_curve.png (in the background) ...")
         gif, gif_note = None, "(not written: --no-gif)"
         not_installed = []  # outputs a missing package kept from being written: the run is not complete
@@ -111,7 +104,7 @@ class RunOutputs:
                     self.gif_job.result()
                 params0 = jax.tree.map(lambda x: x[0], params)
                 try:
-                    gif = policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
+                    gif = plots.policy_gif(trainer, params0, run_dir / "policy.gif", key_on_host(self.settings.seed))
                     gif_note = f"(not written: {config.env_id} has no render)"
                 except OSError as e:
                     raise StorageError(f"cannot write {run_dir / 'policy.gif'}: {e.strerror or e}") from None
@@ -152,7 +145,7 @@ class RunOutputs:
     def record_outputs(self, written: list[str]) -> None:
         """Write the run directory's `train.checkpoint.OUTPUTS` record, last of all its outputs: the
         update they were written after and their names (``--resume`` calls the run complete only
-        with this record and every file it names, `train.run.outputs_complete`)."""
+        with this record and every file it names, `train.app.run.outputs_complete`)."""
         update = int(to_host(self.runner.update).reshape(-1)[0])
         self._write(OUTPUTS, json.dumps({"update": update, "outputs": written}) + "\n")
 

@@ -10,6 +10,7 @@ import math
 import os
 
 from jaxenvs.cli.args import refuse_repeats
+from jaxenvs import _cache
 
 from ..configs import ALGORITHMS, RUN_FIELDS, RunSettings
 from .exits import EXIT_STATUSES
@@ -121,8 +122,6 @@ def _run_default(name: str) -> str:
 
 
 def _epilog() -> str:
-    from jaxenvs import _cache
-
     defaults = training_defaults("ppo")
     names = sorted({k for cfg in defaults.values() for k in cfg})
     rows = [["env"] + names] + [[env] + [f"{cfg[n]:g}" if isinstance(cfg.get(n), float) else str(cfg.get(n, "-")) for n in names]

@@ -12,8 +12,12 @@ import numpy as np
 import jaxenvs
 from jaxenvs.rendering.io import save_gif
 from jaxenvs.rollout import rollout
+from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
 from .curve_drawing import draw_learning_curve, log_axis, nan_fill_forward
 from ..xla import AheadOfTime
+from ..tuned import entry
+from ..checkpoint import atomic_write
+from ..policy import make_policy
 
 __all__ = ["plot_learning_curve", "curve_figure", "curve_panels", "policy_gif", "gif_frames"]
 
@@ -22,7 +26,7 @@ def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None 
     """The data of each learning-curve panel: ``{"label", "x", "mean", "low", "high"}`` (the
     progress measures of the environment first, from the evaluations after every chunk, then its
     per-update ``training`` metrics, then the mean episodic return and length of the training
-    episodes); ``"log"``: whether the panel's y axis is logarithmic (`train.curve_drawing.log_axis`)."""
+    episodes); ``"log"``: whether the panel's y axis is logarithmic (`train.app.curve_drawing.log_axis`)."""
     panels = []
     for name, x, values, unit_range, _ in _series(env_steps, returns, lengths, progress, env_id, training)[0]:
         v = nan_fill_forward(values)
@@ -35,15 +39,11 @@ def curve_panels(env_steps, returns, lengths, progress=None, env_id: str | None 
 
 def _label(name: str, env_id: str | None) -> str:
     """The plot axis of metric ``name`` (its `train.tuned.Metric`'s label, else its name with spaces)."""
-    from ..tuned import entry
-
     metric = entry(env_id).metrics.get(name) if env_id else None
     return (metric.label if metric is not None and metric.label else None) or name.replace("_", " ")
 
 
 def _unit_range(name: str, env_id: str | None) -> bool:
-    from ..tuned import entry
-
     metric = entry(env_id).metrics.get(name) if env_id else None
     return bool(metric is not None and metric.unit_range)
 
@@ -53,8 +53,6 @@ def solved_bars(env_id: str | None) -> dict[str, tuple[str, float]]:
     ``=``) of the environment's solved criterion (its `train.tuned` entry's ``solved_when``), the
     bars drawn on its panels."""
     import re
-
-    from ..tuned import entry
 
     text = entry(env_id).solved_when if env_id else None
     out = {}
@@ -104,7 +102,7 @@ def _series(env_steps, returns, lengths, progress, env_id=None, training=None):
 
 def curve_figure(env_steps, returns, lengths, title: str = "", progress=None, env_id: str | None = None,
                  training: dict | None = None) -> dict:
-    """What `plot_learning_curve` draws, as plain data (`train.curve_drawing`'s figure): its series,
+    """What `plot_learning_curve` draws, as plain data (`train.app.curve_drawing`'s figure): its series,
     notes, solved bars, seed count, title and x range."""
     series, notes = _series(env_steps, returns, lengths, progress, env_id or title or None, training)
     return dict(
@@ -129,7 +127,7 @@ def plot_learning_curve(env_steps, returns, lengths, path: str | os.PathLike, ti
 
     ``returns``/``lengths`` are float[num_updates, num_seeds] (NaN where no episode ended); each
     line is the mean over seeds, with one labelled min-max band when there are several seeds.
-    The file is written atomically. (`curve_figure` and `train.curve_drawing.draw_learning_curve`
+    The file is written atomically. (`curve_figure` and `train.app.curve_drawing.draw_learning_curve`
     are its two halves: ``jaxenvs-train`` runs the second in a helper process.)
     """
     return draw_learning_curve(curve_figure(env_steps, returns, lengths, title, progress, env_id, training), path)
@@ -188,8 +186,6 @@ def _gif_rollouts(trainer, env, steps: int, num_episodes: int):
                 return trainer.act(params, jax.tree.map(lambda x: x[None], obs))[0]
 
             if trainer.env.multi_agent:
-                from ..policy import make_policy
-
                 agent = make_policy(trainer, params)
 
                 def policy(key, obs):  # noqa: F811
@@ -258,7 +254,6 @@ def gif_frames(trainer, params, key, num_episodes: int = 3, max_frames: int = 10
                                  for i in range(0, total, batch)])[:count]
     except NotImplementedError:
         return None
-    from jaxenvs.rendering.legend import add_captions, add_legend, status_captions
 
     frames = add_legend(env, frames)
     captions = status_captions(env, states)  # turn-based games: whose move, how each game ended
@@ -291,7 +286,6 @@ def policy_gif(trainer, params, path: str | os.PathLike, key, num_episodes: int 
     frames = gif_frames(trainer, params, key, num_episodes, max_frames)
     if frames is None:
         return None
-    from ..checkpoint import atomic_write
 
     env = _gif_env(trainer)
     with atomic_write(path) as tmp:

@@ -1,6 +1,6 @@
 """One run of ``jaxenvs-train``, step by step: its run directory, then `Run` (set up a new run or
 resume one, train chunk by chunk with progress lines and checkpoints). `Run`'s other parts live
-beside it: the chunk program in `train.chunks`, the outputs in `train.outputs`, the devices in
+beside it: the chunk program in `train.app.chunks`, the outputs in `train.app.outputs`, the devices in
 `train.distributed`, the printed phases in `train.app.timing`.
 """
 
@@ -23,6 +23,7 @@ import jaxenvs
 from jaxenvs._fast_compile import compiler_options
 from jaxenvs.prng import key_on_host, split_on_host
 from jaxenvs.sharding import to_host
+from jaxenvs.games.search import supports_search
 from ..checkpoint import CHECKPOINT, CONFIG, OUTPUTS, check_run_dir, load_run, runner_template, save_checkpoint, write_text_atomic
 from .chunks import ChunkProgram, chunk_plan
 from ..configs import ALGORITHMS, DEFAULT_ENV, RUN_KEY, RunSettings, config_from_dict, get_config, load_config_file, run_record, run_settings_from_dict
@@ -34,6 +35,7 @@ from .outputs import RunOutputs, progress_line
 from .parser import config_overrides, flag_of, split_run_settings
 from .timing import Background, Say
 from ..trainers import make_trainer
+from ..grading import progress_metrics, progress_note
 
 __all__ = ["Run", "seed_keys", "make_run_dir", "check_out_dir", "probe_run_dir", "outputs_complete"]
 
@@ -126,7 +128,6 @@ def _check_play_fields(config, flags: dict) -> None:
     given = {name: value for name, value in given.items() if value}
     if not given:
         return
-    from jaxenvs.games.search import supports_search  # only when asked: the games wing's import
 
     if supports_search(jaxenvs.make(config.env_id, **config.env_kwargs)):
         return
@@ -180,7 +181,7 @@ class Run(ChunkProgram, RunOutputs):
     chunk_job: tuple | None = None  # (plan, Background compiling its program) started by start_new
     compile_log: object = None  # train.xla.CompileLog of this command
     cache_dir: Path | None = None  # JAX's persistent compilation cache in use (None: off)
-    curve: object = None  # train.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
+    curve: object = None  # train.app.curve_drawing.CurveProcess drawing the learning curve (None: drawn in this process)
     gif_job: object = None  # train.app.timing.Background compiling the GIF's programs during the training
 
     # -- setting up ----------------------------------------------------------------------------
@@ -299,7 +300,6 @@ class Run(ChunkProgram, RunOutputs):
             f"{config.num_updates} updates ({config.num_updates * config.steps_per_update:,} env steps per seed) in "
             f"{len(plan)} chunk(s) on {where} -> {self.run_dir}"
         )
-        from ..grading import progress_metrics, progress_note
 
         if self.main_process and not self.args.no_eval:
             print(progress_note(config.env_id))

@@ -69,7 +69,10 @@ from jaxenvs.testing.lockstep import (
     CHANCE_TRIES, ILLEGAL_PROB, games_needed, is_aec_env, is_openspiel_game, verify_turn_based,
 )
 from jaxenvs.testing.model import model_initial, model_transitions
-from jaxenvs.testing.reference import CHUNK, FIRST_CHUNK, is_pgx_env, GymReference, ReferenceCache, Side, TransitionModel
+from jaxenvs.testing.reference import (
+    CHUNK, FIRST_CHUNK, AECReference, GymReference, OpenSpielReference, PgxReference, ReferenceCache, Side, TransitionModel,
+    is_pgx_env,
+)
 from jaxenvs.testing.report import PortInconclusive, PortMismatch, PortReport, Statistic
 from jaxenvs.testing.runs import (
     ALPHA, BUDGET_S, CONTAINS, WALL_FACTOR, Budget, DEFAULT_POLICIES, DETECT, FROM_STATE_DRAWS, HORIZON, MAX_DRAWS, MAX_EPISODES,
@@ -150,8 +153,6 @@ def _settings(settings, **given) -> VerifySettings:
 def _turn_based_reference(reference, probe, given: dict):
     """The lockstep reference of a turn-based `probe` (OpenSpiel, Pgx or AEC); raise when an
     argument of the Gymnasium road (`given`) is set."""
-    from jaxenvs.testing.reference import AECReference, OpenSpielReference, PgxReference
-
     unused = sorted(k for k, v in given.items() if v is not None)
     if unused:
         raise ValueError(f"verify_port: {', '.join(unused)} cannot be used with a turn-based reference (a "

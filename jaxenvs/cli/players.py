@@ -10,8 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxenvs.games import OpponentError, make_opponent, random_legal
+from jaxenvs.games.search import check_budget
+from jaxenvs.rollout import episode_stats, rollout
 from .args import TRAIN_EXTRA, Failure, UsageError, non_negative_int
-from .envs import message
+from .envs import message, spec_id
 
 __all__ = ["load_run_policy", "joint_policy", "play_episodes", "named_opponent", "against_opponent", "add_opponent_args"]
 
@@ -51,7 +54,7 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
     """
     run_dir = Path(run_dir)
     try:
-        from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG
+        from jaxenvs.train.checkpoint import CHECKPOINT, CONFIG  # lazy: the trainer (the train extra) is optional for jaxenvs
     except ImportError as e:
         raise Failure(f"playing a trained run needs the train extra ({message(e)}): {TRAIN_EXTRA}") from e
     missing = [name for name in (CONFIG, CHECKPOINT) if not (run_dir / name).is_file()]
@@ -60,8 +63,8 @@ def load_run_policy(run_dir: str | os.PathLike, run_seed: int = 0, sample: bool 
             f"{flag} takes {'random' if flag == '--policy' else 'a name'} or a run directory of jaxenvs-train; "
             f"{str(run_dir)!r} " + ("is not a directory" if not run_dir.is_dir() else f"has no {' or '.join(missing)}")
         )
-    from jaxenvs.train.app.envids import cwd_on_import_path
-    from jaxenvs.train.policy import load_policy
+    from jaxenvs.train.app.envids import cwd_on_import_path  # lazy: the trainer (the train extra) is optional for jaxenvs
+    from jaxenvs.train.policy import load_policy  # lazy: the trainer (the train extra) is optional for jaxenvs
 
     cwd_on_import_path()  # a run of a module:id environment imports its module again
     try:
@@ -133,7 +136,6 @@ def say_cost(env, search: int, lookahead: int, episodes: int, horizon: int) -> N
     more than a few seconds (`jaxenvs.games.search.check_budget`)."""
     if not (search or lookahead):
         return
-    from jaxenvs.games.search import check_budget
 
     moves = episodes * horizon * getattr(env, "num_agents", 1)
     line = check_budget(env, search, lookahead, moves=moves)
@@ -147,8 +149,6 @@ def play_episodes(env, policy, seed: int, episodes: int, max_steps: int, record_
     the first to the one it ended in (None unless ``record_states``)."""
     import jax
 
-    from jaxenvs.rollout import episode_stats, rollout
-
     horizon = episode_horizon(env, max_steps)
     traj = rollout(env, jax.random.key(seed), policy, horizon, num_envs=episodes, record_states=record_states)
     firsts = [e for e in episode_stats(traj, include_unfinished=True) if e.start == 0]
@@ -160,10 +160,6 @@ def named_opponent(env, opponent: str):
     """``(label, policy)`` of ``--opponent``: a name of the game (`jaxenvs.games.make_opponent`:
     jax and numpy only), or a run directory trained on the same game (its greedy policy, seed 0,
     no search, its own look-ahead; needs the train extra)."""
-    from jaxenvs.games import OpponentError, make_opponent
-
-    from .envs import spec_id
-
     try:
         if not Path(opponent).is_dir():  # a name; a folder is loaded as a run (and refused if it is none)
             return make_opponent(opponent, env)
@@ -181,8 +177,6 @@ def against_opponent(env, policy, opponent: str, seat: int):
     None: random-legal play) plays seat ``seat`` from its own observation row, the opponent
     (`named_opponent`) the other seat."""
     import jax
-
-    from jaxenvs.games import random_legal
 
     opponent_label, opp = named_opponent(env, opponent)
     me = policy or random_legal

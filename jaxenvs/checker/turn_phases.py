@@ -12,7 +12,8 @@ import numpy as np
 from jaxenvs import spaces
 from jaxenvs._fast_compile import fast_jit
 from jaxenvs.core import Environment
-from .report import EnvCheckError
+from jaxenvs.wrappers.base import AutoReset, has_wrapper
+from .results import EnvCheckError
 from .trees import first_difference, first_leaf, host, index_label
 
 __all__ = ["TurnPhases"]
@@ -135,8 +136,6 @@ class TurnPhases:
     def check_final_obs_mask(self, first, traj, done):
         """``mask-autoreset``: ``info["final_obs"]["action_mask"]`` of an ended episode is the mask
         of the state it ended in (that step replayed below the outermost AutoReset)."""
-        from jaxenvs.wrappers.base import AutoReset
-
         if not (isinstance(self.env, AutoReset) and "final_obs" in traj["info"]) or not done.any():
             return
         inner, params = self.env.env, self.params
@@ -163,8 +162,6 @@ class TurnPhases:
         """States of ``MASK_STEP_STATES`` env steps (the state each action is taken in): a
         random-legal rollout of the env with an auto-reset (added when the env has none), so that
         every state is a live one."""
-        from jaxenvs.wrappers.base import AutoReset, has_wrapper
-
         env = self.env if has_wrapper(self.env, AutoReset) else AutoReset(self.env)
         params, B = self.params, 32
         T = -(-MASK_STEP_STATES // B)
