@@ -74,8 +74,18 @@ class NoSpace(Corridor):
     param_space = None
 
 
-jaxenvs.register("curricula_test/Corridor-v0", Corridor, max_episode_steps=20)
-jaxenvs.register("curricula_test/NoSpace-v0", NoSpace, max_episode_steps=20)
+TEST_ENVS = {"curricula_test/Corridor-v0": Corridor, "curricula_test/NoSpace-v0": NoSpace}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """The user envs, registered for this module's tests only: other modules list and check every
+    registered env, and these have no golden digest or picture."""
+    for env_id, cls in TEST_ENVS.items():
+        jaxenvs.register(env_id, cls, max_episode_steps=20)
+    yield
+    for env_id in TEST_ENVS:
+        jaxenvs.registry.pop(env_id, None)
 
 
 # ---- PLR's buffer ---------------------------------------------------------------------------------

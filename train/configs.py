@@ -31,6 +31,7 @@ import numpy as np
 from flax import struct
 
 from . import tuned
+from .curricula import CURRICULA, PRIORITIZATIONS, SCORES
 from .fields import INT32_MAX, Bool, Choice, Float, Int, Mapping, Sizes, Str, field, retuned, validate_fields
 
 __all__ = [
@@ -72,7 +73,7 @@ class TrainConfig:
     hidden_sizes: tuple = field((64, 64), Sizes(), "MLP layer widths (actor and critic have separate trunks)")
     activation: str = field("tanh", Choice(("tanh", "relu")), "hidden-layer activation")
     curriculum: str = field(
-        "none", Choice(("none", "dr", "plr", "accel")),
+        "none", Choice(CURRICULA),
         "which level each env plays (train.curricula): none (the env's default params; the plain program), dr (a fresh "
         "level from the env's param space at every reset), plr (prioritised level replay from a scored buffer), accel "
         "(plr whose replayed levels are then mutated and scored); needs a single-agent env with a param space",
@@ -81,11 +82,10 @@ class TrainConfig:
     plr_replay_prob: float = field(0.8, Float(0, 1), "plr/accel: probability that an update replays buffer levels (once the buffer is filled to plr_min_fill)")
     plr_min_fill: float = field(0.5, Float(0, 1), "plr/accel: fraction of the buffer that must be filled before any replay")
     plr_score: str = field(
-        "pvl", Choice(("pvl", "maxmc", "regret", "learnability")),
-        "plr/accel: a level's score: pvl (positive value loss), maxmc, regret (exact; envs with optimal_return, e.g. "
-        "Maze-v0) or learnability (p(1-p), p the solved fraction of its episodes)",
+        "pvl", Choice(tuple(SCORES)),
+        "plr/accel: a level's score: " + "; ".join(f"{name} ({meaning})" for name, meaning in SCORES.items()),
     )
-    plr_prioritization: str = field("rank", Choice(("rank", "topk")), "plr/accel: replay weights by score rank, or uniform over the plr_topk best")
+    plr_prioritization: str = field("rank", Choice(PRIORITIZATIONS), "plr/accel: replay weights by score rank, or uniform over the plr_topk best")
     plr_temperature: float = field(0.3, Float(0, lo_open=True), "plr/accel: rank prioritisation's temperature (weights (1/rank)**(1/T))")
     plr_topk: int = field(16, Int(1, 1 << 16), "plr/accel with plr_prioritization topk: how many best-scored levels are replayed")
     plr_staleness: float = field(0.3, Float(0, 1), "plr/accel: weight of staleness (updates since a level was last played) in the replay distribution")

@@ -63,7 +63,13 @@ __all__ = [
 ]
 
 CURRICULA = ("none", "dr", "plr", "accel")
-SCORES = ("pvl", "maxmc", "regret", "learnability")
+# a level's scores (``plr_score``), each with the meaning ``--help`` gives it: `Curriculum.scores` computes them
+SCORES = {
+    "pvl": "positive value loss",
+    "maxmc": "the best value target seen on the level minus each value estimate",
+    "regret": "exact; envs with optimal_return, e.g. Maze-v0",
+    "learnability": "p(1-p), p the solved fraction of its episodes",
+}
 PRIORITIZATIONS = ("rank", "topk")
 
 
@@ -177,7 +183,7 @@ class Curriculum:
             if config.plr_score == "regret" and not callable(self.optimal_return):
                 raise ValueError(
                     f"plr_score 'regret' needs an env that knows its optimum (a method optimal_return(params, max_episode_steps) "
-                    f"on {type(inner).__name__}); use pvl, maxmc or learnability"
+                    f"on {type(inner).__name__}); use one of {', '.join(n for n in SCORES if n != 'regret')}"
                 )
             if config.plr_prioritization == "topk" and config.plr_topk > config.plr_buffer_size:
                 raise ValueError(f"plr_topk = {config.plr_topk} exceeds plr_buffer_size = {config.plr_buffer_size}")
@@ -442,7 +448,9 @@ def heldout_check(trainer, runner) -> dict:
     trained on (env levels and PLR buffer, every seed) that the env's held-out set was checked to
     share none of (`check_disjoint` raises otherwise); empty without a held-out set or a curriculum."""
     heldout = heldout_levels_of(trainer.env)
+    if heldout is None or getattr(trainer, "curriculum", None) is None:  # before any fetch: a run over a mesh
+        return {}  # has none (curricula refuse one), and its arrays span other processes' devices
     trained = trained_levels(jax.device_get(runner))
-    if heldout is None or trained is None:
+    if trained is None:
         return {}
     return {"heldout_disjoint_from": check_disjoint(heldout, trained)}
