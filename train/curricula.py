@@ -169,7 +169,7 @@ class Curriculum:
     def __init__(self, config, env):
         self.name = config.curriculum
         self.config = config
-        inner = env.unwrapped if hasattr(env, "unwrapped") else env
+        inner = env.unwrapped
         try:
             self.space = param_space(env)
         except ParamSpaceError as e:
@@ -362,7 +362,7 @@ def check_disjoint(heldout, trained, what: str = "held-out set") -> int:
 def heldout_levels_of(env) -> Any | None:
     """The env's fixed held-out set (a batch of levels): what its ``heldout_levels()`` method
     returns (`jaxenvs.envs.maze.Maze` declares 500 generated and the hand-made hard mazes), else None."""
-    inner = env.unwrapped if hasattr(env, "unwrapped") else env
+    inner = env.unwrapped
     fn = getattr(inner, "heldout_levels", None)
     return fn() if callable(fn) else None
 
