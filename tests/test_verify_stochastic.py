@@ -68,8 +68,10 @@ def test_a_short_budget_states_what_it_certified_and_what_would_do():
     # the programs compiled first (a compile counts against the budget like any other work)
     verify_port(PORT, V.corridor_reference, num_episodes=200, max_episodes=200, raise_inconclusive=False)
     r = verify_port(PORT, V.corridor_reference, num_episodes=200, budget_s=0.5, raise_inconclusive=False)
-    assert r.verdict == "inconclusive" and r.num_episodes == 200
-    assert any(n.startswith("budget: 0.5 CPU s") and n.endswith("200 episodes a side") for n in r.notes)
+    # the first round's 200 episodes always run; a fast CPU fits a part of the next round in 0.5 s
+    # (a quiet 2-core machine reached 300), never what detect=0.02 needs (about 32,000)
+    assert r.verdict == "inconclusive" and 200 <= r.num_episodes < r.episodes_needed
+    assert any(n.startswith("budget: 0.5 CPU s") and n.endswith(f"{r.num_episodes:,} episodes a side") for n in r.notes)
     pooled = next(s for s in r.statistics if s.effect == "weighted tv" and s.detectable > r.detect)
     assert pooled.needed.startswith("needs about")
     assert r.budget_needed_s and r.budget_needed_s > 0.5
